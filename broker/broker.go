@@ -1,0 +1,79 @@
+// Package broker defines the thin interface every message broker adapter
+// implements, and the CloudEvents mapping they share.
+//
+// Adapters never retry and never sleep: they speak their protocol once and
+// report what happened. Retries, backoff, ordering and bookkeeping live once,
+// in package relay (publish side) and package inbox (consume side).
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/txbox/txbox"
+)
+
+// Message is one event bound for one destination.
+type Message struct {
+	Event  txbox.Event
+	Topic  string // destination rendered from the relay's template
+	Source string // CloudEvents "source": the producing service
+}
+
+// Publisher sends messages and reports, per message, whether the broker
+// confirmed it.
+//
+// Publish returns a slice with one entry per message: nil means the broker
+// confirmed (acked / persisted) that message. It must not return before every
+// message is confirmed or failed, and must honour ctx as the deadline for the
+// whole call. Implementations may pipeline the messages, but must hand them
+// to the broker in slice order.
+//
+// An error that retrying cannot fix (invalid destination, payload too large)
+// wraps txbox.ErrPermanent; an unreachable broker wraps
+// txbox.ErrBrokerUnavailable.
+type Publisher interface {
+	Publish(ctx context.Context, msgs []Message) []error
+	Capabilities() Capabilities
+	Close() error
+}
+
+// Capabilities is what a broker guarantees. brokertest runs exactly the
+// cases an adapter declares and logs a reason for each it skips.
+type Capabilities struct {
+	OrderPerKey  bool // messages with one key (aggregate id) arrive in publish order
+	Persistent   bool // a confirmed message survives a broker restart
+	NativeDedupe bool // the broker drops a second publish with the same event id
+	Redelivery   bool // an unacknowledged delivery comes back
+	MaxPayload   int  // bytes; 0 = unknown
+}
+
+// Delivery is one received message. Event decodes it; a decode error wraps
+// txbox.ErrPermanent and the consumer parks the raw message instead.
+type Delivery interface {
+	Event() (txbox.Event, error)
+	// Raw is a printable summary of the message for parking undecodable ones.
+	Raw() RawMessage
+	// Attempt is the broker's delivery count, 1 for the first, 0 if unknown.
+	Attempt() int
+	// Ack confirms processing; the broker will not deliver it again.
+	Ack(ctx context.Context) error
+	// Nak asks for redelivery no sooner than delay.
+	Nak(ctx context.Context, delay time.Duration) error
+}
+
+// RawMessage is what a consumer keeps of a message it could not decode.
+type RawMessage struct {
+	Topic   string
+	ID      string // best effort: the broker's message id, if any
+	Headers map[string]string
+	Body    []byte
+}
+
+// Subscriber receives deliveries for one durable consumer.
+type Subscriber interface {
+	// Receive blocks until at least one delivery is there, up to max, or ctx
+	// ends (then it returns ctx.Err()).
+	Receive(ctx context.Context, max int) ([]Delivery, error)
+	Close() error
+}

@@ -1,0 +1,58 @@
+package txbox
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrInvalidEvent: the envelope is missing a field or holds bad data.
+	ErrInvalidEvent = errors.New("txbox: invalid event")
+
+	// ErrPermanent marks a failure that retrying cannot fix (unroutable
+	// destination, payload over the broker's limit, undecodable row). The
+	// relay sends such a row to DEAD at once instead of spending its attempts.
+	ErrPermanent = errors.New("txbox: permanent failure")
+
+	// ErrLeaseLost: a mark was refused because this relay no longer holds the
+	// row's lease (another relay took it over). Fencing, not a bug.
+	ErrLeaseLost = errors.New("txbox: lease lost")
+
+	// ErrBrokerUnavailable: the broker could not be reached or did not
+	// confirm in time. Always retryable.
+	ErrBrokerUnavailable = errors.New("txbox: broker unavailable")
+
+	// ErrNotFound: no row matched.
+	ErrNotFound = errors.New("txbox: not found")
+)
+
+// Permanent wraps err so that errors.Is(err, ErrPermanent) holds while the
+// original error stays reachable with errors.Is/As.
+func Permanent(err error) error {
+	if err == nil || errors.Is(err, ErrPermanent) {
+		return err
+	}
+	return permanentError{err}
+}
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string        { return e.err.Error() }
+func (e permanentError) Unwrap() []error      { return []error{e.err, ErrPermanent} }
+func (e permanentError) Is(target error) bool { return target == ErrPermanent }
+
+// ConfigError names the setting that is wrong. Its message is one line meant
+// for an operator: "txbox: config TXBOX_DB (--db): scheme "foo" not supported".
+type ConfigError struct {
+	Field  string // the setting, e.g. "BatchSize" or "--db"
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("txbox: config %s: %s", e.Field, e.Reason)
+}
+
+// ErrConfig is matched by every *ConfigError.
+var ErrConfig = errors.New("txbox: invalid configuration")
+
+func (e *ConfigError) Is(target error) bool { return target == ErrConfig }

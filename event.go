@@ -1,0 +1,125 @@
+package txbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Event is the envelope that travels from the outbox to every consumer.
+//
+// The ID is fixed when the event is written and never regenerated: replays
+// and relay restarts carry the same ID, which is what lets a consumer's inbox
+// recognise a duplicate.
+type Event struct {
+	ID               string            // UUIDv7 by default; unique in the outbox
+	Type             string            // e.g. "OrderCreated"
+	AggregateType    string            // e.g. "Order"
+	AggregateID      string            // routing / partition key; order holds per aggregate
+	AggregateVersion int64             // 0 means "not versioned"
+	OccurredAt       time.Time         // when the business change happened
+	Headers          map[string]string // free-form, e.g. "traceparent"
+	Payload          json.RawMessage   // JSON document
+}
+
+// NewEvent builds an event with a fresh UUIDv7 and the current time. payload
+// is used as is when it is a json.RawMessage or []byte holding valid JSON, and
+// marshalled otherwise.
+func NewEvent(aggregateType, aggregateID, eventType string, payload any) (Event, error) {
+	raw, err := MarshalPayload(payload)
+	if err != nil {
+		return Event{}, err
+	}
+	e := Event{
+		ID:            NewID(),
+		Type:          eventType,
+		AggregateType: aggregateType,
+		AggregateID:   aggregateID,
+		OccurredAt:    time.Now().UTC(),
+		Payload:       raw,
+	}
+	return e, e.Validate()
+}
+
+// MustEvent is NewEvent for tests and examples; it panics on error.
+func MustEvent(aggregateType, aggregateID, eventType string, payload any) Event {
+	e, err := NewEvent(aggregateType, aggregateID, eventType, payload)
+	if err != nil {
+		panic(err)
+	}
+	return e
+}
+
+// NewID returns a new UUIDv7 string: time-ordered, so ids sort roughly by
+// creation and index well.
+func NewID() string {
+	return uuid.Must(uuid.NewV7()).String()
+}
+
+// MarshalPayload turns a payload into JSON bytes. Raw JSON is validated, not
+// re-encoded, so the producer's bytes reach the consumer unchanged.
+func MarshalPayload(payload any) (json.RawMessage, error) {
+	switch p := payload.(type) {
+	case nil:
+		return json.RawMessage("null"), nil
+	case json.RawMessage:
+		if !json.Valid(p) {
+			return nil, fmt.Errorf("%w: payload is not valid JSON", ErrInvalidEvent)
+		}
+		return p, nil
+	case []byte:
+		if !json.Valid(p) {
+			return nil, fmt.Errorf("%w: payload is not valid JSON", ErrInvalidEvent)
+		}
+		return json.RawMessage(p), nil
+	default:
+		b, err := json.Marshal(p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: marshal payload: %v", ErrInvalidEvent, err)
+		}
+		return b, nil
+	}
+}
+
+// Validate reports the first missing or malformed field.
+func (e Event) Validate() error {
+	switch {
+	case e.ID == "":
+		return fmt.Errorf("%w: empty id", ErrInvalidEvent)
+	case len(e.ID) > 64:
+		return fmt.Errorf("%w: id longer than 64 characters", ErrInvalidEvent)
+	case e.Type == "":
+		return fmt.Errorf("%w: empty event type", ErrInvalidEvent)
+	case len(e.Type) > 128:
+		return fmt.Errorf("%w: event type longer than 128 characters", ErrInvalidEvent)
+	case e.AggregateType == "":
+		return fmt.Errorf("%w: empty aggregate type", ErrInvalidEvent)
+	case len(e.AggregateType) > 64:
+		return fmt.Errorf("%w: aggregate type longer than 64 characters", ErrInvalidEvent)
+	case e.AggregateID == "":
+		return fmt.Errorf("%w: empty aggregate id", ErrInvalidEvent)
+	case len(e.AggregateID) > 128:
+		return fmt.Errorf("%w: aggregate id longer than 128 characters", ErrInvalidEvent)
+	case e.AggregateVersion < 0:
+		return fmt.Errorf("%w: negative aggregate version", ErrInvalidEvent)
+	case len(e.Payload) > 0 && !json.Valid(e.Payload):
+		return fmt.Errorf("%w: payload is not valid JSON", ErrInvalidEvent)
+	}
+	return nil
+}
+
+// Status is a row's place in the outbox or inbox status machine.
+type Status string
+
+// Outbox: PENDING -> PROCESSING -> SENT; failures go to RETRY and, after the
+// last attempt, to DEAD. Inbox: PROCESSING -> PROCESSED, or RETRY -> DEAD.
+const (
+	StatusPending    Status = "PENDING"
+	StatusProcessing Status = "PROCESSING"
+	StatusSent       Status = "SENT"
+	StatusRetry      Status = "RETRY"
+	StatusDead       Status = "DEAD"
+	StatusProcessed  Status = "PROCESSED"
+)

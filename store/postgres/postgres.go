@@ -1,0 +1,279 @@
+// Package postgres is the PostgreSQL store (pgx v5): claims with FOR UPDATE
+// SKIP LOCKED under fenced leases, partial indexes so that delivered history
+// costs the claim nothing, and advisory-locked migrations.
+//
+// Every SQL statement of this dialect is in this package: the claim in
+// claim.go, the rest in this file and in sql/.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/store"
+)
+
+// Options configure the store. The zero value is usable.
+type Options struct {
+	Tables store.Tables // default outbox_event / inbox_event in the search path
+	// DeleteSent deletes a row when the broker confirmed it instead of keeping
+	// it as SENT. Keeping is the default: operators can see what was sent, and
+	// the partial indexes keep claims fast anyway; `txbox cleanup` trims it.
+	DeleteSent bool
+	Logger     *slog.Logger // default slog.Default()
+}
+
+// Store implements store.Store on a pgx pool.
+type Store struct {
+	pool   *pgxpool.Pool
+	owned  bool
+	tables store.Tables
+	opts   Options
+	log    *slog.Logger
+	q      queries
+}
+
+// Open connects to url (postgres://...) and returns a store that owns the
+// pool.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, &txbox.ConfigError{Field: "--db (TXBOX_DB)", Reason: "invalid PostgreSQL URL: " + redactErr(err)}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	s, err := New(pool, opts)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.owned = true
+	return s, nil
+}
+
+// New wraps an existing pool; Close leaves the pool open.
+func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
+	t := opts.Tables.WithDefaults()
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Store{pool: pool, tables: t, opts: opts, log: opts.Logger}
+	s.q = buildQueries(t.Qualified(t.Outbox), opts.DeleteSent)
+	return s, nil
+}
+
+// Pool returns the underlying pool, for the write API and tests.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Tables returns the validated table names.
+func (s *Store) Tables() store.Tables { return s.tables }
+
+func (s *Store) Dialect() store.Dialect { return Dialect{Tables: s.tables} }
+
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+func (s *Store) Close() error {
+	if s.owned {
+		s.pool.Close()
+	}
+	return nil
+}
+
+const cols = `id, event_id, aggregate_type, aggregate_id, aggregate_version, event_type,
+	payload::text, headers::text, status, retry_count, next_retry_at, locked_by, locked_until,
+	occurred_at, created_at, sent_at, last_error`
+
+func scanRecord(row pgx.Row) (store.Record, error) {
+	var r store.Record
+	var payload, headers, lockedBy, lastErr *string
+	var status string
+	err := row.Scan(&r.ID, &r.EventID, &r.AggregateType, &r.AggregateID, &r.AggregateVersion, &r.EventType,
+		&payload, &headers, &status, &r.RetryCount, &r.NextRetryAt, &lockedBy, &r.LockedUntil,
+		&r.OccurredAt, &r.CreatedAt, &r.SentAt, &lastErr)
+	if err != nil {
+		return r, err
+	}
+	r.Status = txbox.Status(status)
+	if payload != nil {
+		r.Payload = []byte(*payload)
+	}
+	if headers != nil {
+		r.Headers = []byte(*headers)
+	}
+	if lockedBy != nil {
+		r.LockedBy = *lockedBy
+	}
+	if lastErr != nil {
+		r.LastError = *lastErr
+	}
+	return r, nil
+}
+
+func collect(rows pgx.Rows) ([]store.Record, error) {
+	defer rows.Close()
+	var out []store.Record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) MarkSent(ctx context.Context, lease string, ids []int64) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	tag, err := s.pool.Exec(ctx, s.q.markSent, ids, lease)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: mark sent: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (s *Store) MarkFailed(ctx context.Context, lease string, fs []store.Failure) (int64, error) {
+	if len(fs) == 0 {
+		return 0, nil
+	}
+	ids := make([]int64, len(fs))
+	dead := make([]bool, len(fs))
+	delay := make([]int64, len(fs))
+	msgs := make([]string, len(fs))
+	for i, f := range fs {
+		ids[i], dead[i], delay[i], msgs[i] = f.ID, f.Dead, f.Delay.Milliseconds(), store.Truncate(f.Error, 2000)
+	}
+	tag, err := s.pool.Exec(ctx, s.q.markFailed, ids, dead, delay, msgs, lease)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: mark failed: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (s *Store) Release(ctx context.Context, lease string, ids []int64) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	tag, err := s.pool.Exec(ctx, s.q.release, ids, lease)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: release: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	st := store.Stats{Counts: map[txbox.Status]int64{}}
+	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM `+s.q.table+` GROUP BY status`)
+	if err != nil {
+		return st, fmt.Errorf("postgres: stats: %w", err)
+	}
+	for rows.Next() {
+		var status string
+		var n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			rows.Close()
+			return st, err
+		}
+		st.Counts[txbox.Status(status)] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return st, err
+	}
+	var oldest *time.Time
+	var ageMs *float64
+	err = s.pool.QueryRow(ctx, `SELECT min(created_at), EXTRACT(EPOCH FROM now() - min(created_at)) * 1000
+		FROM `+s.q.table+` WHERE status IN ('PENDING', 'RETRY', 'PROCESSING')`).Scan(&oldest, &ageMs)
+	if err != nil {
+		return st, fmt.Errorf("postgres: stats: %w", err)
+	}
+	st.OldestPending = oldest
+	if ageMs != nil {
+		st.OldestAge = time.Duration(*ageMs * float64(time.Millisecond))
+	}
+	st.Dead = st.Counts[txbox.StatusDead]
+	return st, nil
+}
+
+func ph(n int) string { return "$" + strconv.Itoa(n) }
+
+func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error) {
+	where, args := store.FilterSQL(f, ph, 1)
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+cols+` FROM `+s.q.table+` WHERE `+where+` ORDER BY id LIMIT `+strconv.Itoa(limit), args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list: %w", err)
+	}
+	return collect(rows)
+}
+
+func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
+	where, args := store.FilterSQL(store.DeadOnly(f), ph, 1)
+	tag, err := s.pool.Exec(ctx, `UPDATE `+s.q.table+` SET status = 'PENDING', retry_count = 0, next_retry_at = NULL,
+		locked_by = NULL, locked_until = NULL WHERE `+where, args...)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: replay: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
+	where, args := store.FilterSQL(store.DeadOnly(f), ph, 1)
+	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.q.table+` WHERE `+where, args...)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: purge: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Cleanup deletes in bounded batches: one unbounded DELETE takes locks on
+// every row at once and deadlocks with the relay under load
+// (NServiceBus.Persistence.Sql#778).
+func (s *Store) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
+	if batch <= 0 {
+		batch = 1000
+	}
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.q.table+` WHERE id IN (
+			SELECT id FROM `+s.q.table+` WHERE status = 'SENT' AND sent_at < now() - $1 * interval '1 millisecond'
+			LIMIT $2 FOR UPDATE SKIP LOCKED)`, age.Milliseconds(), batch)
+		if err != nil {
+			return total, fmt.Errorf("postgres: cleanup: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(batch) {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+}
+
+// redactErr keeps a parse error useful without echoing the URL, which may
+// carry a password.
+func redactErr(err error) string {
+	var pe interface{ Unwrap() error }
+	if errors.As(err, &pe) && pe.Unwrap() != nil {
+		return pe.Unwrap().Error()
+	}
+	return "cannot parse connection string"
+}

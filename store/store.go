@@ -1,0 +1,162 @@
+// Package store defines what the relay, the inbox and the admin commands need
+// from a database, and nothing about any one database. Each dialect lives in
+// its own package (postgres, mysql, sqlite) and proves itself against the
+// shared conformance suite in storetest.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/txbox/txbox"
+)
+
+// Record is one outbox row as the relay and the admin commands see it.
+// Payload and Headers are the stored bytes: a foreign producer may have
+// written anything, so decoding happens in Event, where a failure can send the
+// row to DEAD instead of stopping the relay.
+type Record struct {
+	ID               int64 // outbox sequence; per-aggregate order is id order
+	EventID          string
+	AggregateType    string
+	AggregateID      string
+	AggregateVersion int64
+	EventType        string
+	Payload          []byte
+	Headers          []byte
+	Status           txbox.Status
+	RetryCount       int
+	NextRetryAt      *time.Time
+	LockedBy         string
+	LockedUntil      *time.Time
+	OccurredAt       time.Time
+	CreatedAt        time.Time
+	SentAt           *time.Time
+	LastError        string
+}
+
+// Event decodes the row into the envelope. An error means the row can never
+// be delivered as it is; it wraps txbox.ErrPermanent.
+func (r Record) Event() (txbox.Event, error) {
+	e := txbox.Event{
+		ID:               r.EventID,
+		Type:             r.EventType,
+		AggregateType:    r.AggregateType,
+		AggregateID:      r.AggregateID,
+		AggregateVersion: r.AggregateVersion,
+		OccurredAt:       r.OccurredAt,
+		Payload:          json.RawMessage(r.Payload),
+	}
+	if e.OccurredAt.IsZero() {
+		e.OccurredAt = r.CreatedAt
+	}
+	if len(r.Headers) > 0 && string(r.Headers) != "null" {
+		var h map[string]string
+		if err := json.Unmarshal(r.Headers, &h); err != nil {
+			return e, txbox.Permanent(fmt.Errorf("%w: headers are not a JSON object of strings: %v", txbox.ErrInvalidEvent, err))
+		}
+		e.Headers = h
+	}
+	if err := e.Validate(); err != nil {
+		return e, txbox.Permanent(err)
+	}
+	return e, nil
+}
+
+// ClaimRequest asks for up to Limit deliverable rows, leased to Lease until
+// now + LeaseFor (database clock).
+type ClaimRequest struct {
+	Lease    string        // fencing token stored in locked_by; unique per claim
+	Limit    int           // rows at most
+	LeaseFor time.Duration // lease length
+}
+
+// Failure is the outcome of one failed publish.
+type Failure struct {
+	ID    int64
+	Error string        // stored in last_error (truncated by the store)
+	Dead  bool          // true: straight to DEAD; false: RETRY after Delay
+	Delay time.Duration // from now, database clock
+}
+
+// Stats is the outbox at a glance.
+type Stats struct {
+	Counts        map[txbox.Status]int64 `json:"counts"`
+	OldestPending *time.Time             `json:"oldest_pending,omitempty"` // created_at of the oldest PENDING/RETRY/PROCESSING row
+	OldestAge     time.Duration          `json:"oldest_pending_age_ns"`    // now - OldestPending, database clock
+	Dead          int64                  `json:"dead"`
+}
+
+// Filter selects outbox rows for the admin commands. Zero fields match all.
+type Filter struct {
+	Status        txbox.Status // DEAD for the dead-letter commands
+	EventIDs      []string
+	AggregateType string
+	AggregateID   string
+	EventType     string
+	Since, Until  time.Time // created_at range, [Since, Until)
+	Limit         int       // 0: store default
+}
+
+// Outbox is the store side of the relay and of the admin commands.
+//
+// Claim contract (what storetest proves for every dialect):
+//   - a row is deliverable when it is PENDING, RETRY with next_retry_at due,
+//     or PROCESSING with an expired lease;
+//   - per aggregate (aggregate_type, aggregate_id) only a prefix of the
+//     unsent rows in id order is returned, and only when no earlier unsent
+//     row of that aggregate is held by another lease or waits in RETRY. DEAD
+//     rows do not block their aggregate;
+//   - concurrent claimers never receive the same row;
+//   - returned rows are PROCESSING with locked_by = Lease, sorted by id.
+//
+// Every mark is fenced: it changes only rows that are PROCESSING with
+// locked_by = lease, and returns how many it changed.
+type Outbox interface {
+	Claim(ctx context.Context, req ClaimRequest) ([]Record, error)
+	MarkSent(ctx context.Context, lease string, ids []int64) (int64, error)
+	MarkFailed(ctx context.Context, lease string, failures []Failure) (int64, error)
+	Release(ctx context.Context, lease string, ids []int64) (int64, error)
+
+	Stats(ctx context.Context) (Stats, error)
+	List(ctx context.Context, f Filter) ([]Record, error)
+	// Replay puts matching DEAD rows back to PENDING with a fresh attempt
+	// budget; the event id is kept so consumers can still dedupe.
+	Replay(ctx context.Context, f Filter) (int64, error)
+	// Purge deletes matching DEAD rows.
+	Purge(ctx context.Context, f Filter) (int64, error)
+	// Cleanup deletes SENT rows older than age, batch rows per statement,
+	// until none is left or ctx ends.
+	Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error)
+}
+
+// Store is one database: migrations, the outbox side and lifecycle.
+type Store interface {
+	Outbox
+	Dialect() Dialect
+	Migrate(ctx context.Context) error
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// Tx is the least of a transaction that txbox needs. Adapters for *sql.Tx and
+// pgx.Tx live in this package (SQLTx) and in package pgxtx.
+type Tx interface {
+	Exec(ctx context.Context, query string, args ...any) (rowsAffected int64, err error)
+	QueryRow(ctx context.Context, query string, args ...any) Row
+}
+
+// Row is what QueryRow returns: *sql.Row and pgx.Row both fit.
+type Row interface {
+	Scan(dest ...any) error
+}
+
+// Dialect writes SQL for one database. The outbox writer and the inbox use
+// it inside the caller's transaction, so they need no connection of their own.
+type Dialect interface {
+	Name() string
+	// InsertEvents writes the events in one multi-row INSERT.
+	InsertEvents(ctx context.Context, tx Tx, events []txbox.Event) error
+}

@@ -1,0 +1,588 @@
+// Package storetest is the conformance suite every store passes. A bug found
+// in one dialect becomes a case here, so every dialect proves the fix.
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/testenv"
+	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/store"
+)
+
+// Harness gives the suite one database.
+type Harness interface {
+	// Open returns a store on fresh, uniquely named tables (not yet
+	// migrated) that are dropped when t ends.
+	Open(t *testing.T) store.Store
+	// Begin starts a transaction on s's database.
+	Begin(t *testing.T, s store.Store) (tx store.Tx, commit, rollback func() error)
+	// ForeignInsert inserts a row with plain SQL giving only the five columns
+	// a producer in another language must give.
+	ForeignInsert(t *testing.T, s store.Store, eventID, aggType, aggID, eventType, payload string)
+}
+
+// Run runs every case against h.
+func Run(t *testing.T, h Harness) {
+	cases := []struct {
+		name string
+		fn   func(*testing.T, Harness)
+	}{
+		{"CommitVisibility", testCommitVisibility},
+		{"ClaimShape", testClaimShape},
+		{"MultiRowInsert", testMultiRowInsert},
+		{"ForeignProducer", testForeignProducer},
+		{"LeaseBlocksAggregate", testLeaseBlocksAggregate},
+		{"RetryBlocksOnlyItsAggregate", testRetryBlocksAggregate},
+		{"LeaseExpiryRescue", testLeaseExpiry},
+		{"Fencing", testFencing},
+		{"BackoffSchedule", testBackoff},
+		{"DeadAndReplay", testDeadReplay},
+		{"Release", testRelease},
+		{"Stats", testStats},
+		{"Cleanup", testCleanup},
+		{"ConcurrentClaimers", testConcurrentClaimers},
+		{"ConcurrentMigrate", testConcurrentMigrate},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, h) })
+	}
+}
+
+// open returns a migrated store on fresh tables.
+func open(t *testing.T, h Harness) store.Store {
+	t.Helper()
+	s := h.Open(t)
+	if err := s.Migrate(ctxT(t)); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return s
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// write commits events in one transaction through the public write API.
+func write(t *testing.T, h Harness, s store.Store, events ...txbox.Event) {
+	t.Helper()
+	tx, commit, rollback := h.Begin(t, s)
+	if err := outbox.NewWriter(s.Dialect()).Add(ctxT(t), tx, events...); err != nil {
+		_ = rollback()
+		t.Fatalf("write: %v", err)
+	}
+	if err := commit(); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+}
+
+func ev(agg string, n int) txbox.Event {
+	return txbox.MustEvent("Order", agg, "OrderEvent", map[string]any{"agg": agg, "n": n})
+}
+
+func claim(t *testing.T, s store.Store, lease string, limit int, leaseFor time.Duration) []store.Record {
+	t.Helper()
+	recs, err := s.Claim(ctxT(t), store.ClaimRequest{Lease: lease, Limit: limit, LeaseFor: leaseFor})
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	return recs
+}
+
+func ids(recs []store.Record) []int64 {
+	out := make([]int64, len(recs))
+	for i, r := range recs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func eventIDs(recs []store.Record) map[string]bool {
+	m := map[string]bool{}
+	for _, r := range recs {
+		m[r.EventID] = true
+	}
+	return m
+}
+
+func mustMark(t *testing.T, n int64, err error, want int64, what string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if n != want {
+		t.Fatalf("%s: changed %d rows, want %d", what, n, want)
+	}
+}
+
+func testCommitVisibility(t *testing.T, h Harness) {
+	s := open(t, h)
+	ctx := ctxT(t)
+	w := outbox.NewWriter(s.Dialect())
+
+	tx, commit, _ := h.Begin(t, s)
+	e1, e2 := ev("a", 1), ev("a", 2)
+	if err := w.Add(ctx, tx, e1, e2); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(t, s, "L1", 10, time.Minute); len(got) != 0 {
+		t.Fatalf("uncommitted rows were claimable: %d", len(got))
+	}
+	if err := commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	tx, _, rollback := h.Begin(t, s)
+	if err := w.Add(ctx, tx, ev("b", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rollback(); err != nil {
+		t.Fatal(err)
+	}
+
+	got := claim(t, s, "L1", 10, time.Minute)
+	if len(got) != 2 || got[0].EventID != e1.ID || got[1].EventID != e2.ID {
+		t.Fatalf("after commit want [e1 e2] in order, got %v", eventIDs(got))
+	}
+	if got := claim(t, s, "L2", 10, time.Minute); len(got) != 0 {
+		t.Fatalf("rolled-back event claimable: %v", eventIDs(got))
+	}
+}
+
+func testClaimShape(t *testing.T, h Harness) {
+	s := open(t, h)
+	in := []txbox.Event{ev("a", 1), ev("b", 1), ev("a", 2), ev("b", 2), ev("a", 3)}
+	in[0].AggregateVersion = 7
+	in[0].Headers = map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+	write(t, h, s, in...)
+	got := claim(t, s, "lease-1", 100, time.Minute)
+	if len(got) != len(in) {
+		t.Fatalf("claimed %d, want %d", len(got), len(in))
+	}
+	for i, r := range got {
+		if r.EventID != in[i].ID {
+			t.Fatalf("row %d: event %s, want %s (id order)", i, r.EventID, in[i].ID)
+		}
+		if i > 0 && r.ID <= got[i-1].ID {
+			t.Fatalf("not sorted by id: %v", ids(got))
+		}
+		if r.Status != txbox.StatusProcessing || r.LockedBy != "lease-1" || r.LockedUntil == nil {
+			t.Fatalf("row %d: status %s locked_by %q until %v", i, r.Status, r.LockedBy, r.LockedUntil)
+		}
+	}
+	e, err := got[0].Event()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.AggregateVersion != 7 || e.Headers["traceparent"] != in[0].Headers["traceparent"] || e.Type != "OrderEvent" ||
+		e.AggregateType != "Order" || e.AggregateID != "a" || string(e.Payload) != string(in[0].Payload) {
+		t.Fatalf("round trip: got %+v want %+v", e, in[0])
+	}
+	if d := e.OccurredAt.Sub(in[0].OccurredAt); d > time.Millisecond || d < -time.Millisecond {
+		t.Fatalf("occurred_at %v, want %v", e.OccurredAt, in[0].OccurredAt)
+	}
+	if got := claim(t, s, "lease-2", 100, time.Minute); len(got) != 0 {
+		t.Fatalf("leased rows claimed again: %v", ids(got))
+	}
+}
+
+func testMultiRowInsert(t *testing.T, h Harness) {
+	s := open(t, h)
+	var in []txbox.Event
+	for i := range 2500 {
+		in = append(in, ev(fmt.Sprintf("agg-%d", i), 0))
+	}
+	write(t, h, s, in...)
+	seen := map[string]bool{}
+	for range 10 {
+		got := claim(t, s, "L", 1000, time.Minute)
+		if len(got) == 0 {
+			break
+		}
+		for _, r := range got {
+			seen[r.EventID] = true
+		}
+		n, err := s.MarkSent(ctxT(t), "L", ids(got))
+		mustMark(t, n, err, int64(len(got)), "mark sent")
+	}
+	if len(seen) != len(in) {
+		t.Fatalf("saw %d of %d events", len(seen), len(in))
+	}
+}
+
+func testForeignProducer(t *testing.T, h Harness) {
+	s := open(t, h)
+	id := txbox.NewID()
+	h.ForeignInsert(t, s, id, "Invoice", "inv-1", "InvoiceIssued", `{"amount": 12.5}`)
+	got := claim(t, s, "L", 10, time.Minute)
+	if len(got) != 1 {
+		t.Fatalf("claimed %d, want the foreign row", len(got))
+	}
+	r := got[0]
+	if r.EventID != id || r.RetryCount != 0 || r.CreatedAt.IsZero() {
+		t.Fatalf("foreign row defaults: %+v", r)
+	}
+	e, err := r.Event()
+	if err != nil {
+		t.Fatalf("decode foreign row: %v", err)
+	}
+	if e.AggregateType != "Invoice" || e.AggregateID != "inv-1" || e.Type != "InvoiceIssued" || e.OccurredAt.IsZero() || e.AggregateVersion != 0 {
+		t.Fatalf("foreign event: %+v", e)
+	}
+}
+
+func testLeaseBlocksAggregate(t *testing.T, h Harness) {
+	s := open(t, h)
+	a1, b1, a2, b2 := ev("a", 1), ev("b", 1), ev("a", 2), ev("b", 2)
+	write(t, h, s, a1, b1, a2, b2)
+	first := claim(t, s, "L1", 1, time.Minute) // takes a1 only
+	if len(first) != 1 || first[0].EventID != a1.ID {
+		t.Fatalf("first claim: %v", eventIDs(first))
+	}
+	second := claim(t, s, "L2", 10, time.Minute)
+	if got := eventIDs(second); len(got) != 2 || !got[b1.ID] || !got[b2.ID] {
+		t.Fatalf("second claimer must get b1, b2 and nothing of aggregate a while a1 is leased; got %d rows", len(second))
+	}
+	n, err := s.MarkSent(ctxT(t), "L1", ids(first))
+	mustMark(t, n, err, 1, "mark a1")
+	third := claim(t, s, "L3", 10, time.Minute)
+	if len(third) != 1 || third[0].EventID != a2.ID {
+		t.Fatalf("after a1 sent, a2 must be claimable; got %v", eventIDs(third))
+	}
+}
+
+func testRetryBlocksAggregate(t *testing.T, h Harness) {
+	s := open(t, h)
+	a1, a2, b1 := ev("a", 1), ev("a", 2), ev("b", 1)
+	write(t, h, s, a1, a2, b1)
+	got := claim(t, s, "L1", 10, time.Minute)
+	if len(got) != 3 {
+		t.Fatalf("claimed %d", len(got))
+	}
+	ctx := ctxT(t)
+	// a1 fails: it waits an hour; a2 (claimed in the same batch) is released.
+	n, err := s.MarkFailed(ctx, "L1", []store.Failure{{ID: got[0].ID, Error: "boom", Delay: time.Hour}})
+	mustMark(t, n, err, 1, "mark failed")
+	n, err = s.Release(ctx, "L1", []int64{got[1].ID})
+	mustMark(t, n, err, 1, "release")
+	n, err = s.MarkSent(ctx, "L1", []int64{got[2].ID})
+	mustMark(t, n, err, 1, "mark b1")
+
+	write(t, h, s, ev("b", 2))
+	again := claim(t, s, "L2", 10, time.Minute)
+	for _, r := range again {
+		if r.AggregateID == "a" {
+			t.Fatalf("aggregate a must stay blocked behind its RETRY row, got %s", r.EventID)
+		}
+	}
+	if len(again) != 1 {
+		t.Fatalf("aggregate b must flow: got %d rows", len(again))
+	}
+}
+
+func testLeaseExpiry(t *testing.T, h Harness) {
+	s := open(t, h)
+	a1, a2 := ev("a", 1), ev("a", 2)
+	write(t, h, s, a1, a2)
+	first := claim(t, s, "dead-relay", 10, 300*time.Millisecond)
+	if len(first) != 2 {
+		t.Fatalf("claimed %d", len(first))
+	}
+	if got := claim(t, s, "rescuer", 10, time.Minute); len(got) != 0 {
+		t.Fatalf("rows taken while the lease holds: %v", eventIDs(got))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var got []store.Record
+	for time.Now().Before(deadline) {
+		time.Sleep(150 * time.Millisecond)
+		if got = claim(t, s, "rescuer", 10, time.Minute); len(got) > 0 {
+			break
+		}
+	}
+	if len(got) != 2 || got[0].EventID != a1.ID || got[1].EventID != a2.ID {
+		t.Fatalf("rescuer must take over both rows in order after expiry; got %d", len(got))
+	}
+	if got[0].LockedBy != "rescuer" {
+		t.Fatalf("locked_by %q", got[0].LockedBy)
+	}
+}
+
+func testFencing(t *testing.T, h Harness) {
+	s := open(t, h)
+	ctx := ctxT(t)
+	write(t, h, s, ev("a", 1), ev("b", 1), ev("c", 1))
+	old := claim(t, s, "old", 10, 200*time.Millisecond)
+	if len(old) != 3 {
+		t.Fatalf("claimed %d", len(old))
+	}
+	time.Sleep(400 * time.Millisecond)
+	cur := claim(t, s, "new", 10, time.Minute)
+	if len(cur) != 3 {
+		t.Fatalf("takeover claimed %d", len(cur))
+	}
+	n, err := s.MarkSent(ctx, "old", ids(old))
+	mustMark(t, n, err, 0, "stale MarkSent")
+	n, err = s.MarkFailed(ctx, "old", []store.Failure{{ID: old[1].ID, Error: "x", Dead: true}})
+	mustMark(t, n, err, 0, "stale MarkFailed")
+	n, err = s.Release(ctx, "old", ids(old))
+	mustMark(t, n, err, 0, "stale Release")
+	recs, err := s.List(ctx, store.Filter{Status: txbox.StatusProcessing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.LockedBy != "new" {
+			t.Fatalf("row %d locked_by %q after stale marks", r.ID, r.LockedBy)
+		}
+	}
+	n, err = s.MarkSent(ctx, "new", ids(cur))
+	mustMark(t, n, err, 3, "holder MarkSent")
+}
+
+func testBackoff(t *testing.T, h Harness) {
+	s := open(t, h)
+	ctx := ctxT(t)
+	write(t, h, s, ev("a", 1), ev("b", 1))
+	got := claim(t, s, "L", 10, time.Minute)
+	before := time.Now()
+	n, err := s.MarkFailed(ctx, "L", []store.Failure{
+		{ID: got[0].ID, Error: "now", Delay: 0},
+		{ID: got[1].ID, Error: "later", Delay: time.Hour},
+	})
+	mustMark(t, n, err, 2, "mark failed")
+	recs, err := s.List(ctx, store.Filter{Status: txbox.StatusRetry})
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("list retry: %v %d", err, len(recs))
+	}
+	for _, r := range recs {
+		if r.RetryCount != 1 || r.NextRetryAt == nil || r.LockedBy != "" {
+			t.Fatalf("retry row: %+v", r)
+		}
+		if r.ID == got[1].ID {
+			if d := r.NextRetryAt.Sub(before); d < 59*time.Minute || d > 61*time.Minute {
+				t.Fatalf("next_retry_at %v, want ~1h from now", d)
+			}
+			if r.LastError != "later" {
+				t.Fatalf("last_error %q", r.LastError)
+			}
+		}
+	}
+	again := claim(t, s, "L2", 10, time.Minute)
+	if len(again) != 1 || again[0].ID != got[0].ID || again[0].RetryCount != 1 {
+		t.Fatalf("only the due retry may be claimed; got %v", ids(again))
+	}
+}
+
+func testDeadReplay(t *testing.T, h Harness) {
+	s := open(t, h)
+	ctx := ctxT(t)
+	a1, a2 := ev("a", 1), ev("a", 2)
+	write(t, h, s, a1, a2)
+	got := claim(t, s, "L", 1, time.Minute)
+	n, err := s.MarkFailed(ctx, "L", []store.Failure{{ID: got[0].ID, Error: "poison: subject invalid", Dead: true}})
+	mustMark(t, n, err, 1, "dead")
+	next := claim(t, s, "L", 10, time.Minute)
+	if len(next) != 1 || next[0].EventID != a2.ID {
+		t.Fatalf("a DEAD row must not block its aggregate; got %v", eventIDs(next))
+	}
+	dead, err := s.List(ctx, store.Filter{Status: txbox.StatusDead})
+	if err != nil || len(dead) != 1 || dead[0].EventID != a1.ID || dead[0].LastError != "poison: subject invalid" {
+		t.Fatalf("dead list: %v %+v", err, dead)
+	}
+	// Filters: a non-matching filter replays nothing.
+	if n, err := s.Replay(ctx, store.Filter{EventType: "Nope"}); err != nil || n != 0 {
+		t.Fatalf("replay with non-matching filter: %d %v", n, err)
+	}
+	if n, err := s.Replay(ctx, store.Filter{Until: time.Now().Add(-time.Hour)}); err != nil || n != 0 {
+		t.Fatalf("replay with time range before the row: %d %v", n, err)
+	}
+	// Replay never touches non-DEAD rows even if the filter matches them.
+	n, err = s.Replay(ctx, store.Filter{EventIDs: []string{a1.ID, a2.ID}})
+	mustMark(t, n, err, 1, "replay")
+	back := claim(t, s, "L2", 10, time.Minute)
+	if len(back) != 1 || back[0].EventID != a1.ID || back[0].RetryCount != 0 {
+		t.Fatalf("replayed row must be claimable with a fresh budget and the same event id; got %+v", back)
+	}
+	n, err = s.MarkFailed(ctx, "L2", []store.Failure{{ID: back[0].ID, Error: "again", Dead: true}})
+	mustMark(t, n, err, 1, "dead again")
+	n, err = s.Purge(ctx, store.Filter{AggregateID: "a"})
+	mustMark(t, n, err, 1, "purge")
+	if dead, _ := s.List(ctx, store.Filter{Status: txbox.StatusDead}); len(dead) != 0 {
+		t.Fatalf("purge left %d", len(dead))
+	}
+}
+
+func testRelease(t *testing.T, h Harness) {
+	s := open(t, h)
+	write(t, h, s, ev("a", 1), ev("a", 2))
+	got := claim(t, s, "L", 10, time.Hour)
+	n, err := s.Release(ctxT(t), "L", ids(got))
+	mustMark(t, n, err, 2, "release")
+	again := claim(t, s, "L2", 10, time.Hour)
+	if len(again) != 2 || again[0].ID != got[0].ID {
+		t.Fatalf("released rows must be claimable at once, in order; got %v", ids(again))
+	}
+}
+
+func testStats(t *testing.T, h Harness) {
+	s := open(t, h)
+	ctx := ctxT(t)
+	st, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.OldestPending != nil || st.Dead != 0 || len(st.Counts) != 0 {
+		t.Fatalf("empty table stats: %+v", st)
+	}
+	write(t, h, s, ev("a", 1), ev("b", 1), ev("c", 1), ev("d", 1), ev("e", 1))
+	time.Sleep(50 * time.Millisecond)
+	got := claim(t, s, "L", 3, time.Minute)
+	mustMark(t, must(s.MarkSent(ctx, "L", []int64{got[0].ID})), nil, 1, "sent")
+	mustMark(t, must(s.MarkFailed(ctx, "L", []store.Failure{{ID: got[1].ID, Dead: true, Error: "x"}})), nil, 1, "dead")
+	mustMark(t, must(s.MarkFailed(ctx, "L", []store.Failure{{ID: got[2].ID, Delay: time.Hour, Error: "y"}})), nil, 1, "retry")
+	st, err = s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[txbox.Status]int64{txbox.StatusSent: 1, txbox.StatusDead: 1, txbox.StatusRetry: 1, txbox.StatusPending: 2}
+	for k, v := range want {
+		if st.Counts[k] != v {
+			t.Fatalf("count %s = %d, want %d (all: %v)", k, st.Counts[k], v, st.Counts)
+		}
+	}
+	if st.Dead != 1 || st.OldestPending == nil || st.OldestAge < 40*time.Millisecond || st.OldestAge > time.Minute {
+		t.Fatalf("stats: dead %d oldest %v age %v", st.Dead, st.OldestPending, st.OldestAge)
+	}
+}
+
+func must(n int64, err error) int64 {
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+func testCleanup(t *testing.T, h Harness) {
+	s := open(t, h)
+	ctx := ctxT(t)
+	var in []txbox.Event
+	for i := range 25 {
+		in = append(in, ev(fmt.Sprintf("a%d", i), 0))
+	}
+	write(t, h, s, in...)
+	got := claim(t, s, "L", 20, time.Minute)
+	mustMark(t, must(s.MarkSent(ctx, "L", ids(got))), nil, 20, "sent")
+	if n, err := s.Cleanup(ctx, time.Hour, 7); err != nil || n != 0 {
+		t.Fatalf("cleanup of young rows: %d %v", n, err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	n, err := s.Cleanup(ctx, 10*time.Millisecond, 7)
+	if err != nil || n != 20 {
+		t.Fatalf("cleanup: %d %v, want 20 in batches of 7", n, err)
+	}
+	st, _ := s.Stats(ctx)
+	if st.Counts[txbox.StatusSent] != 0 || st.Counts[txbox.StatusProcessing]+st.Counts[txbox.StatusPending] != 5 {
+		t.Fatalf("after cleanup: %v", st.Counts)
+	}
+}
+
+// testConcurrentClaimers: several claimers on one table never receive the
+// same row, and each aggregate's rows are handed out in id order.
+func testConcurrentClaimers(t *testing.T, h Harness) {
+	s := open(t, h)
+	const aggs, perAgg, workers = 40, 25, 4
+	var in []txbox.Event
+	for n := range perAgg {
+		for a := range aggs {
+			in = append(in, ev(fmt.Sprintf("agg-%d", a), n))
+		}
+	}
+	write(t, h, s, in...)
+	ctx := ctxT(t)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	lastByAgg := map[string]int64{}
+	var failed error
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			empty := 0
+			for i := 0; i < 2000 && empty < 20; i++ {
+				lease := fmt.Sprintf("w%d-%d", w, i)
+				recs, err := s.Claim(ctx, store.ClaimRequest{Lease: lease, Limit: 1 + rand.IntN(60), LeaseFor: time.Minute})
+				if err != nil {
+					mu.Lock()
+					failed = err
+					mu.Unlock()
+					return
+				}
+				if len(recs) == 0 {
+					empty++
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				empty = 0
+				mu.Lock()
+				for _, r := range recs {
+					seen[r.EventID]++
+					if r.ID <= lastByAgg[r.AggregateID] && failed == nil {
+						failed = fmt.Errorf("aggregate %s: id %d handed out after %d", r.AggregateID, r.ID, lastByAgg[r.AggregateID])
+					}
+					lastByAgg[r.AggregateID] = r.ID
+				}
+				mu.Unlock()
+				if n, err := s.MarkSent(ctx, lease, ids(recs)); err != nil || n != int64(len(recs)) {
+					mu.Lock()
+					failed = fmt.Errorf("mark sent %d/%d: %v", n, len(recs), err)
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	if len(seen) != len(in) {
+		t.Fatalf("claimed %d distinct events of %d", len(seen), len(in))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("event %s claimed %d times", id, n)
+		}
+	}
+}
+
+func testConcurrentMigrate(t *testing.T, h Harness) {
+	s := h.Open(t)
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- s.Migrate(ctx) }()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent migrate: %v", err)
+		}
+	}
+	write(t, h, s, ev("a", 1))
+}
+
+// URL is testenv.URL, re-exported so store test packages outside this module
+// tree can find services the same way.
+func URL(t testing.TB, env string) string { return testenv.URL(t, env) }
