@@ -1,0 +1,207 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/store"
+)
+
+// filterFlags select dead rows by event id, aggregate, event type and time.
+type filterFlags struct {
+	ids                    []string
+	aggType, aggID, evType string
+	since, until           string
+	limit                  int
+	all                    bool
+}
+
+func (ff *filterFlags) add(f *pflag.FlagSet, withAll bool) {
+	f.StringSliceVar(&ff.ids, "event-id", nil, "event id (repeatable or comma separated)")
+	f.StringVar(&ff.aggType, "aggregate-type", "", "aggregate type")
+	f.StringVar(&ff.aggID, "aggregate-id", "", "aggregate id")
+	f.StringVar(&ff.evType, "event-type", "", "event type")
+	f.StringVar(&ff.since, "since", "", "created at or after (RFC 3339, or a duration ago like 2h)")
+	f.StringVar(&ff.until, "until", "", "created before (RFC 3339, or a duration ago)")
+	if withAll {
+		f.BoolVar(&ff.all, "all", false, "match every dead row (required when no other filter is given)")
+	} else {
+		f.IntVar(&ff.limit, "limit", 100, "rows at most")
+	}
+}
+
+func (ff *filterFlags) filter(needFilter bool) (store.Filter, error) {
+	f := store.Filter{Status: txbox.StatusDead, EventIDs: ff.ids, AggregateType: ff.aggType, AggregateID: ff.aggID, EventType: ff.evType, Limit: ff.limit}
+	var err error
+	if f.Since, err = parseWhen(ff.since, "--since"); err != nil {
+		return f, err
+	}
+	if f.Until, err = parseWhen(ff.until, "--until"); err != nil {
+		return f, err
+	}
+	empty := len(f.EventIDs) == 0 && f.AggregateType == "" && f.AggregateID == "" && f.EventType == "" && f.Since.IsZero() && f.Until.IsZero()
+	if needFilter && empty && !ff.all {
+		return f, &txbox.ConfigError{Field: "filter", Reason: "give --event-id, --aggregate-type, --aggregate-id, --event-type, --since/--until, or --all"}
+	}
+	return f, nil
+}
+
+func parseWhen(s, field string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return time.Now().Add(-d), nil
+	}
+	return time.Time{}, &txbox.ConfigError{Field: field, Reason: fmt.Sprintf("%q is neither RFC 3339 nor a duration", s)}
+}
+
+func newDead(g *globals) *cobra.Command {
+	dead := &cobra.Command{Use: "dead", Short: "Inspect, replay and purge dead-lettered outbox rows"}
+
+	var lf filterFlags
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List dead rows",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := lf.filter(false)
+			if err != nil {
+				return err
+			}
+			s, err := g.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			recs, err := s.List(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				return json.NewEncoder(w).Encode(rowsJSON(recs))
+			}
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "EVENT_ID\tAGGREGATE\tTYPE\tATTEMPTS\tCREATED\tLAST_ERROR")
+			for _, r := range recs {
+				fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\n", r.EventID, r.AggregateType, r.AggregateID, r.EventType, r.RetryCount,
+					r.CreatedAt.UTC().Format(time.RFC3339), store.Truncate(r.LastError, 120))
+			}
+			return tw.Flush()
+		},
+	}
+	lf.add(list.Flags(), false)
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+
+	show := &cobra.Command{
+		Use:   "show EVENT_ID",
+		Short: "Show one dead row in full, payload included",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			recs, err := s.List(cmd.Context(), store.Filter{Status: txbox.StatusDead, EventIDs: args[:1], Limit: 1})
+			if err != nil {
+				return err
+			}
+			if len(recs) == 0 {
+				return fmt.Errorf("dead event %s: %w", args[0], txbox.ErrNotFound)
+			}
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			enc.SetIndent("", "  ")
+			return enc.Encode(rowsJSON(recs)[0])
+		},
+	}
+
+	var rf, pf filterFlags
+	replay := &cobra.Command{
+		Use:   "replay",
+		Short: "Put matching dead rows back to PENDING (same event ids, fresh attempts)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return bulk(cmd, g, &rf, "replayed", func(s store.Store, f store.Filter) (int64, error) { return s.Replay(cmd.Context(), f) })
+		},
+	}
+	rf.add(replay.Flags(), true)
+	purge := &cobra.Command{
+		Use:   "purge",
+		Short: "Delete matching dead rows",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return bulk(cmd, g, &pf, "purged", func(s store.Store, f store.Filter) (int64, error) { return s.Purge(cmd.Context(), f) })
+		},
+	}
+	pf.add(purge.Flags(), true)
+	dead.AddCommand(list, show, replay, purge)
+	return dead
+}
+
+func bulk(cmd *cobra.Command, g *globals, ff *filterFlags, verb string, do func(store.Store, store.Filter) (int64, error)) error {
+	f, err := ff.filter(true)
+	if err != nil {
+		return err
+	}
+	s, err := g.openStore(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	n, err := do(s, f)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s %d dead event(s)\n", verb, n)
+	return nil
+}
+
+type rowJSON struct {
+	ID               int64           `json:"id"`
+	EventID          string          `json:"event_id"`
+	AggregateType    string          `json:"aggregate_type"`
+	AggregateID      string          `json:"aggregate_id"`
+	AggregateVersion int64           `json:"aggregate_version"`
+	EventType        string          `json:"event_type"`
+	Status           string          `json:"status"`
+	RetryCount       int             `json:"retry_count"`
+	CreatedAt        time.Time       `json:"created_at"`
+	LastError        string          `json:"last_error"`
+	Headers          json.RawMessage `json:"headers,omitempty"`
+	Payload          json.RawMessage `json:"payload"`
+}
+
+func rowsJSON(recs []store.Record) []rowJSON {
+	out := make([]rowJSON, len(recs))
+	for i, r := range recs {
+		out[i] = rowJSON{ID: r.ID, EventID: r.EventID, AggregateType: r.AggregateType, AggregateID: r.AggregateID,
+			AggregateVersion: r.AggregateVersion, EventType: r.EventType, Status: string(r.Status), RetryCount: r.RetryCount,
+			CreatedAt: r.CreatedAt, LastError: r.LastError, Headers: jsonOrString(r.Headers), Payload: jsonOrString(r.Payload)}
+	}
+	return out
+}
+
+// jsonOrString keeps valid JSON as is and quotes anything else, so a
+// garbage payload is still shown rather than breaking the output.
+func jsonOrString(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	if json.Valid(b) {
+		return b
+	}
+	q, _ := json.Marshal(string(b))
+	return q
+}

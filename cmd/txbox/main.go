@@ -1,0 +1,160 @@
+// Command txbox is the relay daemon and the operators' tool for the
+// transactional outbox: migrate, relay, stats, dead-letter handling, cleanup.
+//
+// Every flag has an environment variable: --foo-bar is TXBOX_FOO_BAR. A flag
+// given on the command line wins over the environment.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/open"
+	"github.com/txbox/txbox/store"
+)
+
+// globals are the settings every subcommand shares.
+type globals struct {
+	db, broker, topic     string
+	schema, outbox, inbox string
+	logLevel, logFormat   string
+	deleteSent            bool
+	log                   *slog.Logger
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRoot().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "txbox:", oneLine(err))
+		os.Exit(exitCode(err))
+	}
+}
+
+func exitCode(err error) int {
+	if errors.Is(err, txbox.ErrConfig) {
+		return 2
+	}
+	return 1
+}
+
+func oneLine(err error) string {
+	return strings.ReplaceAll(strings.TrimPrefix(err.Error(), "txbox: "), "\n", "; ")
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "txbox",
+		Short:         "Transactional outbox relay and admin tool",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd); err != nil {
+				return err
+			}
+			return g.setupLog()
+		},
+	}
+	f := root.PersistentFlags()
+	f.StringVar(&g.db, "db", "", "database URL: postgres://..., mysql://..., sqlite://PATH")
+	f.StringVar(&g.broker, "broker", "", "broker URL: nats://...")
+	f.StringVar(&g.topic, "topic", "outbox.{aggregate_type}.{event_type}", "destination template over {aggregate_type} and {event_type}")
+	f.StringVar(&g.schema, "schema", "", "schema (PostgreSQL) holding the tables; default: search path")
+	f.StringVar(&g.outbox, "outbox-table", "outbox_event", "outbox table name")
+	f.StringVar(&g.inbox, "inbox-table", "inbox_event", "inbox table name")
+	f.BoolVar(&g.deleteSent, "delete-sent", false, "delete rows once the broker confirmed them instead of keeping them as SENT")
+	f.StringVar(&g.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&g.logFormat, "log-format", "text", "text or json")
+
+	root.AddCommand(newMigrate(g), newRelay(g), newStats(g), newDead(g), newCleanup(g))
+	return root
+}
+
+// bindEnv fills every flag that was not given on the command line from its
+// TXBOX_* variable. A value the flag rejects is a config error naming both.
+func bindEnv(cmd *cobra.Command) error {
+	var firstErr error
+	visit := func(fl *pflag.Flag) {
+		if firstErr != nil || fl.Changed {
+			return
+		}
+		env := envName(fl.Name)
+		if v, ok := os.LookupEnv(env); ok {
+			if err := fl.Value.Set(v); err != nil {
+				firstErr = &txbox.ConfigError{Field: fmt.Sprintf("--%s (%s)", fl.Name, env), Reason: err.Error()}
+			}
+		}
+	}
+	cmd.Flags().VisitAll(visit)
+	cmd.InheritedFlags().VisitAll(visit)
+	return firstErr
+}
+
+func envName(flag string) string {
+	return "TXBOX_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+func (g *globals) setupLog() error {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return &txbox.ConfigError{Field: "--log-level (TXBOX_LOG_LEVEL)", Reason: fmt.Sprintf("%q: want debug, info, warn or error", g.logLevel)}
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch g.logFormat {
+	case "text":
+		g.log = slog.New(slog.NewTextHandler(os.Stderr, opts))
+	case "json":
+		g.log = slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	default:
+		return &txbox.ConfigError{Field: "--log-format (TXBOX_LOG_FORMAT)", Reason: fmt.Sprintf("%q: want text or json", g.logFormat)}
+	}
+	slog.SetDefault(g.log)
+	return nil
+}
+
+func (g *globals) tables() store.Tables {
+	return store.Tables{Schema: g.schema, Outbox: g.outbox, Inbox: g.inbox}
+}
+
+func (g *globals) openStore(ctx context.Context) (store.Store, error) {
+	s, err := open.Store(ctx, g.db, open.StoreOptions{Tables: g.tables(), DeleteSent: g.deleteSent, Logger: g.log})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Ping(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("database %s: %w", open.Redact(g.db), err)
+	}
+	return s, nil
+}
+
+func newMigrate(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Create or upgrade the outbox and inbox tables (safe to run concurrently)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := g.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if err := s.Migrate(cmd.Context()); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "migrations applied")
+			return nil
+		},
+	}
+}

@@ -1,0 +1,47 @@
+package open
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+)
+
+// PublisherOptions are the broker settings the binary exposes.
+type PublisherOptions struct {
+	NATSStream       string
+	NATSSubjects     string
+	NATSCreateStream bool
+	Logger           *slog.Logger
+}
+
+// AddFlags registers the publisher flags.
+func (o *PublisherOptions) AddFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.NATSStream, "nats-stream", "TXBOX", "JetStream stream name")
+	f.StringVar(&o.NATSSubjects, "nats-subjects", "outbox.>", "subjects of the stream when --nats-create-stream creates it")
+	f.BoolVar(&o.NATSCreateStream, "nats-create-stream", false, "create or update the stream at start")
+}
+
+const brokerField = "--broker (TXBOX_BROKER)"
+
+// Publisher opens the broker named by raw.
+func Publisher(ctx context.Context, raw string, o PublisherOptions) (broker.Publisher, error) {
+	if raw == "" {
+		return nil, &txbox.ConfigError{Field: brokerField, Reason: "missing; e.g. nats://127.0.0.1:4222"}
+	}
+	scheme, _, ok := strings.Cut(raw, "://")
+	if !ok {
+		return nil, &txbox.ConfigError{Field: brokerField, Reason: fmt.Sprintf("%q is not a URL (scheme://...)", Redact(raw))}
+	}
+	if open, ok := publishers[scheme]; ok {
+		return open(ctx, raw, o)
+	}
+	return nil, &txbox.ConfigError{Field: brokerField, Reason: fmt.Sprintf("scheme %q not supported (nats)", scheme)}
+}
+
+var publishers = map[string]func(context.Context, string, PublisherOptions) (broker.Publisher, error){}

@@ -1,0 +1,65 @@
+// Package open turns --db and --broker URLs into a store and a publisher.
+// It is the only place that knows every adapter, so a library user who
+// imports one adapter compiles only that one.
+package open
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/postgres"
+)
+
+// StoreOptions are the store settings the binary exposes.
+type StoreOptions struct {
+	Tables     store.Tables
+	DeleteSent bool
+	Logger     *slog.Logger
+}
+
+const dbField = "--db (TXBOX_DB)"
+
+// Store opens the database named by raw.
+func Store(ctx context.Context, raw string, o StoreOptions) (store.Store, error) {
+	if raw == "" {
+		return nil, &txbox.ConfigError{Field: dbField, Reason: "missing; e.g. postgres://user@host/db, mysql://user@host/db or sqlite://path/to/file.db"}
+	}
+	scheme, _, ok := strings.Cut(raw, "://")
+	if !ok {
+		return nil, &txbox.ConfigError{Field: dbField, Reason: fmt.Sprintf("%q is not a URL (scheme://...)", Redact(raw))}
+	}
+	if err := o.Tables.WithDefaults().Validate(); err != nil {
+		return nil, err
+	}
+	switch scheme {
+	case "postgres", "postgresql":
+		return postgres.Open(ctx, raw, postgres.Options{Tables: o.Tables, DeleteSent: o.DeleteSent, Logger: o.Logger})
+	default:
+		if open, ok := extraStores[scheme]; ok {
+			return open(ctx, raw, o)
+		}
+		return nil, &txbox.ConfigError{Field: dbField, Reason: fmt.Sprintf("scheme %q not supported (postgres, mysql, sqlite)", scheme)}
+	}
+}
+
+var extraStores = map[string]func(context.Context, string, StoreOptions) (store.Store, error){}
+
+// Redact hides the password of a URL, for logs and errors.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// Unparseable: hide everything between "://" and "@".
+		if i := strings.Index(raw, "://"); i >= 0 {
+			if j := strings.LastIndex(raw, "@"); j > i {
+				return raw[:i+3] + "xxxxx" + raw[j:]
+			}
+		}
+		return raw
+	}
+	return u.Redacted()
+}

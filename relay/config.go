@@ -1,0 +1,132 @@
+package relay
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/store"
+)
+
+// Config configures a Relay. Zero fields take the documented default;
+// Validate names the first bad field.
+type Config struct {
+	Store     store.Outbox     // required
+	Publisher broker.Publisher // required
+
+	// Topic is the destination template over {aggregate_type} and
+	// {event_type}. Default broker.DefaultTopic.
+	Topic broker.Topic
+	// Source is the CloudEvents "source" attribute. Default "txbox".
+	Source string
+	// ID names this relay in locked_by. Default host-pid-random.
+	ID string
+
+	// BatchSize is the most rows one claim takes. Default 500.
+	BatchSize int
+	// PollInterval is how long an idle relay waits before claiming again
+	// when no wake-up arrives. Default 500ms.
+	PollInterval time.Duration
+	// Wakeup, when set, makes an idle relay claim at once on a receive
+	// (push wake-ups such as PostgreSQL LISTEN); polling stays the fallback.
+	Wakeup <-chan struct{}
+	// Lease is how long claimed rows stay reserved for this relay. Another
+	// relay may take them over after that. Default 30s.
+	Lease time.Duration
+	// PublishTimeout bounds one publish round. Default 10s; it must leave
+	// room inside Lease so a relay never publishes a row whose lease it no
+	// longer holds.
+	PublishTimeout time.Duration
+
+	// MaxAttempts is how many failed publishes send a row to DEAD.
+	// Default 10.
+	MaxAttempts int
+	// BackoffBase and BackoffMax shape the retry delay: attempt n waits
+	// between half and all of min(BackoffMax, BackoffBase * 2^(n-1)).
+	// Defaults 1s and 300s.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+
+	Logger *slog.Logger // default slog.Default()
+}
+
+func (c *Config) withDefaults() {
+	if c.Topic == "" {
+		c.Topic = broker.DefaultTopic
+	}
+	if c.Source == "" {
+		c.Source = "txbox"
+	}
+	if c.ID == "" {
+		c.ID = defaultID()
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 500
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = 500 * time.Millisecond
+	}
+	if c.Lease == 0 {
+		c.Lease = 30 * time.Second
+	}
+	if c.PublishTimeout == 0 {
+		c.PublishTimeout = min(10*time.Second, c.Lease/3)
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 10
+	}
+	if c.BackoffBase == 0 {
+		c.BackoffBase = time.Second
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = 300 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first invalid setting as a *txbox.ConfigError.
+func (c *Config) Validate() error {
+	bad := func(field, format string, a ...any) error {
+		return &txbox.ConfigError{Field: field, Reason: fmt.Sprintf(format, a...)}
+	}
+	switch {
+	case c.Store == nil:
+		return bad("Store", "required")
+	case c.Publisher == nil:
+		return bad("Publisher", "required")
+	case c.BatchSize < 1 || c.BatchSize > 10000:
+		return bad("BatchSize", "%d is outside 1..10000", c.BatchSize)
+	case c.PollInterval < time.Millisecond:
+		return bad("PollInterval", "%v is below 1ms", c.PollInterval)
+	case c.Lease < 100*time.Millisecond:
+		return bad("Lease", "%v is below 100ms", c.Lease)
+	case c.PublishTimeout <= 0 || c.PublishTimeout*2 > c.Lease:
+		return bad("PublishTimeout", "%v must be positive and at most half of Lease (%v)", c.PublishTimeout, c.Lease)
+	case c.MaxAttempts < 1:
+		return bad("MaxAttempts", "%d is below 1", c.MaxAttempts)
+	case c.BackoffBase <= 0:
+		return bad("BackoffBase", "%v must be positive", c.BackoffBase)
+	case c.BackoffMax < c.BackoffBase:
+		return bad("BackoffMax", "%v is below BackoffBase %v", c.BackoffMax, c.BackoffBase)
+	case len(c.ID) > 100:
+		return bad("ID", "longer than 100 characters")
+	}
+	return c.Topic.Validate()
+}
+
+func defaultID() string {
+	host, _ := os.Hostname()
+	if len(host) > 60 {
+		host = host[:60]
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}

@@ -1,0 +1,279 @@
+// Package relay delivers outbox rows to a broker at least once, in
+// per-aggregate order: claim -> publish -> mark.
+//
+// The publish loop is Relay.deliver: rows of one claim are grouped into lanes
+// by aggregate; each round publishes the head of every lane in one pipelined
+// call; a lane moves on only after its head is confirmed, so a later event of
+// an aggregate is never sent while an earlier one is unsent. A retryable
+// failure parks its lane (the row goes to RETRY, the rest of the lane is
+// released) and the other lanes go on. Rows are marked SENT only after the
+// broker confirmed them; a crash in between re-publishes them, which the
+// consumer's inbox absorbs.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/store"
+)
+
+// Relay runs the delivery loop. Create it with New and run it with Run.
+type Relay struct {
+	cfg  Config
+	log  *slog.Logger
+	seq  atomic.Uint64
+	ctrs Counters
+}
+
+// Counters are cumulative since the relay started.
+type Counters struct {
+	Claimed   atomic.Int64 // rows claimed
+	Published atomic.Int64 // rows confirmed by the broker
+	Retried   atomic.Int64 // rows sent to RETRY
+	Dead      atomic.Int64 // rows sent to DEAD
+	Released  atomic.Int64 // rows handed back unpublished
+	LeaseLost atomic.Int64 // marks refused because another relay took the row
+	Errors    atomic.Int64 // store errors in the loop
+	LastClaim atomic.Int64 // unix nanoseconds of the last successful claim
+}
+
+// New validates cfg and returns a relay.
+func New(cfg Config) (*Relay, error) {
+	cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Relay{cfg: cfg, log: cfg.Logger.With("relay", cfg.ID)}, nil
+}
+
+// Counters exposes the relay's counters.
+func (r *Relay) Counters() *Counters { return &r.ctrs }
+
+// Config returns the effective configuration (defaults applied).
+func (r *Relay) Config() Config { return r.cfg }
+
+// Run delivers until ctx is cancelled. On cancellation the batch in flight
+// is finished (bounded by PublishTimeout) or released, then Run returns nil.
+func (r *Relay) Run(ctx context.Context) error {
+	r.log.Info("relay started", "batch", r.cfg.BatchSize, "poll", r.cfg.PollInterval, "lease", r.cfg.Lease, "topic", string(r.cfg.Topic))
+	defer r.log.Info("relay stopped")
+	errDelay := r.cfg.PollInterval
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		// The batch runs on a context that shutdown does not cancel, so rows
+		// already claimed are finished or released, never abandoned.
+		n, err := r.RunOnce(context.WithoutCancel(ctx))
+		switch {
+		case err != nil:
+			r.ctrs.Errors.Add(1)
+			r.log.Warn("relay iteration failed", "err", err, "retry_in", errDelay)
+			if !sleep(ctx, errDelay, nil) {
+				return nil
+			}
+			errDelay = min(errDelay*2, 30*time.Second)
+			continue
+		case n >= r.cfg.BatchSize:
+			errDelay = r.cfg.PollInterval
+			continue // a full batch: there is probably more
+		}
+		errDelay = r.cfg.PollInterval
+		if !sleep(ctx, r.cfg.PollInterval, r.cfg.Wakeup) {
+			return nil
+		}
+	}
+}
+
+// sleep waits d, a wake-up, or ctx; it returns false when ctx ended.
+func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-wake:
+	}
+	return true
+}
+
+// RunOnce claims one batch and delivers it. It returns how many rows it
+// claimed.
+func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	lease := fmt.Sprintf("%s#%d", r.cfg.ID, r.seq.Add(1))
+	claimedAt := time.Now()
+	recs, err := r.cfg.Store.Claim(ctx, store.ClaimRequest{Lease: lease, Limit: r.cfg.BatchSize, LeaseFor: r.cfg.Lease})
+	if err != nil {
+		return 0, err
+	}
+	r.ctrs.LastClaim.Store(time.Now().UnixNano())
+	if len(recs) == 0 {
+		return 0, nil
+	}
+	r.ctrs.Claimed.Add(int64(len(recs)))
+	// Publishing stops well before the lease ends: past it another relay may
+	// own these rows, and publishing them too would break the guarantee that
+	// a row is published by one relay at a time.
+	deadline := claimedAt.Add(r.cfg.Lease - r.cfg.PublishTimeout/2)
+	return len(recs), r.deliver(ctx, lease, recs, deadline)
+}
+
+type item struct {
+	rec store.Record
+	msg broker.Message
+}
+
+// outcome collects the marks of one batch so each kind is one statement.
+type outcome struct {
+	sent     []int64
+	failures []store.Failure
+	release  []int64
+}
+
+func (r *Relay) deliver(ctx context.Context, lease string, recs []store.Record, deadline time.Time) error {
+	var out outcome
+	lanes, order := r.lanes(recs, &out)
+
+	for len(order) > 0 {
+		if time.Until(deadline) < r.cfg.PublishTimeout/4 {
+			for _, k := range order {
+				for _, it := range lanes[k] {
+					out.release = append(out.release, it.rec.ID)
+				}
+			}
+			r.log.Warn("lease nearly spent, releasing the rest of the batch", "rows", len(out.release))
+			break
+		}
+		msgs := make([]broker.Message, len(order))
+		for i, k := range order {
+			msgs[i] = lanes[k][0].msg
+		}
+		pctx, cancel := context.WithDeadline(ctx, minTime(deadline, time.Now().Add(r.cfg.PublishTimeout)))
+		errs := r.cfg.Publisher.Publish(pctx, msgs)
+		cancel()
+		if len(errs) != len(msgs) {
+			return fmt.Errorf("relay: publisher returned %d results for %d messages", len(errs), len(msgs))
+		}
+		next := order[:0]
+		for i, k := range order {
+			lane := lanes[k]
+			head := lane[0]
+			switch err := errs[i]; {
+			case err == nil:
+				out.sent = append(out.sent, head.rec.ID)
+			case errors.Is(err, txbox.ErrPermanent):
+				// Retrying cannot help; DEAD does not block the aggregate.
+				out.failures = append(out.failures, r.failure(head.rec, err, true))
+			default:
+				f := r.failure(head.rec, err, false)
+				out.failures = append(out.failures, f)
+				if !f.Dead {
+					// The aggregate waits for this row: hand its later rows back.
+					for _, it := range lane[1:] {
+						out.release = append(out.release, it.rec.ID)
+					}
+					lanes[k] = nil
+					continue
+				}
+			}
+			if lanes[k] = lane[1:]; len(lanes[k]) > 0 {
+				next = append(next, k)
+			}
+		}
+		order = next
+	}
+	return r.mark(ctx, lease, out)
+}
+
+// lanes groups rows by aggregate, keeping id order inside each lane. Rows
+// that cannot be turned into a message go straight to DEAD.
+func (r *Relay) lanes(recs []store.Record, out *outcome) (map[string][]item, []string) {
+	lanes := make(map[string][]item, len(recs))
+	var order []string
+	for _, rec := range recs {
+		ev, err := rec.Event()
+		if err != nil {
+			out.failures = append(out.failures, r.failure(rec, err, true))
+			continue
+		}
+		k := rec.AggregateType + "\x00" + rec.AggregateID
+		if _, ok := lanes[k]; !ok {
+			order = append(order, k)
+		}
+		lanes[k] = append(lanes[k], item{rec: rec, msg: broker.Message{Event: ev, Topic: r.cfg.Topic.Render(ev), Source: r.cfg.Source}})
+	}
+	return lanes, order
+}
+
+func (r *Relay) failure(rec store.Record, err error, permanent bool) store.Failure {
+	attempt := rec.RetryCount + 1
+	f := store.Failure{ID: rec.ID, Error: err.Error()}
+	switch {
+	case permanent:
+		f.Dead = true
+		f.Error = "permanent: " + f.Error
+	case attempt >= r.cfg.MaxAttempts:
+		f.Dead = true
+		f.Error = fmt.Sprintf("gave up after %d attempts: %s", attempt, f.Error)
+	default:
+		f.Delay = backoff(attempt, r.cfg.BackoffBase, r.cfg.BackoffMax)
+	}
+	if f.Dead {
+		r.log.Warn("event is DEAD", "event_id", rec.EventID, "aggregate", rec.AggregateType+"/"+rec.AggregateID, "attempt", attempt, "err", f.Error)
+	} else {
+		r.log.Debug("publish failed, will retry", "event_id", rec.EventID, "attempt", attempt, "delay", f.Delay, "err", err)
+	}
+	return f
+}
+
+func (r *Relay) mark(ctx context.Context, lease string, out outcome) error {
+	var errs []error
+	if len(out.sent) > 0 {
+		n, err := r.cfg.Store.MarkSent(ctx, lease, out.sent)
+		r.ctrs.Published.Add(int64(len(out.sent)))
+		r.lost(int64(len(out.sent))-n, err)
+		errs = append(errs, err)
+	}
+	if len(out.failures) > 0 {
+		n, err := r.cfg.Store.MarkFailed(ctx, lease, out.failures)
+		for _, f := range out.failures {
+			if f.Dead {
+				r.ctrs.Dead.Add(1)
+			} else {
+				r.ctrs.Retried.Add(1)
+			}
+		}
+		r.lost(int64(len(out.failures))-n, err)
+		errs = append(errs, err)
+	}
+	if len(out.release) > 0 {
+		_, err := r.cfg.Store.Release(ctx, lease, out.release)
+		r.ctrs.Released.Add(int64(len(out.release)))
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Relay) lost(n int64, err error) {
+	if err == nil && n > 0 {
+		// The broker has these; another relay that took them over will send
+		// them again. At least once still holds; the inbox absorbs the copy.
+		r.ctrs.LeaseLost.Add(n)
+		r.log.Warn("marks refused: lease lost to another relay", "rows", n, "err", txbox.ErrLeaseLost)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
