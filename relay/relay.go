@@ -71,7 +71,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		// The batch runs on a context that shutdown does not cancel, so rows
 		// already claimed are finished or released, never abandoned.
-		n, err := r.RunOnce(context.WithoutCancel(ctx))
+		n, err := r.runOnce(context.WithoutCancel(ctx), ctx.Done())
 		switch {
 		case err != nil:
 			r.ctrs.Errors.Add(1)
@@ -108,6 +108,13 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 // RunOnce claims one batch and delivers it. It returns how many rows it
 // claimed.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	return r.runOnce(ctx, nil)
+}
+
+// runOnce is RunOnce with a stop signal: once stop is closed, the round in
+// flight finishes and the rest of the batch is released at once, so a
+// SIGTERM does not wait for a deep lane to drain.
+func (r *Relay) runOnce(ctx context.Context, stop <-chan struct{}) (int, error) {
 	lease := fmt.Sprintf("%s#%d", r.cfg.ID, r.seq.Add(1))
 	claimedAt := time.Now()
 	recs, err := r.cfg.Store.Claim(ctx, store.ClaimRequest{Lease: lease, Limit: r.cfg.BatchSize, LeaseFor: r.cfg.Lease})
@@ -123,7 +130,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	// own these rows, and publishing them too would break the guarantee that
 	// a row is published by one relay at a time.
 	deadline := claimedAt.Add(r.cfg.Lease - r.cfg.PublishTimeout/2)
-	return len(recs), r.deliver(ctx, lease, recs, deadline)
+	return len(recs), r.deliver(ctx, lease, recs, deadline, stop)
 }
 
 type item struct {
@@ -138,18 +145,25 @@ type outcome struct {
 	release  []int64
 }
 
-func (r *Relay) deliver(ctx context.Context, lease string, recs []store.Record, deadline time.Time) error {
+func (r *Relay) deliver(ctx context.Context, lease string, recs []store.Record, deadline time.Time, stop <-chan struct{}) error {
 	var out outcome
 	lanes, order := r.lanes(recs, &out)
 
+	releaseRest := func(why string) {
+		for _, k := range order {
+			for _, it := range lanes[k] {
+				out.release = append(out.release, it.rec.ID)
+			}
+		}
+		r.log.Info("releasing the rest of the batch", "why", why, "rows", len(out.release))
+	}
 	for len(order) > 0 {
 		if time.Until(deadline) < r.cfg.PublishTimeout/4 {
-			for _, k := range order {
-				for _, it := range lanes[k] {
-					out.release = append(out.release, it.rec.ID)
-				}
-			}
-			r.log.Warn("lease nearly spent, releasing the rest of the batch", "rows", len(out.release))
+			releaseRest("lease nearly spent")
+			break
+		}
+		if stopped(stop) {
+			releaseRest("shutting down")
 			break
 		}
 		msgs := make([]broker.Message, len(order))
@@ -268,6 +282,15 @@ func (r *Relay) lost(n int64, err error) {
 		// them again. At least once still holds; the inbox absorbs the copy.
 		r.ctrs.LeaseLost.Add(n)
 		r.log.Warn("marks refused: lease lost to another relay", "rows", n, "err", txbox.ErrLeaseLost)
+	}
+}
+
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
 	}
 }
 

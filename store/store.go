@@ -136,6 +136,7 @@ type Outbox interface {
 type Store interface {
 	Outbox
 	Dialect() Dialect
+	Tables() Tables
 	Migrate(ctx context.Context) error
 	Ping(ctx context.Context) error
 	Close() error

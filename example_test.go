@@ -1,0 +1,51 @@
+package txbox_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/store/postgres"
+)
+
+// Write an order and its event in one transaction. The relay (`txbox relay`)
+// delivers the event after COMMIT; a rollback would have emitted nothing.
+func Example_writeInTransaction() {
+	ctx := context.Background()
+	url := os.Getenv("TXBOX_TEST_POSTGRES")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pool.Close()
+	s, _ := postgres.New(pool, postgres.Options{})
+	if err := s.Migrate(ctx); err != nil {
+		fmt.Println("postgres unavailable")
+		return
+	}
+	_, _ = pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS example_orders (id TEXT PRIMARY KEY, amount INT)`)
+	w := outbox.NewWriter(s.Dialect())
+
+	orderID := "ord-" + txbox.NewID()
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO example_orders (id, amount) VALUES ($1, $2)`, orderID, 4200); err != nil {
+			return err
+		}
+		ev, err := txbox.NewEvent("Order", orderID, "OrderCreated", map[string]any{"id": orderID, "amount": 4200})
+		if err != nil {
+			return err
+		}
+		return w.AddPgx(ctx, tx, ev)
+	})
+	fmt.Println("committed:", err == nil)
+	// Output: committed: true
+}

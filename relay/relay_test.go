@@ -1,0 +1,320 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/mem"
+	"github.com/txbox/txbox/internal/testenv"
+	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/relay"
+	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/postgres"
+)
+
+func openPG(t *testing.T) *postgres.Store {
+	t.Helper()
+	url := testenv.URL(t, "TXBOX_TEST_POSTGRES")
+	ctx := context.Background()
+	sfx := txbox.NewID()[24:]
+	tb := store.Tables{Outbox: "rl_" + sfx, Inbox: "rli_" + sfx}
+	s, err := postgres.Open(ctx, url, postgres.Options{Tables: tb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, tbl := range []string{tb.Outbox, tb.Outbox + "_migrations"} {
+			_, _ = s.Pool().Exec(context.Background(), "DROP TABLE IF EXISTS "+tbl)
+		}
+		s.Close()
+	})
+	return s
+}
+
+func write(t *testing.T, s *postgres.Store, evs ...txbox.Event) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.NewWriter(s.Dialect()).AddPgx(ctx, tx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// faulty fails every publish of the aggregates in fail (retryable) and
+// delegates the rest.
+type faulty struct {
+	broker.Publisher
+	mu    sync.Mutex
+	fail  map[string]bool
+	delay time.Duration
+	calls atomic.Int64
+}
+
+func (f *faulty) Publish(ctx context.Context, msgs []broker.Message) []error {
+	f.calls.Add(1)
+	if f.delay > 0 {
+		select {
+		case <-time.After(f.delay):
+		case <-ctx.Done():
+		}
+	}
+	var pass []broker.Message
+	var idx []int
+	errs := make([]error, len(msgs))
+	f.mu.Lock()
+	for i, m := range msgs {
+		if f.fail[m.Event.AggregateID] {
+			errs[i] = fmt.Errorf("%w: injected", txbox.ErrBrokerUnavailable)
+			continue
+		}
+		pass = append(pass, m)
+		idx = append(idx, i)
+	}
+	f.mu.Unlock()
+	for j, err := range f.Publisher.Publish(ctx, pass) {
+		errs[idx[j]] = err
+	}
+	return errs
+}
+
+func run(t *testing.T, cfg relay.Config) (*relay.Relay, context.CancelFunc, chan struct{}) {
+	t.Helper()
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 10 * time.Millisecond
+	}
+	r, err := relay.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return r, cancel, done
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestDeliversEverythingInAggregateOrder(t *testing.T) {
+	s := openPG(t)
+	b := mem.New()
+	var evs []txbox.Event
+	for i := range 600 {
+		evs = append(evs, txbox.MustEvent("Order", fmt.Sprintf("o-%d", i%7), "OrderUpdated", map[string]int{"i": i}))
+	}
+	write(t, s, evs...)
+	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, BatchSize: 50})
+	waitFor(t, 20*time.Second, "600 published", func() bool { return len(b.Messages()) >= 600 })
+	last := map[string]int{}
+	pos := map[string]int{}
+	for i, e := range evs {
+		pos[e.ID] = i
+	}
+	for _, m := range b.Messages() {
+		p := pos[m.Event.ID]
+		if prev, ok := last[m.Event.AggregateID]; ok && p < prev {
+			t.Fatalf("aggregate %s: #%d after #%d", m.Event.AggregateID, p, prev)
+		}
+		last[m.Event.AggregateID] = p
+		if m.Topic != "outbox.Order.OrderUpdated" || m.Source != "txbox" {
+			t.Fatalf("topic %q source %q", m.Topic, m.Source)
+		}
+	}
+	waitFor(t, 5*time.Second, "all SENT", func() bool {
+		st, _ := s.Stats(context.Background())
+		return st.Counts[txbox.StatusSent] == 600
+	})
+	if got := r.Counters().Published.Load(); got != 600 {
+		t.Fatalf("published counter %d", got)
+	}
+}
+
+func TestFailingAggregateBlocksOnlyItself(t *testing.T) {
+	s := openPG(t)
+	b := mem.New()
+	f := &faulty{Publisher: b, fail: map[string]bool{"bad": true}}
+	var evs []txbox.Event
+	for i := range 5 {
+		evs = append(evs, txbox.MustEvent("Order", "bad", "E", map[string]int{"i": i}), txbox.MustEvent("Order", fmt.Sprintf("good-%d", i), "E", nil))
+	}
+	write(t, s, evs...)
+	r, _, _ := run(t, relay.Config{Store: s, Publisher: f, BackoffBase: 50 * time.Millisecond, BackoffMax: 100 * time.Millisecond, MaxAttempts: 1000})
+	waitFor(t, 10*time.Second, "good aggregates delivered", func() bool { return len(b.Messages()) == 5 })
+	waitFor(t, 10*time.Second, "several retries of the bad head", func() bool { return r.Counters().Retried.Load() >= 3 })
+	for _, m := range b.Messages() {
+		if m.Event.AggregateID == "bad" {
+			t.Fatal("event of the failing aggregate published")
+		}
+	}
+	recs, _ := s.List(context.Background(), store.Filter{AggregateID: "bad"})
+	if recs[0].Status != txbox.StatusRetry || recs[0].RetryCount < 3 || !strings.Contains(recs[0].LastError, "injected") {
+		t.Fatalf("head of bad aggregate: %+v", recs[0])
+	}
+	for _, rec := range recs[1:] {
+		if rec.RetryCount != 0 || rec.Status == txbox.StatusSent {
+			t.Fatalf("later event of the blocked aggregate was attempted: %+v", rec)
+		}
+	}
+	// The cause goes away: the aggregate drains, in order.
+	f.mu.Lock()
+	f.fail = nil
+	f.mu.Unlock()
+	waitFor(t, 10*time.Second, "bad aggregate drained", func() bool { return len(b.Messages()) == 10 })
+	var order []string
+	for _, m := range b.Messages() {
+		if m.Event.AggregateID == "bad" {
+			order = append(order, string(m.Event.Payload))
+		}
+	}
+	if strings.Join(order, "") != `{"i":0}{"i":1}{"i":2}{"i":3}{"i":4}` {
+		t.Fatalf("order after recovery: %v", order)
+	}
+}
+
+func TestPermanentErrorGoesDeadAndRestFlows(t *testing.T) {
+	s := openPG(t)
+	b := mem.New(mem.WithMaxPayload(1000))
+	big := txbox.MustEvent("Order", "o-1", "E", map[string]string{"blob": strings.Repeat("x", 5000)})
+	next := txbox.MustEvent("Order", "o-1", "E", map[string]int{"after": 1})
+	write(t, s, big, next, txbox.MustEvent("Order", "o-2", "E", nil))
+	// A foreign producer's row with headers that are not an object of strings.
+	ctx := context.Background()
+	bad := txbox.NewID()
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO `+s.Tables().Outbox+` (event_id, aggregate_type, aggregate_id, event_type, payload, headers)
+		VALUES ($1, 'Order', 'o-3', 'E', '{}', '[1,2]')`, bad); err != nil {
+		t.Fatal(err)
+	}
+	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, MaxAttempts: 10})
+	waitFor(t, 10*time.Second, "two delivered", func() bool { return len(b.Messages()) == 2 })
+	waitFor(t, 5*time.Second, "two dead", func() bool { return r.Counters().Dead.Load() == 2 })
+	dead, _ := s.List(ctx, store.Filter{Status: txbox.StatusDead})
+	if len(dead) != 2 {
+		t.Fatalf("dead: %d", len(dead))
+	}
+	for _, d := range dead {
+		if d.RetryCount != 1 || !strings.HasPrefix(d.LastError, "permanent:") {
+			t.Fatalf("dead row must not spend its attempts and must say why: %+v", d)
+		}
+	}
+	if !strings.Contains(dead[0].LastError+dead[1].LastError, "headers") {
+		t.Fatalf("undecodable headers not named: %q / %q", dead[0].LastError, dead[1].LastError)
+	}
+}
+
+func TestGivesUpAfterMaxAttempts(t *testing.T) {
+	s := openPG(t)
+	b := mem.New()
+	b.SetDown(true)
+	e := txbox.MustEvent("Order", "o-1", "E", nil)
+	write(t, s, e)
+	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, MaxAttempts: 3, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
+	waitFor(t, 10*time.Second, "dead after 3 attempts", func() bool { return r.Counters().Dead.Load() == 1 })
+	recs, _ := s.List(context.Background(), store.Filter{EventIDs: []string{e.ID}})
+	if recs[0].Status != txbox.StatusDead || recs[0].RetryCount != 3 || !strings.Contains(recs[0].LastError, "after 3 attempts") {
+		t.Fatalf("%+v", recs[0])
+	}
+}
+
+func TestShutdownFinishesOrReleasesInFlight(t *testing.T) {
+	s := openPG(t)
+	b := mem.New()
+	f := &faulty{Publisher: b, delay: 300 * time.Millisecond}
+	var evs []txbox.Event
+	for i := range 40 {
+		evs = append(evs, txbox.MustEvent("Order", "hot", "E", map[string]int{"i": i}))
+	}
+	write(t, s, evs...)
+	_, cancel, done := run(t, relay.Config{Store: s, Publisher: f, BatchSize: 40})
+	waitFor(t, 5*time.Second, "publishing started", func() bool { return f.calls.Load() > 0 })
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("relay did not stop within 2s: it must not drain a 12s lane on shutdown")
+	}
+	st, _ := s.Stats(context.Background())
+	if st.Counts[txbox.StatusProcessing] != 0 {
+		t.Fatalf("shutdown left %d rows leased: %v", st.Counts[txbox.StatusProcessing], st.Counts)
+	}
+	if st.Counts[txbox.StatusPending] == 0 {
+		t.Fatalf("nothing was released: %v", st.Counts)
+	}
+	if sent := st.Counts[txbox.StatusSent]; sent != int64(len(b.Messages())) {
+		t.Fatalf("sent %d but broker has %d", sent, len(b.Messages()))
+	}
+}
+
+func TestLeaseDeadlineReleasesUnpublished(t *testing.T) {
+	s := openPG(t)
+	b := mem.New()
+	f := &faulty{Publisher: b, delay: 150 * time.Millisecond}
+	var evs []txbox.Event
+	for i := range 30 {
+		evs = append(evs, txbox.MustEvent("Order", "hot", "E", map[string]int{"i": i}))
+	}
+	write(t, s, evs...)
+	r, err := relay.New(relay.Config{Store: s, Publisher: f, BatchSize: 30, Lease: time.Second, PublishTimeout: 400 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := r.RunOnce(context.Background())
+	if err != nil || n != 30 {
+		t.Fatalf("run once: %d %v", n, err)
+	}
+	rel := r.Counters().Released.Load()
+	if rel == 0 || rel == 30 {
+		t.Fatalf("a 30-deep lane at 150ms per round cannot finish in a 1s lease: released %d", rel)
+	}
+	st, _ := s.Stats(context.Background())
+	if st.Counts[txbox.StatusSent]+st.Counts[txbox.StatusPending] != 30 || st.Counts[txbox.StatusProcessing] != 0 {
+		t.Fatalf("after deadline: %v", st.Counts)
+	}
+}
+
+func TestConfigValidationNamesTheField(t *testing.T) {
+	s := &postgres.Store{}
+	b := mem.New()
+	for _, c := range []struct {
+		cfg   relay.Config
+		field string
+	}{
+		{relay.Config{Publisher: b}, "Store"},
+		{relay.Config{Store: s}, "Publisher"},
+		{relay.Config{Store: s, Publisher: b, BatchSize: -1}, "BatchSize"},
+		{relay.Config{Store: s, Publisher: b, Lease: time.Second, PublishTimeout: time.Second}, "PublishTimeout"},
+		{relay.Config{Store: s, Publisher: b, BackoffBase: time.Minute, BackoffMax: time.Second}, "BackoffMax"},
+		{relay.Config{Store: s, Publisher: b, Topic: "x.{aggregate}"}, "--topic"},
+	} {
+		_, err := relay.New(c.cfg)
+		var ce *txbox.ConfigError
+		if !errors.As(err, &ce) || !strings.HasPrefix(ce.Field, c.field) {
+			t.Fatalf("want config error on %s, got %v", c.field, err)
+		}
+	}
+}
