@@ -41,7 +41,9 @@ func openPG(t *testing.T) *postgres.Store {
 	return s
 }
 
-func orders(s *postgres.Store) string { return "orders_" + strings.TrimPrefix(s.Tables().Outbox, "ob_") }
+func orders(s *postgres.Store) string {
+	return "orders_" + strings.TrimPrefix(s.Tables().Outbox, "ob_")
+}
 
 func pending(t *testing.T, s *postgres.Store) []store.Record {
 	t.Helper()
