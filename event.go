@@ -122,4 +122,8 @@ const (
 	StatusRetry      Status = "RETRY"
 	StatusDead       Status = "DEAD"
 	StatusProcessed  Status = "PROCESSED"
+	// StatusReplay: an operator asked for a parked inbox event to run again.
+	StatusReplay Status = "REPLAY"
+	// StatusSkipped: the inbox's version guard dropped a stale event.
+	StatusSkipped Status = "SKIPPED"
 )

@@ -131,4 +131,3 @@ func EventFromAttributes(get func(name string) (string, bool), names []string, b
 	}
 	return e, nil
 }
-

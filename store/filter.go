@@ -65,3 +65,37 @@ func Truncate(s string, n int) string {
 	}
 	return s[:n]
 }
+
+// InboxFilterSQL is FilterSQL for the inbox table.
+func InboxFilterSQL(f InboxFilter, ph func(n int) string, firstArg int) (string, []any) {
+	var conds []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		conds = append(conds, strings.Replace(cond, "?", ph(firstArg+len(args)-1), 1))
+	}
+	if f.Consumer != "" {
+		add("consumer_name = ?", f.Consumer)
+	}
+	if f.Status != "" {
+		add("status = ?", string(f.Status))
+	}
+	if len(f.EventIDs) > 0 {
+		ps := make([]string, len(f.EventIDs))
+		for i, id := range f.EventIDs {
+			args = append(args, id)
+			ps[i] = ph(firstArg + len(args) - 1)
+		}
+		conds = append(conds, "event_id IN ("+strings.Join(ps, ", ")+")")
+	}
+	if !f.Since.IsZero() {
+		add("received_at >= ?", f.Since.UTC())
+	}
+	if !f.Until.IsZero() {
+		add("received_at < ?", f.Until.UTC())
+	}
+	if len(conds) == 0 {
+		return "1=1", nil
+	}
+	return strings.Join(conds, " AND "), args
+}

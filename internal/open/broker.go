@@ -23,7 +23,7 @@ type PublisherOptions struct {
 // AddFlags registers the publisher flags.
 func (o *PublisherOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.NATSStream, "nats-stream", "TXBOX", "JetStream stream name")
-	f.StringVar(&o.NATSSubjects, "nats-subjects", "outbox.>", "subjects of the stream when --nats-create-stream creates it")
+	f.StringVar(&o.NATSSubjects, "nats-subjects", "outbox.>", "comma-separated subjects the stream must hold when --nats-create-stream is set")
 	f.BoolVar(&o.NATSCreateStream, "nats-create-stream", false, "create or update the stream at start")
 }
 

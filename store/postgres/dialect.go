@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -95,3 +96,7 @@ func (t pgxTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
 func (t pgxTx) QueryRow(ctx context.Context, q string, args ...any) store.Row {
 	return t.tx.QueryRow(ctx, q, args...)
 }
+
+// errNoRowsSQL is database/sql's no-rows error, which a *sql.Tx from the
+// pgx stdlib driver returns instead of pgx.ErrNoRows.
+var errNoRowsSQL = sql.ErrNoRows

@@ -1,0 +1,206 @@
+package mem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/brokertest"
+	"github.com/txbox/txbox/broker/mem"
+)
+
+func TestConformance(t *testing.T) {
+	b := mem.New(mem.WithDedupe(), mem.WithMaxPayload(64<<10), mem.WithAckWait(time.Second))
+	var n atomic.Int64
+	brokertest.Run(t, brokertest.Harness{
+		NewPublisher: func(context.Context, *testing.T) broker.Publisher { return b },
+		NewSubscriber: func(_ context.Context, _ *testing.T, group, topic string) broker.Subscriber {
+			return b.Subscribe(group, topic)
+		},
+		Topic:         func(*testing.T) string { return fmt.Sprintf("outbox.t%d.Order.Created", n.Add(1)) },
+		InvalidTopics: []string{""},
+		AckWait:       time.Second,
+		StopBroker:    func(*testing.T) { b.SetDown(true) },
+		StartBroker:   func(*testing.T) { b.SetDown(false) },
+		PublishRaw: func(_ context.Context, _ *testing.T, topic string, h map[string]string, body []byte) {
+			b.PublishRaw(topic, h, body)
+		},
+	})
+}
+
+// TestCapabilitiesFollowOptions: dedupe and the payload limit are declared
+// only when configured, so brokertest skips what a plain broker lacks.
+func TestCapabilitiesFollowOptions(t *testing.T) {
+	c := mem.New().Capabilities()
+	if c.NativeDedupe || c.MaxPayload != 0 || c.Persistent || !c.OrderPerKey || !c.Redelivery {
+		t.Fatalf("plain broker capabilities = %+v", c)
+	}
+	c = mem.New(mem.WithDedupe(), mem.WithMaxPayload(10)).Capabilities()
+	if !c.NativeDedupe || c.MaxPayload != 10 {
+		t.Fatalf("configured broker capabilities = %+v", c)
+	}
+}
+
+func msg(topic, key string, n int) broker.Message {
+	e := txbox.MustEvent("Order", key, "Created", map[string]int{"n": n})
+	return broker.Message{Event: e, Topic: topic}
+}
+
+// TestFailNextAndMessages: the relay's hooks. Injected failures hit the next
+// n messages one by one, are returned as given, and leave no trace in
+// Messages; Messages keeps duplicates in publish order.
+func TestFailNextAndMessages(t *testing.T) {
+	b := mem.New(mem.WithDedupe())
+	ctx := context.Background()
+	boom := errors.New("boom")
+	b.FailNext(2, boom)
+	m0, m1, m2 := msg("t", "a", 0), msg("t", "a", 1), msg("t", "b", 2)
+	errs := b.Publish(ctx, []broker.Message{m0, m1, m2})
+	if !errors.Is(errs[0], boom) || !errors.Is(errs[1], boom) || errs[2] != nil {
+		t.Fatalf("errs = %v, want boom, boom, nil", errs)
+	}
+	if errs := b.Publish(ctx, []broker.Message{m0, m2}); errs[0] != nil || errs[1] != nil {
+		t.Fatalf("errs = %v", errs)
+	}
+	got := b.Messages()
+	want := []string{m2.Event.ID, m0.Event.ID, m2.Event.ID}
+	if len(got) != len(want) {
+		t.Fatalf("Messages() has %d, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Event.ID != want[i] {
+			t.Errorf("Messages()[%d] = %s, want %s", i, got[i].Event.ID, want[i])
+		}
+	}
+	if d := b.Duplicates(); d != 1 {
+		t.Errorf("Duplicates() = %d, want 1", d)
+	}
+	// Messages is a copy: the test cannot corrupt the broker.
+	got[0].Event.Payload[0] = 'X'
+	if b.Messages()[0].Event.Payload[0] == 'X' {
+		t.Error("Messages() shares payload memory with the broker")
+	}
+}
+
+// TestDownAffectsEverything: a down broker fails publishes, receives and
+// acks with ErrBrokerUnavailable, and keeps what it stored.
+func TestDownAffectsEverything(t *testing.T) {
+	b := mem.New()
+	ctx := context.Background()
+	sub := b.Subscribe("g")
+	if errs := b.Publish(ctx, []broker.Message{msg("t", "a", 0)}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	ds, err := sub.Receive(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.SetDown(true)
+	if errs := b.Publish(ctx, []broker.Message{msg("t", "a", 1)}); !errors.Is(errs[0], txbox.ErrBrokerUnavailable) {
+		t.Errorf("Publish while down: %v", errs[0])
+	}
+	if _, err := sub.Receive(ctx, 1); !errors.Is(err, txbox.ErrBrokerUnavailable) {
+		t.Errorf("Receive while down: %v", err)
+	}
+	if err := ds[0].Ack(ctx); !errors.Is(err, txbox.ErrBrokerUnavailable) {
+		t.Errorf("Ack while down: %v", err)
+	}
+	b.SetDown(false)
+	if err := ds[0].Ack(ctx); err != nil {
+		t.Errorf("Ack after recovery: %v", err)
+	}
+	if n := len(b.Messages()); n != 1 {
+		t.Errorf("Messages() = %d after the outage, want 1", n)
+	}
+}
+
+// TestGroupsAndFilters: every group sees every matching message once;
+// receivers of one group share them; topic patterns follow NATS rules.
+func TestGroupsAndFilters(t *testing.T) {
+	b := mem.New()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	g1a := b.Subscribe("g1", "orders.>")
+	g1b := b.Subscribe("g1", "orders.>")
+	g2 := b.Subscribe("g2", "orders.*.created")
+	var msgs []broker.Message
+	for i, topic := range []string{"orders.eu.created", "orders.us.shipped", "payments.eu.created", "orders.eu.created"} {
+		msgs = append(msgs, msg(topic, "k", i))
+	}
+	for _, err := range b.Publish(ctx, msgs) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(s broker.Subscriber, max int) int {
+		ds, err := s.Receive(ctx, max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if err := d.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return len(ds)
+	}
+	if a, b := count(g1a, 2), count(g1b, 5); a != 2 || b != 1 {
+		t.Errorf("group g1 receivers got %d and %d, want 2 and 1 (3 orders.> messages shared)", a, b)
+	}
+	if n := count(g2, 5); n != 2 {
+		t.Errorf("group g2 got %d, want 2 orders.*.created messages", n)
+	}
+}
+
+// TestStaleAckDoesNotCancelRedelivery: a handler that outlived the ack wait
+// cannot ack away the newer delivery of the same message.
+func TestStaleAckDoesNotCancelRedelivery(t *testing.T) {
+	b := mem.New(mem.WithAckWait(50 * time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s := b.Subscribe("g")
+	b.Publish(ctx, []broker.Message{msg("t", "k", 0)})
+	first, err := s.Receive(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.Receive(ctx, 1) // after the ack wait
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second[0].Attempt() != 2 {
+		t.Fatalf("Attempt() = %d, want 2", second[0].Attempt())
+	}
+	if err := first[0].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := second[0].Nak(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	third, err := s.Receive(ctx, 1)
+	if err != nil {
+		t.Fatalf("the Nak'd newer delivery did not come back: %v", err)
+	}
+	if err := third[0].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := third[0].Ack(ctx); err == nil {
+		t.Error("second Ack of one delivery succeeded")
+	}
+}
+
+// TestInvalidHeaderIsPermanent: mem rejects what the wire format cannot
+// carry, as real brokers do.
+func TestInvalidHeaderIsPermanent(t *testing.T) {
+	b := mem.New()
+	m := msg("t", "k", 0)
+	m.Event.Headers = map[string]string{"Bad-Name": "x"}
+	if errs := b.Publish(context.Background(), []broker.Message{m}); !errors.Is(errs[0], txbox.ErrPermanent) {
+		t.Fatalf("err = %v, want permanent", errs[0])
+	}
+}

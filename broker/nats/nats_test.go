@@ -1,0 +1,424 @@
+package natsbroker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/brokertest"
+	natsbroker "github.com/txbox/txbox/broker/nats"
+	"github.com/txbox/txbox/internal/testenv"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// unique returns a name no other test run uses, for streams and subjects on
+// the shared server.
+func unique(prefix string) string {
+	return fmt.Sprintf("%s%d", prefix, time.Now().UnixNano()%1e12)
+}
+
+// sharedStream creates a stream on the shared server for one test, and
+// deletes it afterwards. It returns the server URL and the subject prefix.
+func sharedStream(t *testing.T, cfg jetstream.StreamConfig) (string, string) {
+	t.Helper()
+	url := testenv.URL(t, "TXBOX_TEST_NATS")
+	prefix := unique("txboxtest.s")
+	cfg.Name = strings.ReplaceAll(strings.ToUpper(prefix), ".", "_")
+	if len(cfg.Subjects) == 0 {
+		cfg.Subjects = []string{prefix + ".>"}
+	}
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = js.DeleteStream(ctx, cfg.Name)
+		nc.Close()
+	})
+	return url, prefix
+}
+
+func streamName(prefix string) string {
+	return strings.ReplaceAll(strings.ToUpper(prefix), ".", "_")
+}
+
+func open(t *testing.T, url string, opts natsbroker.Options) *natsbroker.Publisher {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quiet
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := natsbroker.Open(ctx, url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func msg(topic, key string, n int) broker.Message {
+	return broker.Message{Event: txbox.MustEvent("Order", key, "Created", map[string]int{"n": n}), Topic: topic, Source: "test"}
+}
+
+// TestConformance runs brokertest against a nats-server process of this
+// test's own, so the broker-down case can kill and restart it. Without the
+// binary it falls back to the shared server and that case is skipped.
+func TestConformance(t *testing.T) {
+	var url string
+	var stop, start func(*testing.T)
+	srv, err := startServer(t)
+	if err != nil {
+		t.Logf("own nats-server unavailable (%v): using the shared server; BrokerDown will be skipped", err)
+		url = testenv.URL(t, "TXBOX_TEST_NATS")
+	} else {
+		url = srv.URL()
+		stop = func(*testing.T) { srv.kill() }
+		start = func(t *testing.T) {
+			if err := srv.start(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	prefix := unique("bt.r")
+	stream := streamName(prefix)
+	opts := natsbroker.Options{
+		Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true,
+		ReconnectWait: 100 * time.Millisecond, Logger: quiet,
+	}
+	// Made once here so every case's publisher finds it.
+	setup := open(t, url, opts)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if js, err := jetstream.New(setup.Conn()); err == nil {
+			_ = js.DeleteStream(ctx, stream)
+		}
+	})
+	var n atomic.Int64
+	const ackWait = time.Second
+	brokertest.Run(t, brokertest.Harness{
+		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
+			p, err := natsbroker.Open(ctx, url, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		NewSubscriber: func(ctx context.Context, t *testing.T, group, topic string) broker.Subscriber {
+			s, err := natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{
+				Stream: stream, Durable: group, FilterSubjects: []string{topic}, AckWait: ackWait, Logger: quiet,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		Topic: func(*testing.T) string { return fmt.Sprintf("%s.t%d.Order.Created", prefix, n.Add(1)) },
+		InvalidTopics: []string{
+			"", prefix + ".a b", prefix + ".*", prefix + ".>", prefix + "..x", prefix + ".x.", ".x",
+			unique("nostream.x"), // valid, but no stream holds it
+		},
+		AckWait:     ackWait,
+		StopBroker:  stop,
+		StartBroker: start,
+		PublishRaw: func(ctx context.Context, t *testing.T, topic string, headers map[string]string, body []byte) {
+			js, err := jetstream.New(setup.Conn())
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := &nats.Msg{Subject: topic, Header: nats.Header{}, Data: body}
+			for k, v := range headers {
+				m.Header[k] = []string{v}
+			}
+			if _, err := js.PublishMsg(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		},
+	})
+}
+
+// TestPublishOrderAcrossWindow: a window far smaller than the batch, and
+// concurrent calls sharing it, still confirm everything, in order, without
+// deadlock.
+func TestPublishOrderAcrossWindow(t *testing.T) {
+	url, prefix := sharedStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage})
+	p := open(t, url, natsbroker.Options{Stream: streamName(prefix), MaxInFlight: 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var msgs []broker.Message
+			for i := range 150 {
+				msgs = append(msgs, msg(fmt.Sprintf("%s.g%d", prefix, g), "k", i))
+			}
+			for i, err := range p.Publish(ctx, msgs) {
+				if err != nil {
+					t.Errorf("goroutine %d message %d: %v", g, i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// Stream order per subject is publish order.
+	s, err := natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Stream: streamName(prefix), Durable: "order", FilterSubjects: []string{prefix + ".g2"}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for want := 0; want < 150; {
+		ds, err := s.Receive(ctx, 150)
+		if err != nil {
+			t.Fatalf("after %d: %v", want, err)
+		}
+		for _, d := range ds {
+			e, err := d.Event()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(e.Payload); got != fmt.Sprintf(`{"n":%d}`, want) {
+				t.Fatalf("message %d has payload %s", want, got)
+			}
+			want++
+		}
+	}
+}
+
+// TestDuplicatesCounted: a republished event is confirmed and counted, and
+// not stored twice.
+func TestDuplicatesCounted(t *testing.T) {
+	url, prefix := sharedStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage})
+	p := open(t, url, natsbroker.Options{Stream: streamName(prefix)})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m := msg(prefix+".x", "k", 0)
+	for i := range 3 {
+		if err := p.Publish(ctx, []broker.Message{m})[0]; err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	if d := p.Duplicates(); d != 2 {
+		t.Errorf("Duplicates() = %d, want 2", d)
+	}
+}
+
+// TestPermanentErrorsNameTheProblem: the last_error an operator reads says
+// which subject or size was wrong.
+func TestPermanentErrorsNameTheProblem(t *testing.T) {
+	url, prefix := sharedStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage, MaxMsgSize: 2048})
+	p := open(t, url, natsbroker.Options{Stream: streamName(prefix)})
+	if got := p.Capabilities().MaxPayload; got != 2048 {
+		t.Errorf("MaxPayload = %d, want the stream's 2048", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nostream := unique("nostream.y")
+	big := msg(prefix+".big", "k", 1)
+	big.Event.Payload = []byte(`"` + strings.Repeat("x", 3000) + `"`)
+	badHeader := msg(prefix+".h", "k", 2)
+	badHeader.Event.Headers = map[string]string{"traceparent": "00-abc\r\nInjected: yes"}
+	padded := msg(prefix+".h", " k", 3)
+	msgs := []broker.Message{msg(nostream, "k", 0), big, badHeader, padded, msg(prefix+".ok", "k", 4)}
+	errs := p.Publish(ctx, msgs)
+	want := []string{nostream, "max_msg_size", "line break", "whitespace", ""}
+	for i, w := range want {
+		switch {
+		case w == "" && errs[i] != nil:
+			t.Errorf("message %d: %v, want confirmed", i, errs[i])
+		case w != "" && (!errors.Is(errs[i], txbox.ErrPermanent) || !strings.Contains(errs[i].Error(), w)):
+			t.Errorf("message %d: %v, want a permanent error mentioning %q", i, errs[i], w)
+		}
+	}
+}
+
+// TestOpenErrors: configuration mistakes and an unreachable server are told
+// apart, and a password never shows.
+func TestOpenErrors(t *testing.T) {
+	url := testenv.URL(t, "TXBOX_TEST_NATS")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	_, err := natsbroker.Open(ctx, url, natsbroker.Options{Stream: unique("MISSING"), Logger: quiet})
+	if !errors.Is(err, txbox.ErrConfig) {
+		t.Errorf("missing stream: %v, want a config error", err)
+	}
+	_, err = natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Stream: unique("MISSING"), Durable: "d", Logger: quiet})
+	if !errors.Is(err, txbox.ErrConfig) {
+		t.Errorf("subscriber on missing stream: %v, want a config error", err)
+	}
+	_, err = natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Logger: quiet})
+	if !errors.Is(err, txbox.ErrConfig) {
+		t.Errorf("subscriber without durable: %v, want a config error", err)
+	}
+
+	// A closed loopback port: nothing listens there.
+	srv, err := startServer(t)
+	if err != nil {
+		t.Skipf("own nats-server unavailable: %v", err)
+	}
+	srv.kill()
+	secretURL := strings.Replace(srv.URL(), "nats://", "nats://alice:s3cr3t-pw@", 1)
+	_, err = natsbroker.Open(ctx, secretURL, natsbroker.Options{ConnectTimeout: time.Second, Logger: quiet})
+	if !errors.Is(err, txbox.ErrBrokerUnavailable) {
+		t.Errorf("server down: %v, want ErrBrokerUnavailable", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "s3cr3t-pw") {
+		t.Errorf("error shows the password: %v", err)
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"nats://127.0.0.1:4222":                           "nats://127.0.0.1:4222",
+		"nats://bob:hunter2@h:4222":                       "nats://bob:xxxxx@h:4222",
+		"nats://s3cr3ttoken@h:4222":                       "nats://xxxxx@h:4222",
+		"tls://a:b@h1:4222, nats://h2:4222":               "tls://a:xxxxx@h1:4222,nats://h2:4222",
+		"bob:pw@h:4222":                                   "nats://bob:xxxxx@h:4222",
+		"nats://bob:p%zz@h":                               "<unparsable url>",
+		"nats://user:pa:ss@h:4222,nats://u2:pw2@h2:4222/": "nats://user:xxxxx@h:4222,nats://u2:xxxxx@h2:4222/",
+	} {
+		got := natsbroker.RedactURL(in)
+		if got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+		for _, secret := range []string{"hunter2", "s3cr3ttoken", ":b@", "pa:ss", "pw2"} {
+			if strings.Contains(got, secret) {
+				t.Errorf("RedactURL(%q) = %q still shows %q", in, got, secret)
+			}
+		}
+	}
+}
+
+func TestValidateSubject(t *testing.T) {
+	for _, ok := range []string{"outbox.Order.Created", "a", "a-b_c.D$1", "orders.ünïcode"} {
+		if err := natsbroker.ValidateSubject(ok); err != nil {
+			t.Errorf("ValidateSubject(%q) = %v, want nil", ok, err)
+		}
+	}
+	for _, bad := range []string{"", " ", "a b", "a\tb", "a\nb", "a.*", "a.>", "a*b", ".a", "a.", "a..b", "a\x00b", "a\x7fb"} {
+		if err := natsbroker.ValidateSubject(bad); err == nil {
+			t.Errorf("ValidateSubject(%q) = nil, want an error", bad)
+		}
+	}
+}
+
+// TestSubscriberOnSharedServer: deliveries expose JetStream's metadata and
+// the consumer's position survives reopening it.
+func TestSubscriberOnSharedServer(t *testing.T) {
+	url, prefix := sharedStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage})
+	stream := streamName(prefix)
+	p := open(t, url, natsbroker.Options{Stream: stream})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	m0, m1 := msg(prefix+".a", "k", 0), msg(prefix+".a", "k", 1)
+	for _, err := range p.Publish(ctx, []broker.Message{m0, m1}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	sopts := natsbroker.SubscriberOptions{Stream: stream, Durable: "svc", AckWait: time.Second, Logger: quiet}
+	s, err := natsbroker.OpenSubscriber(ctx, url, sopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := s.Receive(ctx, 1)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("Receive = %d, %v", len(ds), err)
+	}
+	raw := ds[0].Raw()
+	if raw.ID != m0.Event.ID || raw.Headers["ce-id"] != m0.Event.ID || raw.Headers["content-type"] != "application/json" {
+		t.Errorf("Raw() = %+v", raw)
+	}
+	if err := ds[0].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ds[0].Ack(ctx); err == nil || errors.Is(err, txbox.ErrBrokerUnavailable) {
+		t.Errorf("second Ack = %v, want a caller error", err)
+	}
+	s.Close()
+
+	// Reopened, the durable consumer resumes after the acked message.
+	s, err = natsbroker.OpenSubscriber(ctx, url, sopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ds, err = s.Receive(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 1 {
+		t.Fatalf("after reopening: %d deliveries, want 1", len(ds))
+	}
+	if e, err := ds[0].Event(); err != nil || e.ID != m1.Event.ID {
+		t.Fatalf("after reopening: %v, %v; want %s", e.ID, err, m1.Event.ID)
+	}
+	if a := ds[0].Attempt(); a != 1 {
+		t.Errorf("Attempt() = %d, want 1", a)
+	}
+}
+
+// TestReceiveWaitsForFirstMessage: a Receive that has to wait (a long pull
+// with heartbeats) returns as soon as one message exists, without waiting to
+// fill its batch.
+func TestReceiveWaitsForFirstMessage(t *testing.T) {
+	url, prefix := sharedStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage})
+	stream := streamName(prefix)
+	p := open(t, url, natsbroker.Options{Stream: stream})
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	s, err := natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Stream: stream, Durable: "wait", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	published := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := p.Publish(pctx, []broker.Message{msg(prefix+".late", "k", 0)})[0]; err != nil {
+			t.Error(err)
+		}
+		published <- time.Now()
+	}()
+	ds, err := s.Receive(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := <-published
+	if len(ds) != 1 {
+		t.Errorf("Receive returned %d deliveries, want 1", len(ds))
+	}
+	if lag := time.Since(at); lag > 2*time.Second {
+		t.Errorf("Receive returned %v after the publish", lag)
+	}
+	if err := ds[0].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,475 @@
+package natsbroker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/textproto"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+)
+
+// Header names on the wire.
+const (
+	// HeaderPrefix starts every CloudEvents attribute header, per the
+	// CloudEvents NATS binding.
+	HeaderPrefix = "ce-"
+	// HeaderContentType carries datacontenttype too: the binding maps it
+	// to the NATS "content-type" header in binary mode.
+	HeaderContentType = "content-type"
+)
+
+// Options configure a Publisher. The zero value publishes to the stream
+// "TXBOX", which must exist.
+type Options struct {
+	// Stream the publisher checks at Open and reports limits from. Default
+	// "TXBOX". Messages go wherever their subject routes them.
+	Stream string
+	// Subjects the stream must hold when CreateStream is set. Default
+	// ["outbox.>"], matching the default topic template.
+	Subjects []string
+	// CreateStream creates the stream when it is missing (file storage,
+	// DuplicateWindow, Replicas) and adds missing Subjects to an existing
+	// one, leaving the rest of its configuration alone.
+	CreateStream bool
+	// DuplicateWindow of a created stream: how long JetStream remembers an
+	// event id to drop a republish. 0 keeps the server default (2 minutes).
+	DuplicateWindow time.Duration
+	// Replicas of a created stream. 0 means 1.
+	Replicas int
+	// MaxInFlight bounds the messages sent but not yet acknowledged, over
+	// all concurrent Publish calls. Default 4096.
+	MaxInFlight int
+	// AckTimeout bounds the wait for one PubAck even when the caller's
+	// context has no deadline. Default 30s.
+	AckTimeout time.Duration
+	// ConnectTimeout bounds dialling. Default 5s.
+	ConnectTimeout time.Duration
+	// ReconnectWait is the pause between reconnection attempts, which go on
+	// forever. Default 1s.
+	ReconnectWait time.Duration
+	// Name is the client name the server shows. Default "txbox-publisher".
+	Name string
+	// Logger gets connection events. Default slog.Default().
+	Logger *slog.Logger
+	// Conn, when set, is used instead of dialling url, and Close leaves it
+	// open. Its reconnect buffer should be disabled (nats.ReconnectBufSize(-1))
+	// or publishes during an outage wait in it until their context ends.
+	Conn *nats.Conn
+	// NATSOptions are added when dialling: credentials, TLS, and so on.
+	NATSOptions []nats.Option
+}
+
+// Publisher publishes to JetStream. It is safe for concurrent use.
+type Publisher struct {
+	nc        *nats.Conn
+	ownConn   bool
+	js        jetstream.JetStream
+	stream    string
+	streamMax int // the stream's max_msg_size, 0 when unlimited
+	slots     chan struct{}
+	log       *slog.Logger
+	dups      atomic.Uint64
+	closeOnce sync.Once
+}
+
+var _ broker.Publisher = (*Publisher)(nil)
+
+// Open connects to url (a NATS server list, which may carry user:password;
+// it is never logged or returned in clear) and checks, or with CreateStream
+// makes, the stream. An unreachable server is reported with
+// txbox.ErrBrokerUnavailable, a bad URL or a missing stream with a
+// *txbox.ConfigError.
+func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
+	if opts.Stream == "" {
+		opts.Stream = DefaultStream
+	}
+	if len(opts.Subjects) == 0 {
+		opts.Subjects = []string{DefaultSubjects}
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	if opts.AckTimeout <= 0 {
+		opts.AckTimeout = DefaultAckTimeout
+	}
+	if opts.Name == "" {
+		opts.Name = "txbox-publisher"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	nc, own := opts.Conn, false
+	if nc == nil {
+		var err error
+		nc, err = connect(ctx, connConfig{
+			url: url, name: opts.Name, logger: opts.Logger, extra: opts.NATSOptions,
+			connectTimeout: orDefault(opts.ConnectTimeout, DefaultConnectTimeout),
+			reconnectWait:  orDefault(opts.ReconnectWait, DefaultReconnectWait),
+		})
+		if err != nil {
+			return nil, err
+		}
+		own = true
+	}
+	p := &Publisher{nc: nc, ownConn: own, stream: opts.Stream, log: opts.Logger, slots: make(chan struct{}, opts.MaxInFlight)}
+	fail := func(err error) (*Publisher, error) {
+		if own {
+			nc.Close()
+		}
+		return nil, err
+	}
+	// Our own window is the real bound; jetstream's equals it so that it
+	// never stalls a publish we already admitted.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(opts.MaxInFlight), jetstream.WithPublishAsyncTimeout(opts.AckTimeout))
+	if err != nil {
+		return fail(fmt.Errorf("nats: jetstream: %w", err))
+	}
+	p.js = js
+	cfg, err := ensureStream(ctx, js, opts)
+	if err != nil {
+		return fail(err)
+	}
+	p.streamMax = int(max(cfg.MaxMsgSize, 0))
+	return p, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// ensureStream finds the stream, or creates or extends it with CreateStream.
+func ensureStream(ctx context.Context, js jetstream.JetStream, opts Options) (jetstream.StreamConfig, error) {
+	s, err := js.Stream(ctx, opts.Stream)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound) && !opts.CreateStream:
+		return jetstream.StreamConfig{}, &txbox.ConfigError{Field: "NATS stream", Reason: fmt.Sprintf("stream %q does not exist; create it or enable stream creation", opts.Stream)}
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		cfg := jetstream.StreamConfig{
+			Name:       opts.Stream,
+			Subjects:   opts.Subjects,
+			Storage:    jetstream.FileStorage,
+			Duplicates: opts.DuplicateWindow,
+			Replicas:   max(opts.Replicas, 1),
+		}
+		s, err = js.CreateStream(ctx, cfg)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			s, err = js.Stream(ctx, opts.Stream) // another relay made it first
+		}
+		if err != nil {
+			return jetstream.StreamConfig{}, streamErr("create", opts.Stream, err)
+		}
+		opts.Logger.Info("nats: created stream", "stream", opts.Stream, "subjects", opts.Subjects)
+		return s.CachedInfo().Config, nil
+	case err != nil:
+		return jetstream.StreamConfig{}, streamErr("look up", opts.Stream, err)
+	}
+	cfg := s.CachedInfo().Config
+	if !opts.CreateStream {
+		return cfg, nil
+	}
+	var missing []string
+	for _, subj := range opts.Subjects {
+		if !slices.Contains(cfg.Subjects, subj) {
+			missing = append(missing, subj)
+		}
+	}
+	if len(missing) == 0 {
+		return cfg, nil
+	}
+	cfg.Subjects = append(cfg.Subjects, missing...)
+	if s, err = js.UpdateStream(ctx, cfg); err != nil {
+		return jetstream.StreamConfig{}, streamErr("add subjects to", opts.Stream, err)
+	}
+	opts.Logger.Info("nats: added subjects to stream", "stream", opts.Stream, "subjects", missing)
+	return s.CachedInfo().Config, nil
+}
+
+// streamErr tells a refused configuration from an unreachable server.
+func streamErr(verb, stream string, err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && !errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
+		return &txbox.ConfigError{Field: "NATS stream", Reason: fmt.Sprintf("%s stream %q: %v", verb, stream, err)}
+	}
+	return unavailable(fmt.Sprintf("%s stream %q", verb, stream), err)
+}
+
+// Capabilities: one stream keeps publish order per connection, persists,
+// drops a repeated Nats-Msg-Id inside its duplicate window, and redelivers
+// what a consumer does not acknowledge. MaxPayload is the server's limit
+// (or the stream's, if smaller) for headers and body together.
+func (p *Publisher) Capabilities() broker.Capabilities {
+	limit := int(p.nc.MaxPayload())
+	if p.streamMax > 0 && (limit <= 0 || p.streamMax < limit) {
+		limit = p.streamMax
+	}
+	return broker.Capabilities{OrderPerKey: true, Persistent: true, NativeDedupe: true, Redelivery: true, MaxPayload: limit}
+}
+
+// Duplicates counts messages JetStream acknowledged as duplicates of an
+// event id it already stored: republishes the dedupe absorbed.
+func (p *Publisher) Duplicates() uint64 { return p.dups.Load() }
+
+// Publish sends every message in slice order without waiting between them,
+// at most MaxInFlight unacknowledged at a time, then waits for each PubAck.
+//
+// A message that cannot be sent as it is (bad subject, bad header value,
+// over the size limit, no stream for its subject) fails with
+// txbox.ErrPermanent and the others go on. Once the connection fails, the
+// rest of the call is not sent and fails with txbox.ErrBrokerUnavailable, so
+// a later message of a key is not handed over while an earlier one is lost
+// in a broken connection.
+func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error {
+	errs := make([]error, len(msgs))
+	type sent struct {
+		i    int
+		f    jetstream.PubAckFuture
+		size int
+	}
+	var window []sent
+	lookups := map[string]error{}
+	var broken error
+
+	// await fills in the result of the oldest message in flight and frees
+	// its slot; after ctx ends a helper frees the slot once jetstream
+	// settles the future (ack, disconnect or AckTimeout), so the window
+	// never admits more than jetstream will take.
+	await := func() {
+		s := window[0]
+		window = window[1:]
+		settled := func(ack *jetstream.PubAck, err error) {
+			if err != nil {
+				errs[s.i] = p.classify(ctx, s.f.Msg().Subject, s.size, err, lookups)
+			} else if ack.Duplicate {
+				p.dups.Add(1)
+			}
+			<-p.slots
+		}
+		// A settled future wins over an ended ctx: a confirmed message
+		// must not be reported as failed.
+		select {
+		case ack := <-s.f.Ok():
+			settled(ack, nil)
+			return
+		case err := <-s.f.Err():
+			settled(nil, err)
+			return
+		default:
+		}
+		select {
+		case ack := <-s.f.Ok():
+			settled(ack, nil)
+		case err := <-s.f.Err():
+			settled(nil, err)
+		case <-ctx.Done():
+			errs[s.i] = unavailable(fmt.Sprintf("waiting for the ack of event %s", msgs[s.i].Event.ID), ctx.Err())
+			go func() {
+				select {
+				case <-s.f.Ok():
+				case <-s.f.Err():
+				}
+				<-p.slots
+			}()
+		}
+	}
+
+	for i, m := range msgs {
+		if broken == nil && ctx.Err() != nil {
+			broken = unavailable("publish", ctx.Err())
+		}
+		if broken != nil {
+			errs[i] = broken
+			continue
+		}
+		nm, size, err := p.encode(m)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if !p.acquire(ctx, func() bool {
+			if len(window) == 0 {
+				return false
+			}
+			await()
+			return true
+		}) {
+			broken = unavailable("waiting for a free publish slot", ctx.Err())
+			errs[i] = broken
+			continue
+		}
+		if st := p.nc.Status(); st != nats.CONNECTED {
+			<-p.slots
+			broken = unavailable("publish", fmt.Errorf("connection is %s", st))
+			errs[i] = broken
+			continue
+		}
+		f, err := p.js.PublishMsgAsync(nm, jetstream.WithRetryAttempts(0))
+		if err != nil {
+			<-p.slots
+			errs[i] = p.classify(ctx, nm.Subject, size, err, lookups)
+			if errors.Is(errs[i], txbox.ErrBrokerUnavailable) {
+				broken = errs[i]
+			}
+			continue
+		}
+		window = append(window, sent{i: i, f: f, size: size})
+	}
+	for len(window) > 0 {
+		await()
+	}
+	return errs
+}
+
+// acquire takes a slot of the shared window. While none is free it settles
+// this call's own oldest message (drain) rather than wait on others, so
+// concurrent calls cannot starve each other into a deadlock.
+func (p *Publisher) acquire(ctx context.Context, drain func() bool) bool {
+	for {
+		select {
+		case p.slots <- struct{}{}:
+			return true
+		default:
+		}
+		if drain() {
+			continue
+		}
+		select {
+		case p.slots <- struct{}{}:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// encode builds the NATS message for m, or says why it can never be sent.
+func (p *Publisher) encode(m broker.Message) (*nats.Msg, int, error) {
+	if err := ValidateSubject(m.Topic); err != nil {
+		return nil, 0, txbox.Permanent(fmt.Errorf("nats: event %s: %w", m.Event.ID, err))
+	}
+	attrs, err := broker.Attributes(m)
+	if err != nil {
+		return nil, 0, err
+	}
+	h := make(nats.Header, len(attrs)+2)
+	// Header keys are set directly: nats.go keeps their case, and the SDK
+	// looks "ce-specversion" up case-sensitively.
+	for _, a := range attrs {
+		if err := checkHeaderValue(a[1]); err != nil {
+			return nil, 0, txbox.Permanent(fmt.Errorf("%w: nats: event %s: attribute %s: %v", txbox.ErrInvalidEvent, m.Event.ID, a[0], err))
+		}
+		h[HeaderPrefix+a[0]] = []string{a[1]}
+	}
+	h[HeaderContentType] = []string{broker.ContentJSON}
+	h[jetstream.MsgIDHeader] = []string{m.Event.ID}
+
+	size := headerSize(h) + len(m.Event.Payload)
+	if limit := p.nc.MaxPayload(); limit > 0 && int64(size) > limit {
+		return nil, size, txbox.Permanent(fmt.Errorf("nats: event %s for %q is %d bytes (payload %d + headers %d), over the server's max_payload of %d",
+			m.Event.ID, m.Topic, size, len(m.Event.Payload), size-len(m.Event.Payload), limit))
+	}
+	return &nats.Msg{Subject: m.Topic, Header: h, Data: m.Event.Payload}, size, nil
+}
+
+// checkHeaderValue refuses what nats.go would silently change: it trims
+// surrounding whitespace and turns CR and LF into spaces.
+func checkHeaderValue(v string) error {
+	if strings.ContainsAny(v, "\r\n") {
+		return fmt.Errorf("value %q has a line break, which NATS headers cannot carry", v)
+	}
+	if textproto.TrimString(v) != v {
+		return fmt.Errorf("value %q has leading or trailing whitespace, which NATS headers drop", v)
+	}
+	return nil
+}
+
+// headerSize is the encoded size of h as nats.go writes it, which counts
+// against max_payload.
+func headerSize(h nats.Header) int {
+	n := len("NATS/1.0\r\n") + len("\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	return n
+}
+
+// classify maps a publish failure to txbox's classes. lookups caches, per
+// call, the stream lookup that tells an unroutable subject from a stream
+// that is only slow to answer.
+func (p *Publisher) classify(ctx context.Context, subject string, size int, err error, lookups map[string]error) error {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, nats.ErrMaxPayload):
+		return txbox.Permanent(fmt.Errorf("nats: message for %q is %d bytes, over the server's max_payload of %d: %w", subject, size, p.nc.MaxPayload(), err))
+	case errors.Is(err, nats.ErrBadSubject), errors.Is(err, nats.ErrBadHeaderMsg), errors.Is(err, nats.ErrInvalidMsg):
+		return txbox.Permanent(fmt.Errorf("nats: cannot publish to %q: %w", subject, err))
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+		if res, ok := lookups[subject]; ok {
+			return res
+		}
+		res := p.noStream(ctx, subject, err)
+		lookups[subject] = res
+		return res
+	case errors.As(err, &apiErr):
+		switch apiErr.ErrorCode {
+		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
+			return txbox.Permanent(fmt.Errorf("nats: message for %q is %d bytes, over the stream's max_msg_size: %w", subject, size, err))
+		case jetstream.JSErrCodeStreamNotFound:
+			return txbox.Permanent(fmt.Errorf("nats: no JetStream stream for subject %q: %w", subject, err))
+		}
+		// Limits, sealed streams and the like: the stream said no, but it
+		// may say yes later; the relay's retries decide.
+		return fmt.Errorf("nats: stream refused message for %q: %w", subject, err)
+	default:
+		return unavailable(fmt.Sprintf("publish to %q", subject), err)
+	}
+}
+
+// noStream decides what "nobody answered" means. No stream holding the
+// subject is permanent; a stream that exists but did not answer (JetStream
+// still recovering after a restart, leader election) is an outage.
+func (p *Publisher) noStream(ctx context.Context, subject string, cause error) error {
+	if ctx.Err() != nil {
+		return unavailable(fmt.Sprintf("no answer for %q", subject), cause)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	name, err := p.js.StreamNameBySubject(lctx, subject)
+	switch {
+	case err == nil:
+		return unavailable(fmt.Sprintf("stream %q holds subject %q but did not answer", name, subject), cause)
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return txbox.Permanent(fmt.Errorf("nats: no JetStream stream matches subject %q: %w", subject, cause))
+	default:
+		return unavailable(fmt.Sprintf("no answer for %q, and the stream lookup failed (%v)", subject, err), cause)
+	}
+}
+
+// Close closes the connection Open dialled; a Conn passed in Options stays
+// open.
+func (p *Publisher) Close() error {
+	p.closeOnce.Do(func() {
+		if p.ownConn {
+			p.nc.Close()
+		}
+	})
+	return nil
+}
+
+// Conn is the underlying connection, for health checks.
+func (p *Publisher) Conn() *nats.Conn { return p.nc }

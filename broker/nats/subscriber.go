@@ -1,0 +1,319 @@
+package natsbroker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+)
+
+// SubscriberOptions configure a durable pull consumer.
+type SubscriberOptions struct {
+	// Stream to consume. Default "TXBOX".
+	Stream string
+	// Durable is the consumer name, one per consuming service (the inbox's
+	// consumer name). Required.
+	Durable string
+	// FilterSubjects limit the consumer to these subjects (wildcards
+	// allowed). Empty: every subject of the stream. More than one needs
+	// nats-server 2.10 or later.
+	FilterSubjects []string
+	// AckWait is how long a delivery may go unacknowledged before JetStream
+	// sends it again. Default 30s.
+	AckWait time.Duration
+	// MaxDeliver caps deliveries per message. 0 means -1: unlimited, since
+	// the inbox decides when to park a message.
+	MaxDeliver int
+	// MaxAckPending caps unacknowledged deliveries. 0 keeps the server
+	// default.
+	MaxAckPending int
+	// ConnectTimeout, ReconnectWait, Name, Logger, Conn and NATSOptions are
+	// as in Options. Default Name "txbox-subscriber".
+	ConnectTimeout time.Duration
+	ReconnectWait  time.Duration
+	Name           string
+	Logger         *slog.Logger
+	Conn           *nats.Conn
+	NATSOptions    []nats.Option
+}
+
+// Subscriber receives from a durable JetStream pull consumer.
+type Subscriber struct {
+	nc        *nats.Conn
+	ownConn   bool
+	cons      jetstream.Consumer
+	log       *slog.Logger
+	closeOnce sync.Once
+}
+
+var _ broker.Subscriber = (*Subscriber)(nil)
+
+// longPoll bounds one pull request while Receive waits, so that a request
+// the server dropped (a restart) is renewed rather than waited on forever.
+const longPoll = 30 * time.Second
+
+// OpenSubscriber connects to url and creates the durable consumer, or
+// updates it to these options if it exists. Errors are as for Open.
+func OpenSubscriber(ctx context.Context, url string, opts SubscriberOptions) (*Subscriber, error) {
+	if opts.Durable == "" {
+		return nil, &txbox.ConfigError{Field: "NATS durable consumer name", Reason: "empty"}
+	}
+	if opts.Stream == "" {
+		opts.Stream = DefaultStream
+	}
+	if opts.AckWait <= 0 {
+		opts.AckWait = DefaultAckWait
+	}
+	if opts.MaxDeliver == 0 {
+		opts.MaxDeliver = -1
+	}
+	if opts.Name == "" {
+		opts.Name = "txbox-subscriber"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	nc, own := opts.Conn, false
+	if nc == nil {
+		var err error
+		nc, err = connect(ctx, connConfig{
+			url: url, name: opts.Name, logger: opts.Logger, extra: opts.NATSOptions,
+			connectTimeout: orDefault(opts.ConnectTimeout, DefaultConnectTimeout),
+			reconnectWait:  orDefault(opts.ReconnectWait, DefaultReconnectWait),
+		})
+		if err != nil {
+			return nil, err
+		}
+		own = true
+	}
+	fail := func(err error) (*Subscriber, error) {
+		if own {
+			nc.Close()
+		}
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fail(fmt.Errorf("nats: jetstream: %w", err))
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       opts.Durable,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       opts.AckWait,
+		MaxDeliver:    opts.MaxDeliver,
+		MaxAckPending: opts.MaxAckPending,
+	}
+	// A single filter goes in FilterSubject, which servers before 2.10 know.
+	switch len(opts.FilterSubjects) {
+	case 0:
+	case 1:
+		cfg.FilterSubject = opts.FilterSubjects[0]
+	default:
+		cfg.FilterSubjects = slices.Clone(opts.FilterSubjects)
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, opts.Stream, cfg)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fail(&txbox.ConfigError{Field: "NATS stream", Reason: fmt.Sprintf("stream %q does not exist", opts.Stream)})
+		}
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && !errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
+			return fail(&txbox.ConfigError{Field: "NATS consumer", Reason: fmt.Sprintf("create consumer %q on stream %q: %v", opts.Durable, opts.Stream, err)})
+		}
+		return fail(unavailable(fmt.Sprintf("create consumer %q on stream %q", opts.Durable, opts.Stream), err))
+	}
+	return &Subscriber{nc: nc, ownConn: own, cons: cons, log: opts.Logger}, nil
+}
+
+// Receive returns what the consumer has ready, up to max, or else waits for
+// the first message and takes whatever arrived with it. It does not wait to
+// fill a batch: the inbox should start on one message as soon as it exists.
+func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, error) {
+	if max <= 0 {
+		max = 1
+	}
+	if err := ended(ctx); err != nil {
+		return nil, err
+	}
+	out, err := s.fetchNoWait(ctx, max)
+	if len(out) > 0 || err != nil {
+		return out, err
+	}
+	for {
+		wctx, cancel := context.WithTimeout(ctx, longPoll)
+		batch, err := s.cons.Fetch(1, jetstream.FetchContext(wctx))
+		if err == nil {
+			out, err = collect(batch)
+		}
+		cancel()
+		if len(out) > 0 {
+			if max > 1 {
+				more, _ := s.fetchNoWait(ctx, max-1) // extras are a bonus; the first is ours
+				out = append(out, more...)
+			}
+			return out, nil
+		}
+		if err := ended(ctx); err != nil {
+			return nil, err
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return nil, unavailable("fetch", err)
+		}
+	}
+}
+
+// ended is ctx.Err(), counting a deadline that has passed but whose timer
+// has not fired yet: jetstream refuses such a context as an invalid option.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+func (s *Subscriber) fetchNoWait(ctx context.Context, max int) ([]broker.Delivery, error) {
+	batch, err := s.cons.FetchNoWait(max)
+	if err == nil {
+		var out []broker.Delivery
+		if out, err = collect(batch); len(out) > 0 {
+			return out, nil
+		}
+	}
+	if err != nil {
+		if err := ended(ctx); err != nil {
+			return nil, err
+		}
+		return nil, unavailable("fetch", err)
+	}
+	return nil, nil
+}
+
+func collect(b jetstream.MessageBatch) ([]broker.Delivery, error) {
+	var out []broker.Delivery
+	for m := range b.Messages() {
+		out = append(out, &delivery{m: m})
+	}
+	return out, b.Error()
+}
+
+// Close closes the connection OpenSubscriber dialled. The durable consumer
+// stays on the server with its position, for the next run.
+func (s *Subscriber) Close() error {
+	s.closeOnce.Do(func() {
+		if s.ownConn {
+			s.nc.Close()
+		}
+	})
+	return nil
+}
+
+type delivery struct{ m jetstream.Msg }
+
+// Event decodes the ce- headers (any case) and body. content-type stands
+// in for a missing ce-datacontenttype, as the binding allows.
+func (d *delivery) Event() (txbox.Event, error) {
+	attrs := map[string]string{}
+	var names []string
+	var contentType string
+	for k, vs := range d.m.Headers() {
+		if len(vs) == 0 {
+			continue
+		}
+		lk := strings.ToLower(k)
+		if lk == HeaderContentType {
+			contentType = vs[0]
+		}
+		if n, ok := strings.CutPrefix(lk, HeaderPrefix); ok && n != "" {
+			if _, dup := attrs[n]; dup {
+				return txbox.Event{}, txbox.Permanent(fmt.Errorf("%w: not a txbox CloudEvent: attribute %s given twice", txbox.ErrInvalidEvent, n))
+			}
+			attrs[n] = vs[0]
+			names = append(names, n)
+		}
+	}
+	if _, ok := attrs[broker.AttrDataContentType]; !ok && contentType != "" {
+		attrs[broker.AttrDataContentType] = contentType
+	}
+	slices.Sort(names)
+	get := func(name string) (string, bool) {
+		v, ok := attrs[name]
+		return v, ok
+	}
+	return broker.EventFromAttributes(get, names, d.m.Data())
+}
+
+// Raw keeps subject, headers (repeated values joined with ", ") and body.
+// ID is the Nats-Msg-Id, or stream and sequence when a foreign producer set
+// none.
+func (d *delivery) Raw() broker.RawMessage {
+	h := map[string]string{}
+	for k, vs := range d.m.Headers() {
+		h[k] = strings.Join(vs, ", ")
+	}
+	id := d.m.Headers().Get(jetstream.MsgIDHeader)
+	if id == "" {
+		if md, err := d.m.Metadata(); err == nil {
+			id = fmt.Sprintf("%s#%d", md.Stream, md.Sequence.Stream)
+		}
+	}
+	return broker.RawMessage{Topic: d.m.Subject(), ID: id, Headers: h, Body: append([]byte(nil), d.m.Data()...)}
+}
+
+// Attempt is JetStream's delivery count.
+func (d *delivery) Attempt() int {
+	md, err := d.m.Metadata()
+	if err != nil {
+		return 0
+	}
+	return int(md.NumDelivered)
+}
+
+// Ack is a double ack: it returns once the server confirmed it, so "ack
+// after commit" is known to have landed.
+func (d *delivery) Ack(ctx context.Context) error {
+	if err := d.m.DoubleAck(ctx); err != nil {
+		return settleErr("ack", err)
+	}
+	return nil
+}
+
+// Nak asks for redelivery after delay. NATS does not confirm a Nak; if it is
+// lost, the ack wait brings the message back anyway.
+func (d *delivery) Nak(ctx context.Context, delay time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return unavailable("nak", err)
+	}
+	var err error
+	if delay > 0 {
+		err = d.m.NakWithDelay(delay)
+	} else {
+		err = d.m.Nak()
+	}
+	if err != nil {
+		return settleErr("nak", err)
+	}
+	return nil
+}
+
+// settleErr: acking twice is the caller's bug; anything else is the
+// connection's.
+func settleErr(what string, err error) error {
+	if errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+		return fmt.Errorf("nats: %s: %w", what, err)
+	}
+	return unavailable(what, err)
+}

@@ -1,0 +1,108 @@
+// Package brokerenv gives the end-to-end scenarios a broker of each kind:
+// a fresh destination per test, a tap that sees every publish (duplicates
+// included), what the broker durably stored, and stop/start where the test
+// owns the broker process.
+package brokerenv
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	natsbroker "github.com/txbox/txbox/broker/nats"
+	"github.com/txbox/txbox/internal/scenario"
+	"github.com/txbox/txbox/internal/testenv"
+)
+
+// NATS runs each scenario on a nats-server process of its own, so the
+// broker-down scenario can kill and restart it.
+type NATS struct{}
+
+func (NATS) Setup(t *testing.T) *scenario.Destination {
+	t.Helper()
+	srv := testenv.StartNATS(t)
+	prefix := "t" + strings.ReplaceAll(txbox.NewID()[24:], "-", "")
+	stream := strings.ToUpper(prefix)
+	subjects := prefix + ".>"
+
+	nc, err := nats.Connect(srv.URL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subjects}, Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var tapped, stored []scenario.Seen
+	seen := func(m *nats.Msg) scenario.Seen {
+		return scenario.Seen{EventID: m.Header.Get("ce-id"), AggregateID: m.Header.Get("ce-subject"), Type: m.Header.Get("ce-type")}
+	}
+	// Core subscribers see every publish, including those JetStream drops
+	// as duplicates: that is how extra copies are counted.
+	sub, err := nc.Subscribe(subjects, func(m *nats.Msg) {
+		mu.Lock()
+		tapped = append(tapped, seen(m))
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	oc, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := oc.Consume(func(m jetstream.Msg) {
+		mu.Lock()
+		stored = append(stored, seen(&nats.Msg{Header: m.Headers()}))
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cc.Stop)
+	_ = nc.Flush()
+
+	return &scenario.Destination{
+		URL:   srv.URL,
+		Args:  []string{"--nats-stream", stream, "--nats-subjects", subjects},
+		Topic: prefix + ".{aggregate_type}.{event_type}",
+		Publisher: func(t *testing.T) broker.Publisher {
+			p, err := natsbroker.Open(context.Background(), srv.URL, natsbroker.Options{Stream: stream, Subjects: []string{subjects}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Close() })
+			return p
+		},
+		Tapped: func() []scenario.Seen {
+			_ = nc.Flush()
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]scenario.Seen(nil), tapped...)
+		},
+		Stored: func(*testing.T) []scenario.Seen {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]scenario.Seen(nil), stored...)
+		},
+		Stop:       srv.Kill,
+		Start:      srv.Start,
+		PoisonType: "Order Created", // a space is not allowed in a subject
+	}
+}

@@ -1,0 +1,92 @@
+package scenario
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Proc is a txbox process run by a test.
+type Proc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Start runs bin with args; its output is logged if the test fails.
+func Start(t *testing.T, bin string, args ...string) *Proc {
+	t.Helper()
+	p := &Proc{t: t, cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %v: %v", args, err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("output of txbox %v:\n%s", args, tail(p.out.String(), 4000))
+		}
+	})
+	return p
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (p *Proc) Kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// Term sends SIGTERM and waits up to d for a clean exit; it reports whether
+// the process exited with status 0 in time.
+func (p *Proc) Term(d time.Duration) bool {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.Success()
+	case <-time.After(d):
+		p.Kill()
+		return false
+	}
+}
+
+// Output is what the process printed so far.
+func (p *Proc) Output() string { return p.out.String() }
+
+// RunCmd runs bin to completion and returns its combined output.
+func RunCmd(t *testing.T, bin string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	return string(out), err
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}

@@ -1,0 +1,510 @@
+// Package scenario holds the end-to-end relay scenarios of the acceptance
+// criteria, written once and run for every store and every broker: a row from
+// a foreign producer, commit and rollback, SIGKILL during a backlog, two relay
+// processes, the broker down, a poison row and dead-letter replay, stats.
+package scenario
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/internal/testenv"
+	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/relay"
+	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/storetest"
+)
+
+// Store is a database under test.
+type Store interface {
+	storetest.Harness
+	// URL is the --db URL under which the txbox binary reaches s.
+	URL(t *testing.T, s store.Store) string
+}
+
+// Broker is a broker under test.
+type Broker interface {
+	// Setup prepares a fresh destination for one test.
+	Setup(t *testing.T) *Destination
+}
+
+// Destination is one test's view of a broker.
+type Destination struct {
+	URL   string   // --broker
+	Args  []string // extra flags for `txbox relay`
+	Topic string   // --topic template
+	// Publisher opens a publisher for in-process relays.
+	Publisher func(t *testing.T) broker.Publisher
+	// Tapped returns every message published so far, duplicates included,
+	// in arrival order.
+	Tapped func() []Seen
+	// Stored returns what the broker durably holds, in its order.
+	Stored func(t *testing.T) []Seen
+	// Stop and Start stop and restart the broker; nil when the harness
+	// cannot (then the broker-down scenario is skipped with a reason).
+	Stop, Start func()
+	// PoisonType is an event type that makes an invalid destination under
+	// Topic; "" when the broker accepts any.
+	PoisonType string
+}
+
+// Seen is one message as the broker carried it.
+type Seen struct {
+	EventID     string
+	AggregateID string
+	Type        string
+}
+
+// Run runs every scenario for one store and one broker.
+func Run(t *testing.T, st Store, br Broker) {
+	for _, c := range []struct {
+		name string
+		fn   func(*testing.T, Store, Broker)
+	}{
+		{"ForeignProducerRow", ForeignProducerRow},
+		{"CommitInOrderRollbackNothing", CommitInOrderRollbackNothing},
+		{"RelaySIGKILLDuringBacklog", RelayKilledDuringBacklog},
+		{"TwoRelayProcesses", TwoRelayProcesses},
+		{"BrokerDown", BrokerDown},
+		{"PoisonRowDeadAndReplay", PoisonRowDeadAndReplay},
+		{"StatsCommand", StatsCommand},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, st, br) })
+	}
+}
+
+func migrated(t *testing.T, st Store) store.Store {
+	t.Helper()
+	s := st.Open(t)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return s
+}
+
+// write commits events through the public write API, chunk per transaction.
+func write(t *testing.T, st Store, s store.Store, chunk int, events []txbox.Event) {
+	t.Helper()
+	w := outbox.NewWriter(s.Dialect())
+	for len(events) > 0 {
+		n := min(chunk, len(events))
+		tx, commit, rollback := st.Begin(t, s)
+		if err := w.Add(context.Background(), tx, events[:n]...); err != nil {
+			_ = rollback()
+			t.Fatalf("write: %v", err)
+		}
+		if err := commit(); err != nil {
+			t.Fatalf("commit: %v", err)
+		}
+		events = events[n:]
+	}
+}
+
+// backlog makes n events over aggs aggregates, interleaved, in write order.
+func backlog(n, aggs int) []txbox.Event {
+	evs := make([]txbox.Event, n)
+	for i := range evs {
+		agg := fmt.Sprintf("agg-%03d", i%aggs)
+		evs[i] = txbox.MustEvent("Order", agg, "OrderUpdated", map[string]any{"seq": i, "note": strings.Repeat("x", 200)})
+	}
+	return evs
+}
+
+func relayArgs(t *testing.T, st Store, s store.Store, d *Destination, extra ...string) []string {
+	tb := s.Tables()
+	args := []string{"relay", "--db", st.URL(t, s), "--outbox-table", tb.Outbox, "--inbox-table", tb.Inbox,
+		"--broker", d.URL, "--topic", d.Topic, "--log-level", "warn"}
+	if tb.Schema != "" {
+		args = append(args, "--schema", tb.Schema)
+	}
+	args = append(args, d.Args...)
+	return append(args, extra...)
+}
+
+// inProcess starts a relay in this process; it stops when the test ends.
+func inProcess(t *testing.T, s store.Store, d *Destination, cfg relay.Config) *relay.Relay {
+	t.Helper()
+	cfg.Store, cfg.Publisher, cfg.Topic = s, d.Publisher(t), broker.Topic(d.Topic)
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 20 * time.Millisecond
+	}
+	r, err := relay.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return r
+}
+
+// waitStored waits until every id in want is stored, or fails after d.
+func waitStored(t *testing.T, d *Destination, want []txbox.Event, timeout time.Duration) []Seen {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		got := d.Stored(t)
+		ids := map[string]bool{}
+		for _, s := range got {
+			ids[s.EventID] = true
+		}
+		missing := 0
+		for _, e := range want {
+			if !ids[e.ID] {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v, %d of %d events are not in the broker (LOST)", timeout, missing, len(want))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// checkOrder verifies per-aggregate order of first appearance against the
+// write order, and returns the number of extra copies.
+func checkOrder(t *testing.T, what string, seen []Seen, written []txbox.Event) int {
+	t.Helper()
+	pos := map[string]int{}
+	for i, e := range written {
+		pos[e.ID] = i
+	}
+	first := map[string]bool{}
+	last := map[string]int{}
+	extra := 0
+	for _, s := range seen {
+		p, ok := pos[s.EventID]
+		if !ok {
+			continue
+		}
+		if first[s.EventID] {
+			extra++
+			continue
+		}
+		first[s.EventID] = true
+		if prev, ok := last[s.AggregateID]; ok && p < prev {
+			t.Fatalf("%s: ORDER VIOLATION in aggregate %s: event #%d arrived after #%d", what, s.AggregateID, p, prev)
+		}
+		last[s.AggregateID] = p
+	}
+	return extra
+}
+
+// ForeignProducerRow: a row inserted with plain SQL, giving only the five
+// contract columns, is delivered by the txbox binary.
+func ForeignProducerRow(t *testing.T, st Store, br Broker) {
+	s := migrated(t, st)
+	d := br.Setup(t)
+	id := txbox.NewID()
+	st.ForeignInsert(t, s, id, "Invoice", "inv-42", "InvoiceIssued", `{"amount": 99.5, "currency": "EUR"}`)
+	Start(t, testenv.Binary(t), relayArgs(t, st, s, d, "--poll-interval", "50ms")...)
+	got := waitStored(t, d, []txbox.Event{{ID: id}}, 20*time.Second)
+	for _, g := range got {
+		if g.EventID == id && (g.Type != "InvoiceIssued" || g.AggregateID != "inv-42") {
+			t.Fatalf("foreign row arrived as %+v", g)
+		}
+	}
+	waitStatus(t, s, id, txbox.StatusSent, 10*time.Second)
+}
+
+func waitStatus(t *testing.T, s store.Store, eventID string, want txbox.Status, d time.Duration) store.Record {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		recs, err := s.List(context.Background(), store.Filter{EventIDs: []string{eventID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) == 1 && recs[0].Status == want {
+			return recs[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("event %s: status %v, want %s", eventID, recs, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// CommitInOrderRollbackNothing: a rolled-back transaction emits nothing; a
+// committed one emits all its events, in order.
+func CommitInOrderRollbackNothing(t *testing.T, st Store, br Broker) {
+	s := migrated(t, st)
+	d := br.Setup(t)
+	w := outbox.NewWriter(s.Dialect())
+	ctx := context.Background()
+
+	rolled := []txbox.Event{txbox.MustEvent("Order", "o-1", "OrderCreated", nil), txbox.MustEvent("Order", "o-1", "OrderPaid", nil)}
+	tx, _, rollback := st.Begin(t, s)
+	if err := w.Add(ctx, tx, rolled...); err != nil {
+		t.Fatal(err)
+	}
+	if err := rollback(); err != nil {
+		t.Fatal(err)
+	}
+	var committed []txbox.Event
+	for i, typ := range []string{"OrderCreated", "OrderPaid", "OrderPacked", "OrderShipped", "OrderDelivered"} {
+		committed = append(committed, txbox.MustEvent("Order", "o-2", typ, map[string]int{"step": i}))
+	}
+	write(t, st, s, 100, committed)
+	inProcess(t, s, d, relay.Config{})
+	got := waitStored(t, d, committed, 20*time.Second)
+	time.Sleep(300 * time.Millisecond) // give a wrongly emitted event time to show up
+	got = d.Stored(t)
+	var order []string
+	for _, g := range got {
+		for _, r := range rolled {
+			if g.EventID == r.ID {
+				t.Fatalf("rolled-back event %s (%s) was delivered", r.ID, r.Type)
+			}
+		}
+		if g.AggregateID == "o-2" {
+			order = append(order, g.Type)
+		}
+	}
+	if strings.Join(order, ",") != "OrderCreated,OrderPaid,OrderPacked,OrderShipped,OrderDelivered" {
+		t.Fatalf("committed events out of order: %v", order)
+	}
+}
+
+// RelayKilledDuringBacklog: the relay process is SIGKILLed several times
+// while it drains 10,000 events and restarted each time. Nothing is lost,
+// per-aggregate order of first delivery holds, and the extra copies are
+// bounded by what was in flight (one batch per kill).
+func RelayKilledDuringBacklog(t *testing.T, st Store, br Broker) {
+	s := migrated(t, st)
+	d := br.Setup(t)
+	const n, aggs, batch, kills = 10000, 100, 200, 5
+	evs := backlog(n, aggs)
+	write(t, st, s, 1000, evs)
+	bin := testenv.Binary(t)
+	args := relayArgs(t, st, s, d, "--batch-size", fmt.Sprint(batch), "--lease", "2s", "--publish-timeout", "500ms", "--poll-interval", "20ms")
+	killed := 0
+	for killed < kills {
+		p := Start(t, bin, args...)
+		time.Sleep(time.Duration(150+rand.IntN(250)) * time.Millisecond)
+		p.Kill()
+		killed++
+		if len(d.Stored(t)) >= n {
+			break // drained before all kills landed; still a valid run
+		}
+	}
+	t.Logf("killed the relay %d times; %d events stored before the final run", killed, len(d.Stored(t)))
+	final := Start(t, bin, args...)
+	stored := waitStored(t, d, evs, 90*time.Second)
+	if !final.Term(15 * time.Second) {
+		t.Fatalf("relay did not stop cleanly on SIGTERM")
+	}
+	checkOrder(t, "stored", stored, evs)
+	if d.Tapped != nil {
+		extra := checkOrder(t, "published", d.Tapped(), evs)
+		t.Logf("extra copies published: %d (bound %d = %d kills x batch %d)", extra, killed*batch, killed, batch)
+		if extra > killed*batch {
+			t.Fatalf("%d extra copies exceed the in-flight bound %d", extra, killed*batch)
+		}
+	}
+	if killed < 2 {
+		t.Fatalf("only %d kills landed during the backlog; the scenario proved too little", killed)
+	}
+}
+
+// TwoRelayProcesses: two relays on one table lose nothing and never both
+// publish a row while each holds its lease.
+func TwoRelayProcesses(t *testing.T, st Store, br Broker) {
+	s := migrated(t, st)
+	d := br.Setup(t)
+	const n = 6000
+	evs := backlog(n, 150)
+	write(t, st, s, 1000, evs)
+	bin := testenv.Binary(t)
+	args := relayArgs(t, st, s, d, "--batch-size", "100", "--poll-interval", "20ms")
+	a := Start(t, bin, append(args, "--relay-id", "relay-a")...)
+	b := Start(t, bin, append(args, "--relay-id", "relay-b")...)
+	stored := waitStored(t, d, evs, 90*time.Second)
+	a.Term(10 * time.Second)
+	b.Term(10 * time.Second)
+	checkOrder(t, "stored", stored, evs)
+	if d.Tapped != nil {
+		if extra := checkOrder(t, "published", d.Tapped(), evs); extra != 0 {
+			t.Fatalf("%d rows were published twice by two relays holding leases", extra)
+		}
+	}
+}
+
+// BrokerDown: with the broker stopped, rows go to RETRY with growing delays
+// and none goes DEAD before its attempts are spent; once the broker is back
+// everything is delivered.
+func BrokerDown(t *testing.T, st Store, br Broker) {
+	d := br.Setup(t)
+	if d.Stop == nil || d.Start == nil {
+		t.Skip("broker harness cannot stop its broker: broker-down scenario not run for it")
+	}
+	s := migrated(t, st)
+	warm := backlog(20, 5)
+	write(t, st, s, 100, warm)
+	r := inProcess(t, s, d, relay.Config{BackoffBase: 200 * time.Millisecond, BackoffMax: 3 * time.Second, MaxAttempts: 30,
+		PublishTimeout: 500 * time.Millisecond, Lease: 5 * time.Second})
+	waitStored(t, d, warm, 20*time.Second)
+	// The broker goes away in the middle of the run.
+	d.Stop()
+	evs := backlog(50, 10)
+	write(t, st, s, 100, evs)
+	// Watch the first event's retry schedule while the broker is down.
+	ctx := context.Background()
+	type obs struct {
+		count int
+		next  time.Time
+	}
+	var seen []obs
+	downFor := 10 * time.Second
+	end := time.Now().Add(downFor)
+	for time.Now().Before(end) {
+		recs, err := s.List(ctx, store.Filter{EventIDs: []string{evs[0].ID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) == 1 && recs[0].Status == txbox.StatusRetry && recs[0].NextRetryAt != nil {
+			if len(seen) == 0 || seen[len(seen)-1].count != recs[0].RetryCount {
+				seen = append(seen, obs{recs[0].RetryCount, *recs[0].NextRetryAt})
+			}
+		}
+		if dead, _ := s.List(ctx, store.Filter{Status: txbox.StatusDead}); len(dead) > 0 {
+			t.Fatalf("event went DEAD while attempts remained: %s", dead[0].LastError)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(seen) < 4 {
+		t.Fatalf("saw only %d retry attempts in %v: %+v", len(seen), downFor, seen)
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i].count <= seen[i-1].count || !seen[i].next.After(seen[i-1].next) {
+			t.Fatalf("retry schedule not growing: %+v", seen)
+		}
+	}
+	gap := func(i int) time.Duration { return seen[i].next.Sub(seen[i-1].next) }
+	if first, last := gap(1), gap(len(seen)-1); last < 2*first {
+		t.Fatalf("delays do not grow: first gap %v, last gap %v (%+v)", first, last, seen)
+	}
+	if r.Counters().Retried.Load() == 0 {
+		t.Fatal("no retries counted")
+	}
+	d.Start()
+	waitStored(t, d, evs, 30*time.Second)
+	if dead, _ := s.List(ctx, store.Filter{Status: txbox.StatusDead}); len(dead) > 0 {
+		t.Fatalf("%d events went DEAD", len(dead))
+	}
+}
+
+// PoisonRowDeadAndReplay: a row that can never be delivered goes to DEAD
+// with a clear last_error while 1,000 good rows flow; after the cause is
+// fixed, `txbox dead replay` delivers it.
+func PoisonRowDeadAndReplay(t *testing.T, st Store, br Broker) {
+	d := br.Setup(t)
+	if d.PoisonType == "" {
+		t.Skip("broker accepts every destination: no poison event type for it")
+	}
+	s := migrated(t, st)
+	good := backlog(1000, 50)
+	poison := txbox.MustEvent("Order", "agg-007", d.PoisonType, map[string]string{"bad": "routing"})
+	all := append(append(append([]txbox.Event{}, good[:500]...), poison), good[500:]...)
+	write(t, st, s, 250, all)
+	inProcess(t, s, d, relay.Config{BatchSize: 100})
+	waitStored(t, d, good, 30*time.Second)
+	rec := waitStatus(t, s, poison.ID, txbox.StatusDead, 10*time.Second)
+	if !strings.Contains(rec.LastError, "permanent") || len(rec.LastError) < 20 {
+		t.Fatalf("last_error not clear: %q", rec.LastError)
+	}
+	t.Logf("poison last_error: %s", rec.LastError)
+
+	bin := testenv.Binary(t)
+	db := []string{"--db", st.URL(t, s), "--outbox-table", s.Tables().Outbox}
+	out, err := RunCmd(t, bin, append([]string{"dead", "list"}, db...)...)
+	if err != nil || !strings.Contains(out, poison.ID) {
+		t.Fatalf("dead list: %v\n%s", err, out)
+	}
+	// The cause: an event type that cannot be routed. The operator fixes the
+	// row, then replays it by id.
+	tx, commit, _ := st.Begin(t, s)
+	if _, err := tx.Exec(context.Background(), "UPDATE "+s.Tables().Qualified(s.Tables().Outbox)+
+		" SET event_type = 'OrderRouted' WHERE event_id = '"+poison.ID+"'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := commit(); err != nil {
+		t.Fatal(err)
+	}
+	out, err = RunCmd(t, bin, append([]string{"dead", "replay", "--event-id", poison.ID}, db...)...)
+	if err != nil || !strings.Contains(out, "replayed 1") {
+		t.Fatalf("dead replay: %v\n%s", err, out)
+	}
+	waitStored(t, d, []txbox.Event{poison}, 20*time.Second)
+	waitStatus(t, s, poison.ID, txbox.StatusSent, 10*time.Second)
+}
+
+// StatsCommand: `txbox stats` reports the right numbers in text and JSON.
+func StatsCommand(t *testing.T, st Store, _ Broker) {
+	s := migrated(t, st)
+	ctx := context.Background()
+	write(t, st, s, 100, backlog(12, 12))
+	time.Sleep(1100 * time.Millisecond) // so the oldest pending age is over a second
+	recs, err := s.Claim(ctx, store.ClaimRequest{Lease: "stats", Limit: 6, LeaseFor: time.Hour})
+	if err != nil || len(recs) != 6 {
+		t.Fatalf("claim: %v %d", err, len(recs))
+	}
+	id := func(rs []store.Record) []int64 {
+		var out []int64
+		for _, r := range rs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	if _, err := s.MarkSent(ctx, "stats", id(recs[:3])); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MarkFailed(ctx, "stats", []store.Failure{{ID: recs[3].ID, Dead: true, Error: "x"}, {ID: recs[4].ID, Delay: time.Hour, Error: "y"}}); err != nil {
+		t.Fatal(err)
+	}
+	// now: 3 SENT, 1 DEAD, 1 RETRY, 1 PROCESSING, 6 PENDING
+	bin := testenv.Binary(t)
+	db := []string{"--db", st.URL(t, s), "--outbox-table", s.Tables().Outbox}
+	out, err := RunCmd(t, bin, append([]string{"stats", "--json"}, db...)...)
+	if err != nil {
+		t.Fatalf("stats --json: %v\n%s", err, out)
+	}
+	var js struct {
+		Counts  map[string]int64 `json:"counts"`
+		Backlog int64            `json:"backlog"`
+		Dead    int64            `json:"dead"`
+		Age     float64          `json:"oldest_pending_age_seconds"`
+	}
+	if err := json.Unmarshal([]byte(out), &js); err != nil {
+		t.Fatalf("stats --json is not JSON: %v\n%s", err, out)
+	}
+	want := map[string]int64{"SENT": 3, "DEAD": 1, "RETRY": 1, "PROCESSING": 1, "PENDING": 6}
+	for k, v := range want {
+		if js.Counts[k] != v {
+			t.Fatalf("stats --json counts[%s] = %d, want %d\n%s", k, js.Counts[k], v, out)
+		}
+	}
+	if js.Backlog != 8 || js.Dead != 1 || js.Age < 1 || js.Age > 120 {
+		t.Fatalf("stats --json: backlog %d dead %d age %v\n%s", js.Backlog, js.Dead, js.Age, out)
+	}
+	out, err = RunCmd(t, bin, append([]string{"stats"}, db...)...)
+	if err != nil {
+		t.Fatalf("stats: %v\n%s", err, out)
+	}
+	for _, line := range []string{"PENDING      6", "PROCESSING   1", "RETRY        1", "SENT         3", "DEAD         1", "backlog      8"} {
+		if !strings.Contains(out, line) {
+			t.Fatalf("stats text lacks %q:\n%s", line, out)
+		}
+	}
+}

@@ -1,0 +1,72 @@
+// Package storeenv gives tests a database of each dialect on fresh tables:
+// the harness of storetest and of the end-to-end scenarios, written once.
+package storeenv
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/testenv"
+	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/postgres"
+)
+
+// Postgres runs against TXBOX_TEST_POSTGRES (default: the local server).
+type Postgres struct{}
+
+// URL is the --db URL of the test database.
+func (Postgres) URL(t *testing.T, _ store.Store) string { return testenv.URL(t, "TXBOX_TEST_POSTGRES") }
+
+// Open returns an unmigrated store on fresh tables, dropped when t ends.
+func (p Postgres) Open(t *testing.T) store.Store { return OpenPostgres(t, postgres.Options{}) }
+
+// OpenPostgres is Open with options; tables are always fresh.
+func OpenPostgres(t testing.TB, opts postgres.Options) *postgres.Store {
+	t.Helper()
+	url := testenv.URL(t, "TXBOX_TEST_POSTGRES")
+	ctx := context.Background()
+	opts.Tables = Fresh()
+	s, err := postgres.Open(ctx, url, opts)
+	if err != nil {
+		t.Fatalf("open postgres: %v", err)
+	}
+	t.Cleanup(func() {
+		for _, tbl := range Owned(opts.Tables) {
+			_, _ = s.Pool().Exec(context.Background(), "DROP TABLE IF EXISTS "+tbl)
+		}
+		s.Close()
+	})
+	return s
+}
+
+// Fresh returns unique table names for one test.
+func Fresh() store.Tables {
+	sfx := txbox.NewID()[24:]
+	return store.Tables{Outbox: "outbox_t" + sfx, Inbox: "inbox_t" + sfx}
+}
+
+// Owned lists every table a store may create for tb, for cleanup.
+func Owned(tb store.Tables) []string {
+	return []string{tb.Outbox, tb.Outbox + "_sent", tb.Outbox + "_migrations", tb.Inbox, tb.Inbox + "_versions"}
+}
+
+func (Postgres) Begin(t *testing.T, s store.Store) (store.Tx, func() error, func() error) {
+	ctx := context.Background()
+	tx, err := s.(*postgres.Store).Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return postgres.Tx(tx), func() error { return tx.Commit(ctx) }, func() error { return tx.Rollback(ctx) }
+}
+
+func (Postgres) ForeignInsert(t *testing.T, s store.Store, eventID, aggType, aggID, eventType, payload string) {
+	ps := s.(*postgres.Store)
+	_, err := ps.Pool().Exec(context.Background(), fmt.Sprintf(
+		`INSERT INTO %s (event_id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1, $2, $3, $4, $5)`,
+		ps.Tables().Qualified(ps.Tables().Outbox)), eventID, aggType, aggID, eventType, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+}

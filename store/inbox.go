@@ -1,0 +1,117 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/txbox/txbox"
+)
+
+// InboxState is what acquiring an inbox row found.
+type InboxState int
+
+const (
+	// InboxFresh: first delivery; the row was inserted.
+	InboxFresh InboxState = iota
+	// InboxRetry: an earlier attempt failed (or an operator asked for a
+	// replay); this attempt may run. The row is locked by the transaction.
+	InboxRetry
+	// InboxDuplicate: already processed or skipped; acknowledge and skip.
+	InboxDuplicate
+	// InboxParked: DEAD; acknowledge and skip until an operator replays it.
+	InboxParked
+)
+
+func (s InboxState) String() string {
+	return [...]string{"fresh", "retry", "duplicate", "parked"}[s]
+}
+
+// InboxDialect is the SQL the inbox runs inside the consumer's own
+// transactions. Dedupe is the dialect's native insert-if-absent: the number
+// of rows inserted decides first delivery; no error is used as a signal.
+type InboxDialect interface {
+	Dialect
+	// InboxAcquire inserts the (event, consumer) row if absent, with status
+	// PROCESSING. When the row exists it locks it and reports its state; a
+	// RETRY or REPLAY row is set to PROCESSING. attempts is how many
+	// attempts failed before this one.
+	InboxAcquire(ctx context.Context, tx Tx, consumer string, e txbox.Event) (state InboxState, attempts int, err error)
+	// InboxDone marks the row PROCESSED, or SKIPPED with a note (stale
+	// version), in the handler's transaction.
+	InboxDone(ctx context.Context, tx Tx, consumer, eventID string, status txbox.Status, note string) error
+	// InboxFail records a failed attempt, in a transaction of its own after
+	// the handler's rolled back: retry_count+1, the error, and the event
+	// itself so a parked event can be replayed. The row is DEAD (parked)
+	// once retry_count reaches maxAttempts, and `again` before: RETRY when
+	// the broker will redeliver, REPLAY when the inbox itself must run it
+	// again (a replayed event whose broker message is long acknowledged).
+	InboxFail(ctx context.Context, tx Tx, consumer string, e txbox.Event, errMsg string, maxAttempts int, again txbox.Status) (attempts int, parked bool, err error)
+	// InboxVersion is the version guard's check-and-set: when version is
+	// above the last applied one for the aggregate it records it and
+	// returns ok; otherwise it changes nothing and returns the last one.
+	InboxVersion(ctx context.Context, tx Tx, consumer, aggType, aggID string, version int64) (last int64, ok bool, err error)
+}
+
+// InboxRow is one inbox row as operators see it.
+type InboxRow struct {
+	EventID      string
+	ConsumerName string
+	EventType    string
+	Status       txbox.Status
+	ReceivedAt   time.Time
+	ProcessedAt  *time.Time
+	RetryCount   int
+	ErrorMessage string
+	// Event is the stored envelope of an unprocessed row (nil Payload once
+	// processed: the inbox keeps the id, not the data).
+	Event txbox.Event
+}
+
+// InboxFilter selects inbox rows. Zero fields match all.
+type InboxFilter struct {
+	Consumer     string
+	Status       txbox.Status
+	EventIDs     []string
+	Since, Until time.Time // received_at range
+	Limit        int
+}
+
+// InboxAdmin is the operators' and the consumer's view of the inbox table.
+type InboxAdmin interface {
+	InboxList(ctx context.Context, f InboxFilter) ([]InboxRow, error)
+	// InboxReplay turns matching DEAD rows into REPLAY with a fresh
+	// attempt budget; the running consumer picks them up.
+	InboxReplay(ctx context.Context, f InboxFilter) (int64, error)
+	// InboxCleanup deletes PROCESSED and SKIPPED rows received before
+	// now-age, batch rows per statement.
+	InboxCleanup(ctx context.Context, age time.Duration, batch int) (int64, error)
+	// InboxCounts counts rows per consumer and status.
+	InboxCounts(ctx context.Context) (map[string]map[txbox.Status]int64, error)
+}
+
+// UndecodableType is the event type under which a message that could not
+// be decoded is parked; such rows are kept for inspection, never replayed.
+const UndecodableType = "txbox.undecodable"
+
+// EncodeHeaders is the inbox's stored form of headers.
+func EncodeHeaders(h map[string]string) *string {
+	if len(h) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(h)
+	s := string(b)
+	return &s
+}
+
+// DecodeHeaders reverses EncodeHeaders; bad data yields nil.
+func DecodeHeaders(s *string) map[string]string {
+	if s == nil || *s == "" {
+		return nil
+	}
+	var h map[string]string
+	if json.Unmarshal([]byte(*s), &h) != nil {
+		return nil
+	}
+	return h
+}

@@ -1,0 +1,224 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/store"
+)
+
+// The inbox transaction's SQL. Everything runs on the consumer's tx.
+
+func (d Dialect) inbox() string {
+	t := d.Tables.WithDefaults()
+	return t.Qualified(t.Inbox)
+}
+
+// InboxAcquire implements store.InboxDialect with ON CONFLICT DO NOTHING:
+// one row inserted means first delivery. A concurrent delivery of the same
+// event waits on the unique index until the first transaction ends, then
+// finds the row.
+func (d Dialect) InboxAcquire(ctx context.Context, tx store.Tx, consumer string, e txbox.Event) (store.InboxState, int, error) {
+	n, err := tx.Exec(ctx, `INSERT INTO `+d.inbox()+` (event_id, consumer_name, event_type, status, aggregate_type, aggregate_id, aggregate_version, occurred_at)
+		VALUES ($1, $2, $3, 'PROCESSING', $4, $5, $6, $7) ON CONFLICT (event_id, consumer_name) DO NOTHING`,
+		e.ID, consumer, e.Type, e.AggregateType, e.AggregateID, e.AggregateVersion, nullTime(e.OccurredAt))
+	if err != nil {
+		return 0, 0, fmt.Errorf("postgres: inbox insert: %w", err)
+	}
+	if n == 1 {
+		return store.InboxFresh, 0, nil
+	}
+	var status string
+	var attempts int
+	if err := tx.QueryRow(ctx, `SELECT status, retry_count FROM `+d.inbox()+` WHERE event_id = $1 AND consumer_name = $2 FOR UPDATE`,
+		e.ID, consumer).Scan(&status, &attempts); err != nil {
+		return 0, 0, fmt.Errorf("postgres: inbox lookup: %w", err)
+	}
+	switch txbox.Status(status) {
+	case txbox.StatusProcessed, txbox.StatusSkipped:
+		return store.InboxDuplicate, attempts, nil
+	case txbox.StatusDead:
+		return store.InboxParked, attempts, nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE `+d.inbox()+` SET status = 'PROCESSING' WHERE event_id = $1 AND consumer_name = $2`, e.ID, consumer); err != nil {
+		return 0, 0, fmt.Errorf("postgres: inbox retry: %w", err)
+	}
+	return store.InboxRetry, attempts, nil
+}
+
+func (d Dialect) InboxDone(ctx context.Context, tx store.Tx, consumer, eventID string, status txbox.Status, note string) error {
+	var n *string
+	if note != "" {
+		n = &note
+	}
+	_, err := tx.Exec(ctx, `UPDATE `+d.inbox()+` SET status = $3, processed_at = now(), error_message = COALESCE($4, error_message),
+		payload = NULL, headers = NULL WHERE event_id = $1 AND consumer_name = $2`, eventID, consumer, string(status), n)
+	if err != nil {
+		return fmt.Errorf("postgres: inbox done: %w", err)
+	}
+	return nil
+}
+
+func (d Dialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e txbox.Event, errMsg string, maxAttempts int, again txbox.Status) (int, bool, error) {
+	var attempts int
+	var status string
+	err := tx.QueryRow(ctx, `INSERT INTO `+d.inbox()+` AS i (event_id, consumer_name, event_type, status, retry_count, error_message,
+			aggregate_type, aggregate_id, aggregate_version, occurred_at, headers, payload)
+		VALUES ($1, $2, $3, CASE WHEN 1 >= $4 THEN 'DEAD' ELSE $12 END, 1, $5, $6, $7, $8, $9, $10, $11)
+		ON CONFLICT (event_id, consumer_name) DO UPDATE SET
+			retry_count = i.retry_count + 1,
+			status = CASE WHEN i.retry_count + 1 >= $4 THEN 'DEAD' ELSE $12 END,
+			error_message = EXCLUDED.error_message,
+			aggregate_type = EXCLUDED.aggregate_type, aggregate_id = EXCLUDED.aggregate_id,
+			aggregate_version = EXCLUDED.aggregate_version, occurred_at = EXCLUDED.occurred_at,
+			headers = EXCLUDED.headers, payload = EXCLUDED.payload
+		WHERE i.status NOT IN ('PROCESSED', 'SKIPPED')
+		RETURNING retry_count, status`,
+		e.ID, consumer, e.Type, maxAttempts, store.Truncate(errMsg, 2000), e.AggregateType, e.AggregateID, e.AggregateVersion,
+		nullTime(e.OccurredAt), store.EncodeHeaders(e.Headers), string(e.Payload), string(again)).Scan(&attempts, &status)
+	if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, errNoRowsSQL) {
+		return 0, false, nil // processed meanwhile by another delivery
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("postgres: inbox fail: %w", err)
+	}
+	return attempts, status == string(txbox.StatusDead), nil
+}
+
+func (d Dialect) InboxVersion(ctx context.Context, tx store.Tx, consumer, aggType, aggID string, version int64) (int64, bool, error) {
+	t := d.inbox() + "_versions"
+	var v int64
+	err := tx.QueryRow(ctx, `INSERT INTO `+t+` AS v (consumer_name, aggregate_type, aggregate_id, version) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (consumer_name, aggregate_type, aggregate_id) DO UPDATE SET version = EXCLUDED.version, updated_at = now()
+		WHERE v.version < EXCLUDED.version
+		RETURNING version`, consumer, aggType, aggID, version).Scan(&v)
+	if err == nil {
+		return v, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) && !errors.Is(err, errNoRowsSQL) {
+		return 0, false, fmt.Errorf("postgres: version guard: %w", err)
+	}
+	if err := tx.QueryRow(ctx, `SELECT version FROM `+t+` WHERE consumer_name = $1 AND aggregate_type = $2 AND aggregate_id = $3`,
+		consumer, aggType, aggID).Scan(&v); err != nil {
+		return 0, false, fmt.Errorf("postgres: version guard: %w", err)
+	}
+	return v, false, nil
+}
+
+// Admin side, on the store's pool.
+
+const inboxCols = `event_id, consumer_name, event_type, status, received_at, processed_at, retry_count, error_message,
+	aggregate_type, aggregate_id, aggregate_version, occurred_at, headers, payload`
+
+func (s *Store) InboxList(ctx context.Context, f store.InboxFilter) ([]store.InboxRow, error) {
+	where, args := store.InboxFilterSQL(f, ph, 1)
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+inboxCols+` FROM `+Dialect{Tables: s.tables}.inbox()+` WHERE `+where+
+		` ORDER BY received_at, event_id LIMIT `+strconv.Itoa(limit), args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: inbox list: %w", err)
+	}
+	defer rows.Close()
+	var out []store.InboxRow
+	for rows.Next() {
+		var r store.InboxRow
+		var status string
+		var errMsg, aggType, aggID, headers, payload *string
+		var occurred *time.Time
+		if err := rows.Scan(&r.EventID, &r.ConsumerName, &r.EventType, &status, &r.ReceivedAt, &r.ProcessedAt, &r.RetryCount, &errMsg,
+			&aggType, &aggID, &r.Event.AggregateVersion, &occurred, &headers, &payload); err != nil {
+			return nil, err
+		}
+		r.Status = txbox.Status(status)
+		r.ErrorMessage = deref(errMsg)
+		r.Event.ID, r.Event.Type = r.EventID, r.EventType
+		r.Event.AggregateType, r.Event.AggregateID = deref(aggType), deref(aggID)
+		if occurred != nil {
+			r.Event.OccurredAt = *occurred
+		}
+		r.Event.Headers = store.DecodeHeaders(headers)
+		if payload != nil {
+			r.Event.Payload = []byte(*payload)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) InboxReplay(ctx context.Context, f store.InboxFilter) (int64, error) {
+	f.Status = txbox.StatusDead
+	where, args := store.InboxFilterSQL(f, ph, 2)
+	tag, err := s.pool.Exec(ctx, `UPDATE `+Dialect{Tables: s.tables}.inbox()+` SET status = 'REPLAY', retry_count = 0
+		WHERE event_type <> $1 AND `+where, append([]any{store.UndecodableType}, args...)...)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: inbox replay: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (s *Store) InboxCleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
+	if batch <= 0 {
+		batch = 1000
+	}
+	t := Dialect{Tables: s.tables}.inbox()
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, `DELETE FROM `+t+` WHERE (event_id, consumer_name) IN (
+			SELECT event_id, consumer_name FROM `+t+` WHERE status IN ('PROCESSED', 'SKIPPED')
+			AND received_at < now() - $1 * interval '1 millisecond' LIMIT $2 FOR UPDATE SKIP LOCKED)`, age.Milliseconds(), batch)
+		if err != nil {
+			return total, fmt.Errorf("postgres: inbox cleanup: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(batch) {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+}
+
+func (s *Store) InboxCounts(ctx context.Context) (map[string]map[txbox.Status]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT consumer_name, status, count(*) FROM `+Dialect{Tables: s.tables}.inbox()+` GROUP BY consumer_name, status`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: inbox counts: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]map[txbox.Status]int64{}
+	for rows.Next() {
+		var c, st string
+		var n int64
+		if err := rows.Scan(&c, &st, &n); err != nil {
+			return nil, err
+		}
+		if out[c] == nil {
+			out[c] = map[txbox.Status]int64{}
+		}
+		out[c][txbox.Status(st)] = n
+	}
+	return out, rows.Err()
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC()
+}
