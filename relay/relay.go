@@ -21,6 +21,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/internal/backoff"
 	"github.com/txbox/txbox/store"
 )
 
@@ -238,7 +239,7 @@ func (r *Relay) failure(rec store.Record, err error, permanent bool) store.Failu
 		f.Dead = true
 		f.Error = fmt.Sprintf("gave up after %d attempts: %s", attempt, f.Error)
 	default:
-		f.Delay = backoff(attempt, r.cfg.BackoffBase, r.cfg.BackoffMax)
+		f.Delay = backoff.Delay(attempt, r.cfg.BackoffBase, r.cfg.BackoffMax)
 	}
 	if f.Dead {
 		r.log.Warn("event is DEAD", "event_id", rec.EventID, "aggregate", rec.AggregateType+"/"+rec.AggregateID, "attempt", attempt, "err", f.Error)

@@ -77,7 +77,7 @@ func newRoot() *cobra.Command {
 	f.StringVar(&g.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&g.logFormat, "log-format", "text", "text or json")
 
-	root.AddCommand(newMigrate(g), newRelay(g), newStats(g), newDead(g), newCleanup(g))
+	root.AddCommand(newMigrate(g), newRelay(g), newStats(g), newDead(g), newInbox(g), newCleanup(g))
 	return root
 }
 

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/store"
+)
+
+type inboxFlags struct {
+	consumer     string
+	status       string
+	ids          []string
+	since, until string
+	limit        int
+	all          bool
+}
+
+func (f *inboxFlags) filter(needFilter bool) (store.InboxFilter, error) {
+	out := store.InboxFilter{Consumer: f.consumer, Status: txbox.Status(f.status), EventIDs: f.ids, Limit: f.limit}
+	var err error
+	if out.Since, err = parseWhen(f.since, "--since"); err != nil {
+		return out, err
+	}
+	if out.Until, err = parseWhen(f.until, "--until"); err != nil {
+		return out, err
+	}
+	if needFilter && !f.all && len(f.ids) == 0 && out.Since.IsZero() && out.Until.IsZero() {
+		return out, &txbox.ConfigError{Field: "filter", Reason: "give --event-id, --since/--until, or --all"}
+	}
+	return out, nil
+}
+
+func openInbox(ctx context.Context, g *globals) (store.Store, store.InboxAdmin, error) {
+	s, err := g.openStore(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	admin, ok := s.(store.InboxAdmin)
+	if !ok {
+		s.Close()
+		return nil, nil, fmt.Errorf("this store has no inbox support")
+	}
+	return s, admin, nil
+}
+
+func newInbox(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "inbox", Short: "Inspect and replay parked inbox events"}
+
+	var lf inboxFlags
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List inbox rows (default: parked ones)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := lf.filter(false)
+			if err != nil {
+				return err
+			}
+			s, admin, err := openInbox(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			rows, err := admin.InboxList(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(inboxJSON(rows))
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "EVENT_ID\tCONSUMER\tTYPE\tSTATUS\tATTEMPTS\tRECEIVED\tERROR")
+			for _, r := range rows {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.EventID, r.ConsumerName, r.EventType, r.Status, r.RetryCount,
+					r.ReceivedAt.UTC().Format(time.RFC3339), store.Truncate(r.ErrorMessage, 120))
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().StringVar(&lf.consumer, "consumer", "", "consumer name")
+	list.Flags().StringVar(&lf.status, "status", "DEAD", "status: DEAD, RETRY, REPLAY, PROCESSED, SKIPPED, or empty for all")
+	list.Flags().StringSliceVar(&lf.ids, "event-id", nil, "event id (repeatable)")
+	list.Flags().StringVar(&lf.since, "since", "", "received at or after (RFC 3339 or a duration ago)")
+	list.Flags().StringVar(&lf.until, "until", "", "received before (RFC 3339 or a duration ago)")
+	list.Flags().IntVar(&lf.limit, "limit", 100, "rows at most")
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+
+	var consumer string
+	show := &cobra.Command{
+		Use:   "show EVENT_ID",
+		Short: "Show inbox rows of one event, with the stored payload of unprocessed ones",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, admin, err := openInbox(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			rows, err := admin.InboxList(cmd.Context(), store.InboxFilter{Consumer: consumer, EventIDs: args[:1]})
+			if err != nil {
+				return err
+			}
+			if len(rows) == 0 {
+				return fmt.Errorf("inbox event %s: %w", args[0], txbox.ErrNotFound)
+			}
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			enc.SetIndent("", "  ")
+			return enc.Encode(inboxJSON(rows))
+		},
+	}
+	show.Flags().StringVar(&consumer, "consumer", "", "consumer name")
+
+	var rf inboxFlags
+	replay := &cobra.Command{
+		Use:   "replay",
+		Short: "Ask the running consumer to apply parked events again (same event ids, fresh attempts)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if rf.consumer == "" {
+				return &txbox.ConfigError{Field: "--consumer", Reason: "required: replays run in that consumer"}
+			}
+			f, err := rf.filter(true)
+			if err != nil {
+				return err
+			}
+			s, admin, err := openInbox(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			n, err := admin.InboxReplay(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "replay requested for %d parked event(s); consumer %q applies them on its next replay check\n", n, rf.consumer)
+			return nil
+		},
+	}
+	replay.Flags().StringVar(&rf.consumer, "consumer", "", "consumer name (required)")
+	replay.Flags().StringSliceVar(&rf.ids, "event-id", nil, "event id (repeatable)")
+	replay.Flags().StringVar(&rf.since, "since", "", "received at or after")
+	replay.Flags().StringVar(&rf.until, "until", "", "received before")
+	replay.Flags().BoolVar(&rf.all, "all", false, "every parked event of the consumer")
+	cmd.AddCommand(list, show, replay)
+	return cmd
+}
+
+type inboxRowJSON struct {
+	EventID     string            `json:"event_id"`
+	Consumer    string            `json:"consumer_name"`
+	EventType   string            `json:"event_type"`
+	Status      string            `json:"status"`
+	RetryCount  int               `json:"retry_count"`
+	ReceivedAt  time.Time         `json:"received_at"`
+	ProcessedAt *time.Time        `json:"processed_at,omitempty"`
+	Error       string            `json:"error_message,omitempty"`
+	Aggregate   string            `json:"aggregate,omitempty"`
+	Version     int64             `json:"aggregate_version,omitempty"`
+	Headers     map[string]string `json:"headers,omitempty"`
+	Payload     json.RawMessage   `json:"payload,omitempty"`
+}
+
+func inboxJSON(rows []store.InboxRow) []inboxRowJSON {
+	out := make([]inboxRowJSON, len(rows))
+	for i, r := range rows {
+		out[i] = inboxRowJSON{EventID: r.EventID, Consumer: r.ConsumerName, EventType: r.EventType, Status: string(r.Status),
+			RetryCount: r.RetryCount, ReceivedAt: r.ReceivedAt, ProcessedAt: r.ProcessedAt, Error: r.ErrorMessage,
+			Version: r.Event.AggregateVersion, Headers: r.Event.Headers, Payload: jsonOrString(r.Event.Payload)}
+		if r.Event.AggregateType != "" {
+			out[i].Aggregate = r.Event.AggregateType + "/" + r.Event.AggregateID
+		}
+	}
+	return out
+}

@@ -1,0 +1,109 @@
+package inbox
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/store"
+)
+
+// Config configures a Consumer. Zero fields take the documented default;
+// Validate names the first bad field.
+type Config struct {
+	// Name is the consumer's name: with the event id, the inbox key. Two
+	// processes with one name share the work and never both apply an event;
+	// two names each apply every event. Required.
+	Name string
+	// Subscriber delivers the events (a durable consumer of the broker).
+	Subscriber broker.Subscriber
+	// Dialect is the inbox SQL of the consumer's database, e.g.
+	// postgres.Dialect{Tables: ...}.
+	Dialect store.InboxDialect
+	// Admin, when set, lets the consumer pick up events an operator asked
+	// to replay (`txbox inbox replay`). Usually the opened store.
+	Admin store.InboxAdmin
+
+	// MaxAttempts failed attempts park an event (DEAD). Default 10.
+	MaxAttempts int
+	// BackoffBase and BackoffMax shape the redelivery delay after a failed
+	// attempt. Defaults 1s and 300s.
+	BackoffBase, BackoffMax time.Duration
+
+	// VersionGuard drops an event whose aggregate version is not above the
+	// last one this consumer applied for its aggregate (seed 000 section
+	// 10). Events without a version (0) pass. A gap (5 then 7) is applied:
+	// the guard protects against going backwards, not against a missing
+	// event, which at-least-once delivery will still bring; when 6 arrives
+	// after 7 it is skipped as stale and counted.
+	VersionGuard bool
+
+	// BatchSize is how many deliveries one receive takes. Default 64.
+	BatchSize int
+	// ReplayInterval is how often the consumer looks for replay requests.
+	// Default 2s.
+	ReplayInterval time.Duration
+
+	Logger *slog.Logger // default slog.Default()
+}
+
+func (c *Config) withDefaults() {
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 10
+	}
+	if c.BackoffBase == 0 {
+		c.BackoffBase = time.Second
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = 300 * time.Second
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 64
+	}
+	if c.ReplayInterval == 0 {
+		c.ReplayInterval = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first invalid setting as a *txbox.ConfigError.
+func (c *Config) Validate() error {
+	bad := func(field, format string, a ...any) error {
+		return &txbox.ConfigError{Field: field, Reason: fmt.Sprintf(format, a...)}
+	}
+	switch {
+	case c.Name == "" || len(c.Name) > 128:
+		return bad("Name", "required, at most 128 characters")
+	case c.Subscriber == nil:
+		return bad("Subscriber", "required")
+	case c.Dialect == nil:
+		return bad("Dialect", "required")
+	case c.MaxAttempts < 1:
+		return bad("MaxAttempts", "%d is below 1", c.MaxAttempts)
+	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
+		return bad("BackoffMax", "need 0 < BackoffBase (%v) <= BackoffMax (%v)", c.BackoffBase, c.BackoffMax)
+	case c.BatchSize < 1 || c.BatchSize > 10000:
+		return bad("BatchSize", "%d is outside 1..10000", c.BatchSize)
+	}
+	return nil
+}
+
+// RetryWindow is the longest an event can keep failing before it is
+// parked: the sum of the largest delays of every attempt.
+func (c Config) RetryWindow() time.Duration {
+	cc := c
+	cc.withDefaults()
+	var total time.Duration
+	d := cc.BackoffBase
+	for i := 1; i < cc.MaxAttempts; i++ {
+		total += min(d, cc.BackoffMax)
+		if d < cc.BackoffMax {
+			d *= 2
+		}
+	}
+	return total
+}

@@ -1,0 +1,342 @@
+// Package inbox is the consume side: each event's handler runs in a database
+// transaction together with an inbox row keyed by (event_id, consumer_name),
+// so a redelivered event changes nothing twice.
+//
+// The inbox transaction is Consumer.process: begin; insert-if-absent; a
+// duplicate is acknowledged and skipped; else the handler runs; the row is
+// marked processed; commit; only then is the broker acknowledged. A handler
+// error rolls everything back, the attempt and its error are recorded in a
+// short transaction of their own, and the event is redelivered with backoff;
+// after MaxAttempts it is parked (DEAD) and acknowledged so the stream keeps
+// flowing, until an operator replays it.
+package inbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/internal/backoff"
+	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/postgres"
+)
+
+// Counters are cumulative since the consumer started.
+type Counters struct {
+	Processed   atomic.Int64 // handler ran and committed
+	Duplicates  atomic.Int64 // already processed: acknowledged and skipped
+	Stale       atomic.Int64 // dropped by the version guard
+	Failed      atomic.Int64 // handler errors (each attempt)
+	Parked      atomic.Int64 // events parked after MaxAttempts
+	Undecodable atomic.Int64 // messages that were not txbox events, parked raw
+	Replayed    atomic.Int64 // parked events run again on request
+}
+
+// Consumer applies events exactly once per consumer name.
+type Consumer struct {
+	cfg    Config
+	log    *slog.Logger
+	db     txDB
+	handle func(ctx context.Context, native any, e txbox.Event) error
+	ctrs   Counters
+}
+
+// txDB begins transactions on the consumer's database; native is the
+// driver's own transaction (*sql.Tx or pgx.Tx) handed to the handler.
+type txDB interface {
+	begin(ctx context.Context) (tx store.Tx, native any, commit, rollback func() error, err error)
+}
+
+// NewSQL returns a consumer whose handler gets a *sql.Tx.
+func NewSQL(db *sql.DB, cfg Config, h func(ctx context.Context, tx *sql.Tx, e txbox.Event) error) (*Consumer, error) {
+	if db == nil {
+		return nil, &txbox.ConfigError{Field: "db", Reason: "required"}
+	}
+	return newConsumer(cfg, sqlDB{db}, func(ctx context.Context, native any, e txbox.Event) error { return h(ctx, native.(*sql.Tx), e) })
+}
+
+// PgxBeginner is *pgxpool.Pool, *pgx.Conn, or anything that begins a pgx
+// transaction.
+type PgxBeginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// NewPgx returns a consumer whose handler gets a pgx.Tx.
+func NewPgx(db PgxBeginner, cfg Config, h func(ctx context.Context, tx pgx.Tx, e txbox.Event) error) (*Consumer, error) {
+	if db == nil {
+		return nil, &txbox.ConfigError{Field: "db", Reason: "required"}
+	}
+	return newConsumer(cfg, pgxDB{db}, func(ctx context.Context, native any, e txbox.Event) error { return h(ctx, native.(pgx.Tx), e) })
+}
+
+func newConsumer(cfg Config, db txDB, h func(context.Context, any, txbox.Event) error) (*Consumer, error) {
+	cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Consumer{cfg: cfg, log: cfg.Logger.With("consumer", cfg.Name), db: db, handle: h}, nil
+}
+
+// Counters exposes the consumer's counters.
+func (c *Consumer) Counters() *Counters { return &c.ctrs }
+
+// Run consumes until ctx ends; the delivery in hand is finished first.
+func (c *Consumer) Run(ctx context.Context) error {
+	c.log.Info("inbox consumer started", "batch", c.cfg.BatchSize, "max_attempts", c.cfg.MaxAttempts, "version_guard", c.cfg.VersionGuard)
+	defer c.log.Info("inbox consumer stopped")
+	nextReplay := time.Now()
+	for ctx.Err() == nil {
+		if c.cfg.Admin != nil && time.Now().After(nextReplay) {
+			c.replays(context.WithoutCancel(ctx))
+			nextReplay = time.Now().Add(c.cfg.ReplayInterval)
+		}
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.ReplayInterval)
+		ds, err := c.cfg.Subscriber.Receive(rctx, c.cfg.BatchSize)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				c.log.Warn("receive failed", "err", err)
+				sleep(ctx, time.Second)
+			}
+			continue
+		}
+		c.HandleBatch(context.WithoutCancel(ctx), ds)
+	}
+	return nil
+}
+
+// HandleBatch processes deliveries in order. Once an event of an aggregate
+// fails, the later events of that aggregate in the batch are sent back too,
+// unprocessed, so they do not overtake it.
+func (c *Consumer) HandleBatch(ctx context.Context, ds []broker.Delivery) {
+	blocked := map[string]time.Duration{}
+	for _, d := range ds {
+		ev, err := d.Event()
+		if err != nil {
+			c.parkUndecodable(ctx, d, err)
+			continue
+		}
+		key := ev.AggregateType + "\x00" + ev.AggregateID
+		if delay, ok := blocked[key]; ok {
+			c.settle(ctx, d, false, delay)
+			continue
+		}
+		ack, delay := c.process(ctx, ev, txbox.StatusRetry)
+		if !ack {
+			blocked[key] = delay
+		}
+		c.settle(ctx, d, ack, delay)
+	}
+}
+
+func (c *Consumer) settle(ctx context.Context, d broker.Delivery, ack bool, delay time.Duration) {
+	var err error
+	if ack {
+		err = d.Ack(ctx)
+	} else {
+		err = d.Nak(ctx, delay)
+	}
+	if err != nil {
+		// The broker redelivers after its ack wait; the inbox absorbs it.
+		c.log.Warn("settling delivery failed", "ack", ack, "err", err)
+	}
+}
+
+// process runs the inbox transaction for one event. It reports whether the
+// delivery is to be acknowledged, or redelivered after delay.
+func (c *Consumer) process(ctx context.Context, ev txbox.Event, again txbox.Status) (ack bool, delay time.Duration) {
+	tx, native, commit, rollback, err := c.db.begin(ctx)
+	if err != nil {
+		c.log.Warn("begin failed", "event_id", ev.ID, "err", err)
+		return false, c.backoff(1)
+	}
+	done := false
+	defer func() {
+		if !done {
+			_ = rollback()
+		}
+	}()
+	state, attempts, err := c.cfg.Dialect.InboxAcquire(ctx, tx, c.cfg.Name, ev)
+	if err != nil {
+		c.log.Warn("inbox acquire failed", "event_id", ev.ID, "err", err)
+		return false, c.backoff(1)
+	}
+	switch state {
+	case store.InboxDuplicate:
+		c.ctrs.Duplicates.Add(1)
+		return true, 0
+	case store.InboxParked:
+		return true, 0
+	}
+	if c.cfg.VersionGuard && ev.AggregateVersion > 0 {
+		last, ok, err := c.cfg.Dialect.InboxVersion(ctx, tx, c.cfg.Name, ev.AggregateType, ev.AggregateID, ev.AggregateVersion)
+		if err != nil {
+			return false, c.backoff(1)
+		}
+		if !ok {
+			note := fmt.Sprintf("stale: version %d is not above the last applied %d", ev.AggregateVersion, last)
+			if err := c.cfg.Dialect.InboxDone(ctx, tx, c.cfg.Name, ev.ID, txbox.StatusSkipped, note); err != nil {
+				return false, c.backoff(1)
+			}
+			if err := commit(); err != nil {
+				return false, c.backoff(1)
+			}
+			done = true
+			c.ctrs.Stale.Add(1)
+			c.log.Debug("stale event skipped", "event_id", ev.ID, "version", ev.AggregateVersion, "last", last)
+			return true, 0
+		}
+	}
+	if herr := c.safeHandle(ctx, native, ev); herr != nil {
+		_ = rollback()
+		done = true
+		return c.fail(ctx, ev, attempts, herr, again)
+	}
+	if err := c.cfg.Dialect.InboxDone(ctx, tx, c.cfg.Name, ev.ID, txbox.StatusProcessed, ""); err != nil {
+		return false, c.backoff(1)
+	}
+	if err := commit(); err != nil {
+		done = true
+		c.log.Warn("commit failed", "event_id", ev.ID, "err", err)
+		return false, c.backoff(1)
+	}
+	done = true
+	c.ctrs.Processed.Add(1)
+	return true, 0
+}
+
+func (c *Consumer) safeHandle(ctx context.Context, native any, ev txbox.Event) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v", p)
+		}
+	}()
+	return c.handle(ctx, native, ev)
+}
+
+// fail records a failed attempt in a transaction of its own: the handler's
+// was rolled back, and with it anything it wrote.
+func (c *Consumer) fail(ctx context.Context, ev txbox.Event, prior int, herr error, again txbox.Status) (bool, time.Duration) {
+	c.ctrs.Failed.Add(1)
+	tx, _, commit, rollback, err := c.db.begin(ctx)
+	if err != nil {
+		return false, c.backoff(prior + 1)
+	}
+	attempts, parked, err := c.cfg.Dialect.InboxFail(ctx, tx, c.cfg.Name, ev, herr.Error(), c.cfg.MaxAttempts, again)
+	if err == nil {
+		err = commit()
+	} else {
+		_ = rollback()
+	}
+	if err != nil {
+		c.log.Warn("recording a failed attempt failed", "event_id", ev.ID, "err", err)
+		return false, c.backoff(prior + 1)
+	}
+	if parked {
+		c.ctrs.Parked.Add(1)
+		c.log.Warn("event parked after its last attempt", "event_id", ev.ID, "type", ev.Type, "attempts", attempts, "err", herr)
+		return true, 0
+	}
+	c.log.Debug("handler failed, will retry", "event_id", ev.ID, "attempt", attempts, "err", herr)
+	return false, c.backoff(attempts)
+}
+
+// parkUndecodable keeps a message that is not a txbox event in the inbox as
+// DEAD, with the reason and the raw message, and acknowledges it: it is not
+// lost, and it does not block the stream.
+func (c *Consumer) parkUndecodable(ctx context.Context, d broker.Delivery, cause error) {
+	raw := d.Raw()
+	sum := sha256.New()
+	sum.Write([]byte(raw.Topic))
+	for k, v := range raw.Headers {
+		sum.Write([]byte(k + "\x00" + v + "\x00"))
+	}
+	sum.Write(raw.Body)
+	id := raw.ID
+	if id == "" || len(id) > 64 {
+		id = "raw-" + hex.EncodeToString(sum.Sum(nil))[:40]
+	}
+	payload, _ := json.Marshal(map[string]any{"topic": raw.Topic, "headers": raw.Headers, "body": string(raw.Body)})
+	ev := txbox.Event{ID: id, Type: store.UndecodableType, AggregateType: "unknown", AggregateID: store.Truncate(raw.Topic, 128), Payload: payload}
+	tx, _, commit, rollback, err := c.db.begin(ctx)
+	if err == nil {
+		_, _, err = c.cfg.Dialect.InboxFail(ctx, tx, c.cfg.Name, ev, "undecodable: "+cause.Error(), 1, txbox.StatusRetry)
+		if err == nil {
+			err = commit()
+		} else {
+			_ = rollback()
+		}
+	}
+	if err != nil {
+		c.log.Warn("parking an undecodable message failed; it will come back", "err", err)
+		c.settle(ctx, d, false, c.backoff(1))
+		return
+	}
+	c.ctrs.Undecodable.Add(1)
+	c.log.Warn("undecodable message parked", "inbox_id", id, "topic", raw.Topic, "err", cause)
+	c.settle(ctx, d, true, 0)
+}
+
+// replays runs the events an operator asked to replay. Their broker
+// messages were acknowledged when they were parked, so the inbox itself
+// carries them: a failure sets them back to REPLAY, not RETRY.
+func (c *Consumer) replays(ctx context.Context) {
+	rows, err := c.cfg.Admin.InboxList(ctx, store.InboxFilter{Consumer: c.cfg.Name, Status: txbox.StatusReplay, Limit: c.cfg.BatchSize})
+	if err != nil {
+		c.log.Warn("looking for replays failed", "err", err)
+		return
+	}
+	for _, r := range rows {
+		if ack, _ := c.process(ctx, r.Event, txbox.StatusReplay); ack {
+			c.ctrs.Replayed.Add(1)
+		}
+	}
+}
+
+func (c *Consumer) backoff(attempt int) time.Duration {
+	return backoff.Delay(attempt, c.cfg.BackoffBase, c.cfg.BackoffMax)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+type sqlDB struct{ db *sql.DB }
+
+func (s sqlDB) begin(ctx context.Context) (store.Tx, any, func() error, func() error, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return store.SQLTx(tx), tx, tx.Commit, tx.Rollback, nil
+}
+
+type pgxDB struct{ db PgxBeginner }
+
+func (p pgxDB) begin(ctx context.Context) (store.Tx, any, func() error, func() error, error) {
+	tx, err := p.db.Begin(ctx)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	bg := context.WithoutCancel(ctx)
+	return postgres.Tx(tx), tx, func() error { return tx.Commit(bg) }, func() error { return tx.Rollback(bg) }, nil
+}
