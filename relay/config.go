@@ -93,14 +93,23 @@ func (c *Config) withDefaults() {
 
 // Validate reports the first invalid setting as a *txbox.ConfigError.
 func (c *Config) Validate() error {
+	switch {
+	case c.Store == nil:
+		return &txbox.ConfigError{Field: "Store", Reason: "required"}
+	case c.Publisher == nil:
+		return &txbox.ConfigError{Field: "Publisher", Reason: "required"}
+	}
+	return c.ValidateSettings()
+}
+
+// ValidateSettings checks everything but Store and Publisher, with defaults
+// applied, so a command can reject bad settings before it connects.
+func (c Config) ValidateSettings() error {
+	c.withDefaults()
 	bad := func(field, format string, a ...any) error {
 		return &txbox.ConfigError{Field: field, Reason: fmt.Sprintf(format, a...)}
 	}
 	switch {
-	case c.Store == nil:
-		return bad("Store", "required")
-	case c.Publisher == nil:
-		return bad("Publisher", "required")
 	case c.BatchSize < 1 || c.BatchSize > 10000:
 		return bad("BatchSize", "%d is outside 1..10000", c.BatchSize)
 	case c.PollInterval < time.Millisecond:

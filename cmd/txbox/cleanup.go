@@ -7,21 +7,41 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/inbox"
+	"github.com/txbox/txbox/store"
 )
 
 func newCleanup(g *globals) *cobra.Command {
 	var age time.Duration
 	var batch int
+	var ret inbox.Retention
+	var maxAttempts int
+	var backoffBase, backoffMax time.Duration
+	var skipInbox bool
 	cmd := &cobra.Command{
 		Use:   "cleanup",
-		Short: "Delete SENT outbox rows older than --older-than, in bounded batches",
-		Args:  cobra.NoArgs,
+		Short: "Delete SENT outbox rows and processed inbox rows past their retention, in bounded batches",
+		Long: `Delete SENT outbox rows older than --older-than and processed inbox rows
+older than --inbox-retention, a batch per statement.
+
+The inbox retention is refused when it is below
+  max(7 days, --broker-horizon + retry window + --manual-window)
+because an inbox row is what stops a redelivered event from being applied
+twice (seed 000 section 13). The retry window follows from the consumers'
+--inbox-max-attempts, --inbox-backoff-base and --inbox-backoff-max.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if age <= 0 {
 				return &txbox.ConfigError{Field: "--older-than (TXBOX_OLDER_THAN)", Reason: "must be positive"}
 			}
 			if batch < 1 || batch > 100000 {
 				return &txbox.ConfigError{Field: "--batch (TXBOX_BATCH)", Reason: "must be within 1..100000"}
+			}
+			ret.RetryWindow = inbox.Config{MaxAttempts: maxAttempts, BackoffBase: backoffBase, BackoffMax: backoffMax}.RetryWindow()
+			if !skipInbox {
+				if err := ret.Validate(); err != nil {
+					return &txbox.ConfigError{Field: "--inbox-retention (TXBOX_INBOX_RETENTION)", Reason: err.Error()}
+				}
 			}
 			s, err := g.openStore(cmd.Context())
 			if err != nil {
@@ -30,10 +50,27 @@ func newCleanup(g *globals) *cobra.Command {
 			defer s.Close()
 			n, err := s.Cleanup(cmd.Context(), age, batch)
 			fmt.Fprintf(cmd.OutOrStdout(), "outbox: deleted %d sent row(s) older than %s\n", n, age)
+			if err != nil || skipInbox {
+				return err
+			}
+			admin, ok := s.(store.InboxAdmin)
+			if !ok {
+				return nil
+			}
+			n, err = admin.InboxCleanup(cmd.Context(), ret.Keep, batch)
+			fmt.Fprintf(cmd.OutOrStdout(), "inbox: deleted %d processed row(s) older than %s\n", n, ret.Keep)
 			return err
 		},
 	}
-	cmd.Flags().DurationVar(&age, "older-than", 7*24*time.Hour, "age of SENT rows to delete")
-	cmd.Flags().IntVar(&batch, "batch", 1000, "rows per DELETE")
+	f := cmd.Flags()
+	f.DurationVar(&age, "older-than", 7*24*time.Hour, "age of SENT outbox rows to delete")
+	f.IntVar(&batch, "batch", 1000, "rows per DELETE")
+	f.DurationVar(&ret.Keep, "inbox-retention", inbox.DefaultRetentionFloor, "age of processed inbox rows to delete")
+	f.DurationVar(&ret.BrokerHorizon, "broker-horizon", 0, "how long the broker may still redeliver a message (stream max age, TTL)")
+	f.DurationVar(&ret.ManualWindow, "manual-window", inbox.DefaultManualWindow, "time operators get to repair a stuck flow")
+	f.IntVar(&maxAttempts, "inbox-max-attempts", 10, "the consumers' MaxAttempts")
+	f.DurationVar(&backoffBase, "inbox-backoff-base", time.Second, "the consumers' BackoffBase")
+	f.DurationVar(&backoffMax, "inbox-backoff-max", 300*time.Second, "the consumers' BackoffMax")
+	f.BoolVar(&skipInbox, "outbox-only", false, "leave the inbox alone")
 	return cmd
 }

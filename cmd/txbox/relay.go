@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/internal/open"
 	"github.com/txbox/txbox/relay"
@@ -22,7 +25,10 @@ func newRelay(g *globals) *cobra.Command {
 			ctx := cmd.Context()
 			cfg.Topic = broker.Topic(g.topic)
 			cfg.Logger = g.log
-			if err := cfg.Topic.Validate(); err != nil {
+			if err := cfg.ValidateSettings(); err != nil {
+				return err
+			}
+			if err := open.CheckPublisherURL(g.broker); err != nil {
 				return err
 			}
 			s, err := g.openStore(ctx)
@@ -36,7 +42,7 @@ func newRelay(g *globals) *cobra.Command {
 				}
 			}
 			po.Logger = g.log
-			pub, err := open.Publisher(ctx, g.broker, po)
+			pub, err := openPublisher(ctx, g, po)
 			if err != nil {
 				return err
 			}
@@ -63,4 +69,24 @@ func newRelay(g *globals) *cobra.Command {
 	f.BoolVar(&migrate, "migrate", false, "apply migrations before starting")
 	po.AddFlags(f)
 	return cmd
+}
+
+// openPublisher retries a broker that is down at start: a relay started
+// before its broker (a restart of both, a deploy) waits for it instead of
+// exiting. Configuration errors still fail at once.
+func openPublisher(ctx context.Context, g *globals, po open.PublisherOptions) (broker.Publisher, error) {
+	wait := 500 * time.Millisecond
+	for {
+		pub, err := open.Publisher(ctx, g.broker, po)
+		if err == nil || !errors.Is(err, txbox.ErrBrokerUnavailable) {
+			return pub, err
+		}
+		g.log.Warn("broker unavailable, retrying", "broker", open.Redact(g.broker), "in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 10*time.Second)
+	}
 }

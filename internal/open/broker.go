@@ -29,8 +29,14 @@ func (o *PublisherOptions) AddFlags(f *pflag.FlagSet) {
 
 const brokerField = "--broker (TXBOX_BROKER)"
 
-// Publisher opens the broker named by raw.
-func Publisher(ctx context.Context, raw string, o PublisherOptions) (broker.Publisher, error) {
+// CheckPublisherURL rejects a missing, malformed or unknown broker URL
+// without connecting.
+func CheckPublisherURL(raw string) error {
+	_, err := publisherFor(raw)
+	return err
+}
+
+func publisherFor(raw string) (func(context.Context, string, PublisherOptions) (broker.Publisher, error), error) {
 	if raw == "" {
 		return nil, &txbox.ConfigError{Field: brokerField, Reason: "missing; e.g. nats://127.0.0.1:4222"}
 	}
@@ -38,10 +44,20 @@ func Publisher(ctx context.Context, raw string, o PublisherOptions) (broker.Publ
 	if !ok {
 		return nil, &txbox.ConfigError{Field: brokerField, Reason: fmt.Sprintf("%q is not a URL (scheme://...)", Redact(raw))}
 	}
-	if open, ok := publishers[scheme]; ok {
-		return open(ctx, raw, o)
+	open, ok := publishers[scheme]
+	if !ok {
+		return nil, &txbox.ConfigError{Field: brokerField, Reason: fmt.Sprintf("scheme %q not supported (nats)", scheme)}
 	}
-	return nil, &txbox.ConfigError{Field: brokerField, Reason: fmt.Sprintf("scheme %q not supported (nats)", scheme)}
+	return open, nil
+}
+
+// Publisher opens the broker named by raw.
+func Publisher(ctx context.Context, raw string, o PublisherOptions) (broker.Publisher, error) {
+	open, err := publisherFor(raw)
+	if err != nil {
+		return nil, err
+	}
+	return open(ctx, raw, o)
 }
 
 var publishers = map[string]func(context.Context, string, PublisherOptions) (broker.Publisher, error){}
