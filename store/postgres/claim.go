@@ -40,9 +40,14 @@ func buildQueries(table string, deleteSent bool) queries {
 	// runs: behind each head, the following unsent rows of its aggregate while
 	//   they stay deliverable (a prefix, so order cannot break), at most $2.
 	// picked: the $1 lowest ids of all runs; a prefix of each run again.
+	// locked/final: the picked rows are locked, then checked again on their
+	//   latest version, and each aggregate keeps only the prefix that is
+	//   still deliverable. A row changed meanwhile (the holder of an expired
+	//   lease marking it) ends its run there instead of leaving a gap.
 	//
-	// Rows of a run other than the head are locked by the UPDATE itself. No
-	// other claimer can want them: it would need their head, which we hold.
+	// No other claimer can want the run rows: it would need their head,
+	// which we hold. coalesce keeps a row with a NULL next_retry_at or
+	// locked_until (hand-written) from counting as deliverable.
 	q.claim = `WITH heads AS (
 	SELECT o.id, o.aggregate_type, o.aggregate_id
 	FROM ` + table + ` o
@@ -57,7 +62,7 @@ func buildQueries(table string, deleteSent bool) queries {
 ), runs AS (
 	SELECT r.id FROM heads h CROSS JOIN LATERAL (
 		SELECT x.id, bool_and(x.ok) OVER (ORDER BY x.id) AS prefix_ok FROM (
-			SELECT e.id, ` + d("e") + ` AS ok
+			SELECT e.id, coalesce(` + d("e") + `, false) AS ok
 			FROM ` + table + ` e
 			WHERE e.aggregate_type = h.aggregate_type AND e.aggregate_id = h.aggregate_id
 			  AND e.id >= h.id AND ` + u("e") + `
@@ -67,11 +72,21 @@ func buildQueries(table string, deleteSent bool) queries {
 	WHERE r.prefix_ok
 ), picked AS (
 	SELECT id FROM runs ORDER BY id LIMIT $1
+), locked AS (
+	SELECT l.id, l.aggregate_type, l.aggregate_id, coalesce(` + d("l") + `, false) AS ok
+	FROM ` + table + ` l
+	WHERE l.id IN (SELECT id FROM picked)
+	ORDER BY l.id
+	FOR UPDATE
+), final AS (
+	SELECT id FROM (
+		SELECT id, bool_and(ok) OVER (PARTITION BY aggregate_type, aggregate_id ORDER BY id) AS prefix_ok FROM locked
+	) f WHERE f.prefix_ok
 )
 UPDATE ` + table + ` t
 SET status = 'PROCESSING', locked_by = $3, locked_until = now() + $4 * interval '1 millisecond'
-FROM picked
-WHERE t.id = picked.id AND ` + d("t") + `
+FROM final
+WHERE t.id = final.id
 RETURNING ` + prefixed("t", cols)
 
 	if deleteSent {

@@ -31,6 +31,10 @@ type Options struct {
 	Logger     *slog.Logger // default slog.Default()
 }
 
+// MaxTableName leaves room for the suffixes of derived index names inside
+// PostgreSQL's 63-byte identifiers.
+const MaxTableName = 40
+
 // Store implements store.Store on a pgx pool.
 type Store struct {
 	pool   *pgxpool.Pool
@@ -66,6 +70,13 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	t := opts.Tables.WithDefaults()
 	if err := t.Validate(); err != nil {
 		return nil, err
+	}
+	// PostgreSQL truncates identifiers at 63 bytes without an error; the
+	// longest derived name is "<outbox>_aggregate_unsent_idx".
+	for _, f := range []struct{ field, v string }{{"Tables.Outbox", t.Outbox}, {"Tables.Inbox", t.Inbox}} {
+		if len(f.v) > MaxTableName {
+			return nil, &txbox.ConfigError{Field: f.field, Reason: fmt.Sprintf("%q is longer than %d characters", f.v, MaxTableName)}
+		}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

@@ -36,6 +36,8 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"CommitVisibility", testCommitVisibility},
 		{"ClaimShape", testClaimShape},
+		{"ClaimTakesLowestIDs", testClaimLowestIDs},
+		{"AggregateKeyIsExact", testAggregateKeyExact},
 		{"MultiRowInsert", testMultiRowInsert},
 		{"ForeignProducer", testForeignProducer},
 		{"LeaseBlocksAggregate", testLeaseBlocksAggregate},
@@ -191,6 +193,47 @@ func testClaimShape(t *testing.T, h Harness) {
 	}
 	if got := claim(t, s, "lease-2", 100, time.Minute); len(got) != 0 {
 		t.Fatalf("leased rows claimed again: %v", ids(got))
+	}
+}
+
+// testClaimLowestIDs: with more deliverable rows than Limit, a claim takes
+// the Limit lowest ids of the heads and their runs, and what it leaves of a
+// run stays behind the leased head.
+func testClaimLowestIDs(t *testing.T, h Harness) {
+	s := open(t, h)
+	a1, b1, a2, b2, a3, c1 := ev("a", 1), ev("b", 1), ev("a", 2), ev("b", 2), ev("a", 3), ev("c", 1)
+	write(t, h, s, a1, b1, a2, b2, a3, c1)
+	first := claim(t, s, "L1", 3, time.Minute)
+	if got := eventIDs(first); len(first) != 3 || !got[a1.ID] || !got[b1.ID] || !got[a2.ID] {
+		t.Fatalf("Limit 3 must take a1, b1, a2 (the lowest ids); got %d rows", len(first))
+	}
+	second := claim(t, s, "L2", 10, time.Minute)
+	if len(second) != 1 || second[0].EventID != c1.ID {
+		t.Fatalf("b2 and a3 wait behind leased rows of their aggregates; only c1 may be claimed, got %d rows", len(second))
+	}
+	n, err := s.MarkSent(ctxT(t), "L1", ids(first))
+	mustMark(t, n, err, 3, "mark first")
+	third := claim(t, s, "L3", 10, time.Minute)
+	if len(third) != 2 || third[0].EventID != b2.ID || third[1].EventID != a3.ID {
+		t.Fatalf("after the first claim is sent, b2 and a3 follow in id order; got %d rows", len(third))
+	}
+}
+
+// testAggregateKeyExact: aggregate ids compare byte for byte ("a" and "A"
+// are different aggregates; a case-insensitive collation would merge them),
+// and so do aggregate types.
+func testAggregateKeyExact(t *testing.T, h Harness) {
+	s := open(t, h)
+	lower1, upper1, lower2 := ev("a", 1), ev("A", 1), ev("a", 2)
+	other := txbox.MustEvent("order", "a", "OrderEvent", map[string]any{"n": 1})
+	write(t, h, s, lower1, upper1, lower2, other)
+	first := claim(t, s, "L1", 1, time.Minute)
+	if len(first) != 1 || first[0].EventID != lower1.ID {
+		t.Fatalf("first claim: %v", eventIDs(first))
+	}
+	second := claim(t, s, "L2", 10, time.Minute)
+	if got := eventIDs(second); len(second) != 2 || !got[upper1.ID] || !got[other.ID] {
+		t.Fatalf("aggregates Order/A and order/a are not Order/a: want them while Order/a is leased, got %d rows", len(second))
 	}
 }
 

@@ -1,0 +1,181 @@
+package mysql
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+)
+
+//go:embed sql/*.sql
+var migrationFS embed.FS
+
+type migration struct {
+	version    int
+	name       string
+	statements []string
+}
+
+func (s *Store) migrations() ([]migration, error) {
+	ents, err := fs.ReadDir(migrationFS, "sql")
+	if err != nil {
+		return nil, err
+	}
+	vars := map[string]string{
+		"Outbox":     s.tables.Qualified(s.tables.Outbox),
+		"OutboxName": s.tables.Outbox,
+		"Sent":       s.tables.Qualified(s.tables.Outbox + "_sent"),
+		"SentName":   s.tables.Outbox + "_sent",
+		"Inbox":      s.tables.Qualified(s.tables.Inbox),
+		"InboxName":  s.tables.Inbox,
+		"Schema":     s.tables.Schema,
+	}
+	var out []migration
+	for _, e := range ents {
+		n, err := strconv.Atoi(strings.SplitN(e.Name(), "_", 2)[0])
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: bad name", e.Name())
+		}
+		raw, err := migrationFS.ReadFile("sql/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		t, err := template.New(e.Name()).Option("missingkey=error").Parse(string(raw))
+		if err != nil {
+			return nil, err
+		}
+		var b bytes.Buffer
+		if err := t.Execute(&b, vars); err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: n, name: e.Name(), statements: splitStatements(b.String())})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	return out, nil
+}
+
+// splitStatements cuts a migration file into statements: full-line "--"
+// comments are dropped and a statement ends with ";" at the end of a line.
+// (The driver runs one statement per call unless multiStatements is set.)
+func splitStatements(src string) []string {
+	var out []string
+	var cur strings.Builder
+	for _, line := range strings.Split(src, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "--") {
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+		if strings.HasSuffix(trimmed, ";") {
+			stmt := strings.TrimSuffix(strings.TrimSpace(cur.String()), ";")
+			out = append(out, stmt)
+			cur.Reset()
+		}
+	}
+	if rest := strings.TrimSpace(cur.String()); rest != "" {
+		out = append(out, rest)
+	}
+	return out
+}
+
+// createIndexRE recognises the CREATE INDEX statements that must be skipped
+// when the index exists: MySQL 8 has no CREATE INDEX IF NOT EXISTS.
+var createIndexRE = regexp.MustCompile(`(?is)^CREATE\s+(?:UNIQUE\s+)?INDEX\s+(\w+)\s+ON\s+(?:(\w+)\.)?(\w+)\s*\(`)
+
+// MigrateLockTimeout bounds the wait for another process's migration.
+const MigrateLockTimeout = 60 * time.Second
+
+// Migrate applies the embedded migrations that are not yet recorded.
+//
+// MySQL DDL commits implicitly, so a transaction cannot make a migration
+// atomic. Instead: a named lock (GET_LOCK, held by this session) makes two
+// processes take turns; every statement is idempotent (CREATE TABLE IF NOT
+// EXISTS; CREATE INDEX only when information_schema lacks the index), so a
+// migration interrupted half way is simply run again; and the version is
+// recorded only after all its statements succeeded.
+func (s *Store) Migrate(ctx context.Context) error {
+	ms, err := s.migrations()
+	if err != nil {
+		return err
+	}
+	c, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("mysql: migrate: %w", err)
+	}
+	defer c.Close()
+
+	versions := s.tables.Qualified(s.tables.Outbox + "_migrations")
+	sum := sha256.Sum256([]byte(versions))
+	lock := "txbox-migrate-" + hex.EncodeToString(sum[:16]) // GET_LOCK names: at most 64 characters
+	var got sql.NullInt64
+	if err := c.QueryRowContext(ctx, `SELECT GET_LOCK(?, ?)`, lock, int(MigrateLockTimeout/time.Second)).Scan(&got); err != nil {
+		return fmt.Errorf("mysql: migrate: lock: %w", err)
+	}
+	if !got.Valid || got.Int64 != 1 {
+		return fmt.Errorf("mysql: migrate: another migration held the lock for %v", MigrateLockTimeout)
+	}
+	defer func() {
+		var released sql.NullInt64
+		_ = c.QueryRowContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(?)`, lock).Scan(&released)
+	}()
+
+	if s.tables.Schema != "" {
+		if _, err := c.ExecContext(ctx, `CREATE DATABASE IF NOT EXISTS `+s.tables.Schema); err != nil {
+			return fmt.Errorf("mysql: migrate: database: %w", err)
+		}
+	}
+	if _, err := c.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+versions+` (
+		version INT NOT NULL PRIMARY KEY, name VARCHAR(255) NOT NULL,
+		applied_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`); err != nil {
+		return fmt.Errorf("mysql: migrate: versions table: %w", err)
+	}
+	for _, m := range ms {
+		var n int
+		if err := c.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+versions+` WHERE version = ?`, m.version).Scan(&n); err != nil {
+			return fmt.Errorf("mysql: migrate: %w", err)
+		}
+		if n > 0 {
+			continue
+		}
+		for _, stmt := range m.statements {
+			if err := s.migrateStatement(ctx, c, stmt); err != nil {
+				return fmt.Errorf("mysql: migrate: %s: %w", m.name, err)
+			}
+		}
+		if _, err := c.ExecContext(ctx, `INSERT INTO `+versions+` (version, name) VALUES (?, ?)`, m.version, m.name); err != nil {
+			return fmt.Errorf("mysql: migrate: %w", err)
+		}
+		s.log.Info("migration applied", "version", m.version, "name", m.name)
+	}
+	return nil
+}
+
+func (s *Store) migrateStatement(ctx context.Context, c *sql.Conn, stmt string) error {
+	if m := createIndexRE.FindStringSubmatch(stmt); m != nil {
+		index, schema, table := m[1], m[2], m[3]
+		var n int
+		err := c.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.STATISTICS
+			WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ? AND INDEX_NAME = ?`,
+			schema, table, index).Scan(&n)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			return nil
+		}
+	}
+	_, err := c.ExecContext(ctx, stmt)
+	return err
+}

@@ -1,0 +1,469 @@
+// Package sqlite is the SQLite store, on the pure-Go driver modernc.org/sqlite
+// (driver name "sqlite"; no cgo). It is meant for single-host services, tests
+// and demos: SQLite has one writer per database file, and this store leans on
+// that instead of fighting it.
+//
+// What it guarantees, and why:
+//
+//   - A claim is one write transaction begun with BEGIN IMMEDIATE on a
+//     dedicated connection. IMMEDIATE takes the write lock before the claim
+//     reads anything, so two claimers (goroutines or processes) queue on the
+//     busy timeout and run one after the other. A DEFERRED transaction would
+//     read first and then try to upgrade to a writer, and two such upgrades
+//     fail with SQLITE_BUSY instead of waiting. One writer at a time is also
+//     why concurrent claimers never receive the same row: SQLite has no
+//     SKIP LOCKED and needs none.
+//   - Before taking the write lock, a claim checks with a plain read (WAL
+//     readers never wait) whether anything is claimable. An idle relay polling
+//     an empty outbox therefore never queues behind the application's write
+//     transactions. A claim that has work does queue behind them, and fails
+//     with SQLITE_BUSY if one holds the write lock longer than the busy
+//     timeout; the relay's next poll tries again.
+//   - The claim itself is the same head-of-aggregate statement as on
+//     PostgreSQL (see claim.go), and partial indexes on the unsent rows keep
+//     it independent of how much delivered history the table holds.
+//   - Every mark is one fenced statement (locked_by = lease AND status =
+//     PROCESSING), its own short write transaction; id lists travel as one
+//     JSON array parameter read with json_each, so no variable limit applies.
+//   - Timestamps are INTEGER unix microseconds, UTC. The database clock is the
+//     host clock: SQLite runs in this process, so "now" is taken in Go with
+//     microsecond precision. A foreign producer that omits created_at and
+//     occurred_at gets the column DEFAULT, SQLite's own clock, which has
+//     millisecond resolution.
+//   - payload and headers are TEXT holding the producer's bytes unchanged;
+//     CHECK (json_valid(...)) rejects invalid JSON at write time.
+//   - Migrations are embedded (sql/*.sql), versioned in <outbox>_migrations
+//     and applied in one IMMEDIATE transaction, so two processes migrating at
+//     once serialize and each migration is applied exactly once; SQLite DDL
+//     is transactional.
+//
+// Open configures each connection with journal_mode=WAL (readers and the one
+// writer do not block each other), busy_timeout=5000 ms and _txlock=immediate
+// (so the application's own write transactions on DB() also take the write
+// lock up front and cannot fail on upgrade). A store made with New uses the
+// caller's *sql.DB as it is: give it at least a busy timeout, e.g.
+// "file:app.db?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate".
+//
+// ":memory:" databases are refused: every pooled connection would open its own
+// empty database. Use a file (t.TempDir() in tests).
+//
+// Every SQL statement of this dialect is in this package: the claim in
+// claim.go, the schema in sql/, the rest here and in dialect.go.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	sqlitedrv "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/store"
+)
+
+// Options configure the store. The zero value is usable.
+type Options struct {
+	Tables store.Tables // default outbox_event / inbox_event; Schema must be empty
+	// DeleteSent deletes a row when the broker confirmed it instead of keeping
+	// it as SENT. Keeping is the default: operators can see what was sent, the
+	// partial indexes keep claims fast anyway, and `txbox cleanup` trims it.
+	DeleteSent bool
+	Logger     *slog.Logger // default slog.Default()
+}
+
+// BusyTimeout is how long Open's connections wait for the write lock.
+const BusyTimeout = 5 * time.Second
+
+// Store implements store.Store on a database/sql pool of SQLite connections.
+type Store struct {
+	db     *sql.DB
+	owned  bool
+	tables store.Tables
+	opts   Options
+	log    *slog.Logger
+	q      queries
+}
+
+// Open opens (creating if needed) the SQLite database file at path and
+// returns a store that owns the pool. path is a file path; a "sqlite://" or
+// "sqlite:" prefix, as in `--db sqlite://app.db`, is accepted and dropped.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	p, err := cleanPath(path)
+	if err != nil {
+		return nil, err
+	}
+	// A plain path, not a file: URI, so the path needs no escaping; the
+	// driver strips the query before opening the file.
+	dsn := p + "?_pragma=busy_timeout(" + strconv.Itoa(int(BusyTimeout/time.Millisecond)) + ")" +
+		"&_pragma=journal_mode(WAL)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", p, err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", p, err)
+	}
+	s, err := New(db, opts)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.owned = true
+	return s, nil
+}
+
+func cleanPath(path string) (string, error) {
+	p := path
+	for _, prefix := range []string{"sqlite://", "sqlite:"} {
+		if strings.HasPrefix(p, prefix) {
+			p = strings.TrimPrefix(p, prefix)
+			break
+		}
+	}
+	field := "--db (TXBOX_DB)"
+	switch {
+	case p == "":
+		return "", &txbox.ConfigError{Field: field, Reason: "SQLite needs a database file path"}
+	case p == ":memory:" || strings.HasPrefix(p, "file::memory:") || strings.Contains(p, "mode=memory"):
+		return "", &txbox.ConfigError{Field: field, Reason: "in-memory SQLite is not supported: each pooled connection would see its own empty database; use a file"}
+	case strings.HasPrefix(p, "file:"):
+		return "", &txbox.ConfigError{Field: field, Reason: "give a plain file path, not a file: URI; use New with your own *sql.DB for custom DSNs"}
+	case strings.ContainsAny(p, "?#"):
+		return "", &txbox.ConfigError{Field: field, Reason: "SQLite file path must not contain '?' or '#'"}
+	}
+	return p, nil
+}
+
+// New wraps an existing *sql.DB opened with the "sqlite" driver; Close leaves
+// it open. See the package documentation for the settings it should carry.
+func New(db *sql.DB, opts Options) (*Store, error) {
+	t := opts.Tables.WithDefaults()
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	if t.Schema != "" {
+		return nil, &txbox.ConfigError{Field: "Tables.Schema", Reason: "SQLite store does not support a schema; leave it empty"}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Store{db: db, tables: t, opts: opts, log: opts.Logger}
+	s.q = buildQueries(t.Outbox, opts.DeleteSent)
+	return s, nil
+}
+
+// DB returns the underlying pool, for the write API and tests.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Tables returns the validated table names.
+func (s *Store) Tables() store.Tables { return s.tables }
+
+func (s *Store) Dialect() store.Dialect { return Dialect{Tables: s.tables} }
+
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+func (s *Store) Close() error {
+	if s.owned {
+		return s.db.Close()
+	}
+	return nil
+}
+
+const cols = `id, event_id, aggregate_type, aggregate_id, aggregate_version, event_type,
+	payload, headers, status, retry_count, next_retry_at, locked_by, locked_until,
+	occurred_at, created_at, sent_at, last_error`
+
+// micros is the stored form of a timestamp.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+func optTime(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMicros(v.Int64)
+	return &t
+}
+
+func scanRecord(row interface{ Scan(...any) error }) (store.Record, error) {
+	var r store.Record
+	var status string
+	var lockedBy, lastErr sql.NullString
+	var next, until, sent sql.NullInt64
+	var occurred, created int64
+	err := row.Scan(&r.ID, &r.EventID, &r.AggregateType, &r.AggregateID, &r.AggregateVersion, &r.EventType,
+		&r.Payload, &r.Headers, &status, &r.RetryCount, &next, &lockedBy, &until,
+		&occurred, &created, &sent, &lastErr)
+	if err != nil {
+		return r, err
+	}
+	r.Status = txbox.Status(status)
+	r.NextRetryAt, r.LockedUntil, r.SentAt = optTime(next), optTime(until), optTime(sent)
+	r.OccurredAt, r.CreatedAt = fromMicros(occurred), fromMicros(created)
+	r.LockedBy, r.LastError = lockedBy.String, lastErr.String
+	return r, nil
+}
+
+func collect(rows *sql.Rows) ([]store.Record, error) {
+	defer rows.Close()
+	var out []store.Record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// idsJSON passes an id list as one JSON array parameter, read back with
+// json_each: one statement text whatever the length, and no variable limit.
+func idsJSON(ids []int64) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(id, 10))
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+func (s *Store) exec(ctx context.Context, what, q string, args ...any) (int64, error) {
+	res, err := s.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: %s: %w", what, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: %s: %w", what, err)
+	}
+	return n, nil
+}
+
+func (s *Store) MarkSent(ctx context.Context, lease string, ids []int64) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	if s.q.deleteSent {
+		return s.exec(ctx, "mark sent", s.q.markSent, idsJSON(ids), lease)
+	}
+	return s.exec(ctx, "mark sent", s.q.markSent, idsJSON(ids), lease, micros(time.Now()))
+}
+
+type failureJSON struct {
+	ID    int64  `json:"id"`
+	Dead  int    `json:"dead"`
+	Delay int64  `json:"delay"` // microseconds
+	Err   string `json:"err"`
+}
+
+func (s *Store) MarkFailed(ctx context.Context, lease string, fs []store.Failure) (int64, error) {
+	if len(fs) == 0 {
+		return 0, nil
+	}
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, f := range fs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		dead := 0
+		if f.Dead {
+			dead = 1
+		}
+		if err := appendJSON(&b, failureJSON{ID: f.ID, Dead: dead, Delay: max(f.Delay, 0).Microseconds(), Err: store.Truncate(f.Error, 2000)}); err != nil {
+			return 0, err
+		}
+	}
+	b.WriteByte(']')
+	return s.exec(ctx, "mark failed", s.q.markFailed, b.String(), lease, micros(time.Now()))
+}
+
+func appendJSON(b *strings.Builder, v any) error {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b.Write(j)
+	return nil
+}
+
+func (s *Store) Release(ctx context.Context, lease string, ids []int64) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	return s.exec(ctx, "release", s.q.release, idsJSON(ids), lease, micros(time.Now()))
+}
+
+func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	st := store.Stats{Counts: map[txbox.Status]int64{}}
+	rows, err := s.db.QueryContext(ctx, `SELECT status, count(*) FROM `+s.q.table+` GROUP BY status`)
+	if err != nil {
+		return st, fmt.Errorf("sqlite: stats: %w", err)
+	}
+	for rows.Next() {
+		var status string
+		var n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			rows.Close()
+			return st, fmt.Errorf("sqlite: stats: %w", err)
+		}
+		st.Counts[txbox.Status(status)] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return st, fmt.Errorf("sqlite: stats: %w", err)
+	}
+	var oldest sql.NullInt64
+	err = s.db.QueryRowContext(ctx, `SELECT min(created_at) FROM `+s.q.table+` WHERE `+unsentTerm).Scan(&oldest)
+	if err != nil {
+		return st, fmt.Errorf("sqlite: stats: %w", err)
+	}
+	if oldest.Valid {
+		t := fromMicros(oldest.Int64)
+		st.OldestPending = &t
+		st.OldestAge = time.Since(t)
+	}
+	st.Dead = st.Counts[txbox.StatusDead]
+	return st, nil
+}
+
+func ph(int) string { return "?" }
+
+// filter builds the WHERE clause for f; timestamps become microseconds.
+func filter(f store.Filter) (string, []any) {
+	where, args := store.FilterSQL(f, ph, 1)
+	for i, a := range args {
+		if t, ok := a.(time.Time); ok {
+			args[i] = micros(t)
+		}
+	}
+	return where, args
+}
+
+func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error) {
+	where, args := filter(f)
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+cols+` FROM `+s.q.table+` WHERE `+where+` ORDER BY id LIMIT `+strconv.Itoa(limit), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list: %w", err)
+	}
+	recs, err := collect(rows)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list: %w", err)
+	}
+	return recs, nil
+}
+
+func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
+	where, args := filter(store.DeadOnly(f))
+	return s.exec(ctx, "replay", `UPDATE `+s.q.table+` SET status = 'PENDING', retry_count = 0, next_retry_at = NULL,
+		locked_by = NULL, locked_until = NULL WHERE `+where, args...)
+}
+
+func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
+	where, args := filter(store.DeadOnly(f))
+	return s.exec(ctx, "purge", `DELETE FROM `+s.q.table+` WHERE `+where, args...)
+}
+
+// Cleanup deletes in bounded batches, each its own short write transaction,
+// so the relay's claims get the write lock between batches.
+func (s *Store) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
+	if batch <= 0 {
+		batch = 1000
+	}
+	var total int64
+	for {
+		cutoff := micros(time.Now().Add(-age))
+		n, err := s.exec(ctx, "cleanup", `DELETE FROM `+s.q.table+` WHERE id IN (
+			SELECT id FROM `+s.q.table+` WHERE status = 'SENT' AND sent_at < ? LIMIT ?)`, cutoff, batch)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n < int64(batch) {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+}
+
+// immediate runs fn in a BEGIN IMMEDIATE transaction on a connection of its
+// own, so it works whatever the pool's _txlock setting is. A connection whose
+// transaction state is unknown after a failure is discarded, never reused.
+func (s *Store) immediate(ctx context.Context, fn func(c *sql.Conn) error) (err error) {
+	c, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	bad := false
+	defer func() {
+		if bad {
+			_ = c.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		c.Close()
+	}()
+	if err := beginImmediate(ctx, c); err != nil {
+		return err
+	}
+	done := context.WithoutCancel(ctx)
+	if err := fn(c); err != nil {
+		if _, rbErr := c.ExecContext(done, "ROLLBACK"); rbErr != nil {
+			bad = true
+		}
+		return err
+	}
+	if _, err := c.ExecContext(done, "COMMIT"); err != nil {
+		_, _ = c.ExecContext(done, "ROLLBACK")
+		bad = true
+		return err
+	}
+	return nil
+}
+
+// beginImmediate takes the write lock. The busy timeout normally does the
+// waiting; retrying SQLITE_BUSY here, for up to BusyTimeout in all, covers a
+// pool opened by the caller without one (New).
+func beginImmediate(ctx context.Context, c *sql.Conn) error {
+	start := time.Now()
+	wait := time.Millisecond
+	for {
+		_, err := c.ExecContext(ctx, "BEGIN IMMEDIATE")
+		if err == nil || !isBusy(err) || time.Since(start) >= BusyTimeout {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (%w)", err, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(wait*2, 50*time.Millisecond)
+	}
+}
+
+func isBusy(err error) bool {
+	var se *sqlitedrv.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
+}

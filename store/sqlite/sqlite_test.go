@@ -1,0 +1,157 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/sqlite"
+	"github.com/txbox/txbox/store/storetest"
+)
+
+func TestStoreConformance(t *testing.T) {
+	storetest.Run(t, Harness{})
+}
+
+// Harness runs storetest on a SQLite file in the test's temporary directory,
+// each test on its own tables.
+type Harness struct{}
+
+func (Harness) Open(t *testing.T) store.Store {
+	t.Helper()
+	return OpenTest(t, sqlite.Options{})
+}
+
+// OpenTest opens a store on fresh tables in a new database file and drops
+// them when t ends.
+func OpenTest(t testing.TB, opts sqlite.Options) *sqlite.Store {
+	t.Helper()
+	ctx := context.Background()
+	suffix := txbox.NewID()[24:]
+	opts.Tables = store.Tables{Outbox: "outbox_t" + suffix, Inbox: "inbox_t" + suffix}
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "txbox.db"), opts)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() {
+		for _, tbl := range []string{opts.Tables.Outbox, opts.Tables.Inbox, opts.Tables.Outbox + "_migrations"} {
+			_, _ = s.DB().Exec("DROP TABLE IF EXISTS " + tbl)
+		}
+		s.Close()
+	})
+	return s
+}
+
+func (Harness) Begin(t *testing.T, s store.Store) (store.Tx, func() error, func() error) {
+	tx, err := s.(*sqlite.Store).DB().BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store.SQLTx(tx), tx.Commit, tx.Rollback
+}
+
+func (Harness) ForeignInsert(t *testing.T, s store.Store, eventID, aggType, aggID, eventType, payload string) {
+	ss := s.(*sqlite.Store)
+	_, err := ss.DB().Exec(fmt.Sprintf(
+		`INSERT INTO %s (event_id, aggregate_type, aggregate_id, event_type, payload) VALUES (?, ?, ?, ?, ?)`,
+		ss.Tables().Outbox), eventID, aggType, aggID, eventType, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStoreConformanceNew runs the suite on a store made with New over a pool
+// that has only a busy timeout: rollback journal, DEFERRED transactions. The
+// claim's own BEGIN IMMEDIATE must be enough.
+func TestStoreConformanceNew(t *testing.T) {
+	storetest.Run(t, newHarness{})
+}
+
+type newHarness struct{ Harness }
+
+func (newHarness) Open(t *testing.T) store.Store {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "txbox.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s, err := sqlite.New(db, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestOpenSettings(t *testing.T) {
+	ctx := context.Background()
+	s := OpenTest(t, sqlite.Options{})
+	var mode string
+	var busy int
+	if err := s.DB().QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("journal_mode %q %v, want wal", mode, err)
+	}
+	if err := s.DB().QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err != nil || busy != 5000 {
+		t.Fatalf("busy_timeout %d %v, want 5000", busy, err)
+	}
+	for _, bad := range []string{"", ":memory:", "file::memory:?cache=shared", "sqlite://:memory:", "a.db?mode=ro", "file:a.db"} {
+		if _, err := sqlite.Open(ctx, bad, sqlite.Options{}); !errors.Is(err, txbox.ErrConfig) {
+			t.Errorf("Open(%q): %v, want a config error", bad, err)
+		}
+	}
+	if _, err := sqlite.New(s.DB(), sqlite.Options{Tables: store.Tables{Schema: "main"}}); !errors.Is(err, txbox.ErrConfig) {
+		t.Errorf("schema: %v, want a config error", err)
+	}
+	p := filepath.Join(t.TempDir(), "url.db")
+	s2, err := sqlite.Open(ctx, "sqlite://"+p, sqlite.Options{})
+	if err != nil {
+		t.Fatalf("sqlite:// URL: %v", err)
+	}
+	defer s2.Close()
+	if err := s2.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("sqlite:// URL did not create %s: %v", p, err)
+	}
+}
+
+// With DeleteSent a confirmed row is deleted, still fenced by the lease.
+func TestDeleteSent(t *testing.T) {
+	ctx := context.Background()
+	s := OpenTest(t, sqlite.Options{DeleteSent: true})
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.DB().Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Dialect().InsertEvents(ctx, store.SQLTx(tx), []txbox.Event{txbox.MustEvent("Order", "a", "E", 1), txbox.MustEvent("Order", "b", "E", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.Claim(ctx, store.ClaimRequest{Lease: "L", Limit: 10, LeaseFor: time.Minute})
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("claim: %v %d", err, len(recs))
+	}
+	if n, err := s.MarkSent(ctx, "other", []int64{recs[0].ID}); err != nil || n != 0 {
+		t.Fatalf("stale mark: %d %v", n, err)
+	}
+	if n, err := s.MarkSent(ctx, "L", []int64{recs[0].ID}); err != nil || n != 1 {
+		t.Fatalf("mark: %d %v", n, err)
+	}
+	all, err := s.List(ctx, store.Filter{})
+	if err != nil || len(all) != 1 || all[0].ID != recs[1].ID {
+		t.Fatalf("after delete: %v %+v", err, all)
+	}
+}
