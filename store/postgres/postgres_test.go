@@ -10,3 +10,7 @@ import (
 func TestStoreConformance(t *testing.T) {
 	storetest.Run(t, storeenv.Postgres{})
 }
+
+func TestInboxConformance(t *testing.T) {
+	storetest.RunInbox(t, storeenv.Postgres{})
+}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/sqlite"
 	"github.com/txbox/txbox/store/storetest"
@@ -20,52 +20,11 @@ func TestStoreConformance(t *testing.T) {
 	storetest.Run(t, Harness{})
 }
 
-// Harness runs storetest on a SQLite file in the test's temporary directory,
-// each test on its own tables.
-type Harness struct{}
+// Harness is the shared SQLite harness of storetest and the scenarios.
+type Harness = storeenv.SQLite
 
-func (Harness) Open(t *testing.T) store.Store {
-	t.Helper()
-	return OpenTest(t, sqlite.Options{})
-}
-
-// OpenTest opens a store on fresh tables in a new database file and drops
-// them when t ends.
-func OpenTest(t testing.TB, opts sqlite.Options) *sqlite.Store {
-	t.Helper()
-	ctx := context.Background()
-	suffix := txbox.NewID()[24:]
-	opts.Tables = store.Tables{Outbox: "outbox_t" + suffix, Inbox: "inbox_t" + suffix}
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "txbox.db"), opts)
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(func() {
-		for _, tbl := range []string{opts.Tables.Outbox, opts.Tables.Inbox, opts.Tables.Outbox + "_migrations"} {
-			_, _ = s.DB().Exec("DROP TABLE IF EXISTS " + tbl)
-		}
-		s.Close()
-	})
-	return s
-}
-
-func (Harness) Begin(t *testing.T, s store.Store) (store.Tx, func() error, func() error) {
-	tx, err := s.(*sqlite.Store).DB().BeginTx(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return store.SQLTx(tx), tx.Commit, tx.Rollback
-}
-
-func (Harness) ForeignInsert(t *testing.T, s store.Store, eventID, aggType, aggID, eventType, payload string) {
-	ss := s.(*sqlite.Store)
-	_, err := ss.DB().Exec(fmt.Sprintf(
-		`INSERT INTO %s (event_id, aggregate_type, aggregate_id, event_type, payload) VALUES (?, ?, ?, ?, ?)`,
-		ss.Tables().Outbox), eventID, aggType, aggID, eventType, payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// OpenTest opens a store on fresh tables, dropped when t ends.
+func OpenTest(t testing.TB, opts sqlite.Options) *sqlite.Store { return storeenv.OpenSQLite(t, opts) }
 
 // TestStoreConformanceNew runs the suite on a store made with New over a pool
 // that has only a busy timeout: rollback journal, DEFERRED transactions. The
