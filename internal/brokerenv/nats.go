@@ -41,9 +41,12 @@ func (NATS) Setup(t *testing.T) *scenario.Destination {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A short duplicate window, so a scenario can make the relay's
+	// republished copies reach the stream.
+	const dedupe = 500 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subjects}, Storage: jetstream.FileStorage}); err != nil {
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subjects}, Storage: jetstream.FileStorage, Duplicates: dedupe}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -104,5 +107,14 @@ func (NATS) Setup(t *testing.T) *scenario.Destination {
 		Stop:       srv.Kill,
 		Start:      srv.Start,
 		PoisonType: "Order Created", // a space is not allowed in a subject
+		Subscriber: func(t *testing.T, durable string) broker.Subscriber {
+			sub, err := natsbroker.OpenSubscriber(context.Background(), srv.URL, natsbroker.SubscriberOptions{Stream: stream, Durable: durable, AckWait: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = sub.Close() })
+			return sub
+		},
+		DedupeWindow: dedupe,
 	}
 }

@@ -6,6 +6,7 @@ package scenario
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -27,6 +28,8 @@ type Store interface {
 	storetest.Harness
 	// URL is the --db URL under which the txbox binary reaches s.
 	URL(t *testing.T, s store.Store) string
+	// SQLDB is s's database as *sql.DB, for inbox consumers.
+	SQLDB(t *testing.T, s store.Store) *sql.DB
 }
 
 // Broker is a broker under test.
@@ -53,6 +56,11 @@ type Destination struct {
 	// PoisonType is an event type that makes an invalid destination under
 	// Topic; "" when the broker accepts any.
 	PoisonType string
+	// Subscriber opens a durable consumer of the destination.
+	Subscriber func(t *testing.T, durable string) broker.Subscriber
+	// DedupeWindow is how long the broker drops a republished event id
+	// (0: it does not).
+	DedupeWindow time.Duration
 }
 
 // Seen is one message as the broker carried it.
@@ -75,6 +83,7 @@ func Run(t *testing.T, st Store, br Broker) {
 		{"BrokerDown", BrokerDown},
 		{"PoisonRowDeadAndReplay", PoisonRowDeadAndReplay},
 		{"StatsCommand", StatsCommand},
+		{"InboxDuplicateDeliveries", InboxDuplicateDeliveries},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, st, br) })
 	}

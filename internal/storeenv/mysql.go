@@ -2,6 +2,7 @@ package storeenv
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"testing"
 
@@ -34,6 +35,9 @@ func OpenMySQL(t testing.TB, opts mysql.Options) *mysql.Store {
 	})
 	return s
 }
+
+// SQLDB is the store's *sql.DB.
+func (MySQL) SQLDB(_ *testing.T, s store.Store) *sql.DB { return s.(*mysql.Store).DB() }
 
 func (MySQL) Begin(t *testing.T, s store.Store) (store.Tx, func() error, func() error) {
 	tx, err := s.(*mysql.Store).DB().BeginTx(context.Background(), nil)

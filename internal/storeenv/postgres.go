@@ -4,8 +4,11 @@ package storeenv
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"testing"
+
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/testenv"
@@ -50,6 +53,13 @@ func Fresh() store.Tables {
 // Owned lists every table a store may create for tb, for cleanup.
 func Owned(tb store.Tables) []string {
 	return []string{tb.Outbox, tb.Outbox + "_sent", tb.Outbox + "_migrations", tb.Inbox, tb.Inbox + "_versions"}
+}
+
+// SQLDB is the store's pool as *sql.DB (pgx stdlib), closed when t ends.
+func (Postgres) SQLDB(t *testing.T, s store.Store) *sql.DB {
+	db := stdlib.OpenDBFromPool(s.(*postgres.Store).Pool())
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 func (Postgres) Begin(t *testing.T, s store.Store) (store.Tx, func() error, func() error) {

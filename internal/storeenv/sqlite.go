@@ -2,6 +2,7 @@ package storeenv
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -40,6 +41,9 @@ func OpenSQLite(t testing.TB, opts sqlite.Options) *sqlite.Store {
 	t.Cleanup(func() { sqlitePaths.Delete(s); s.Close() })
 	return s
 }
+
+// SQLDB is the store's *sql.DB.
+func (SQLite) SQLDB(_ *testing.T, s store.Store) *sql.DB { return s.(*sqlite.Store).DB() }
 
 func (SQLite) Begin(t *testing.T, s store.Store) (store.Tx, func() error, func() error) {
 	tx, err := s.(*sqlite.Store).DB().BeginTx(context.Background(), nil)

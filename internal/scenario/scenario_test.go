@@ -1,0 +1,22 @@
+package scenario_test
+
+import (
+	"log/slog"
+	"os"
+	"testing"
+
+	"github.com/txbox/txbox/internal/brokerenv"
+	"github.com/txbox/txbox/internal/scenario"
+	"github.com/txbox/txbox/internal/storeenv"
+)
+
+func TestMain(m *testing.M) {
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	os.Exit(m.Run())
+}
+
+func TestPostgresNATS(t *testing.T) { scenario.Run(t, storeenv.Postgres{}, brokerenv.NATS{}) }
+
+func TestMariaDBNATS(t *testing.T) { scenario.Run(t, storeenv.MySQL{}, brokerenv.NATS{}) }
+
+func TestSQLiteNATS(t *testing.T) { scenario.Run(t, storeenv.SQLite{}, brokerenv.NATS{}) }
