@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/postgres"
+)
+
+// inTx runs fn in a transaction on whichever database s is.
+func inTx(ctx context.Context, s store.Store, fn func(store.Tx) error) error {
+	switch st := s.(type) {
+	case *postgres.Store:
+		tx, err := st.Pool().Begin(ctx)
+		if err != nil {
+			return err
+		}
+		if err := fn(postgres.Tx(tx)); err != nil {
+			_ = tx.Rollback(ctx)
+			return err
+		}
+		return tx.Commit(ctx)
+	case interface{ DB() *sql.DB }:
+		tx, err := st.DB().BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := fn(store.SQLTx(tx)); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	default:
+		return fmt.Errorf("bench: no transactions for %T", s)
+	}
+}
+
+func dropTables(ctx context.Context, s store.Store, tb store.Tables) {
+	for _, t := range []string{tb.Outbox, tb.Outbox + "_sent", tb.Outbox + "_migrations", tb.Inbox, tb.Inbox + "_versions"} {
+		_ = inTx(ctx, s, func(tx store.Tx) error { _, err := tx.Exec(ctx, "DROP TABLE IF EXISTS "+t); return err })
+	}
+}

@@ -1,0 +1,33 @@
+// Command bench measures txbox against the raw limits of the same machine.
+// It is a module of its own so that comparison code never enters the
+// library's dependencies.
+//
+//	go run . history --db mysql://root@127.0.0.1:3306/test --history 2000000
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	var err error
+	switch os.Args[1] {
+	case "history":
+		err = history(os.Args[2:])
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, `usage: bench history --db URL [--history N] [--backlog N] [--batch N] [--runs N]`)
+	os.Exit(2)
+}
