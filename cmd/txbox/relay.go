@@ -15,7 +15,6 @@ import (
 
 func newRelay(g *globals) *cobra.Command {
 	var cfg relay.Config
-	var po open.PublisherOptions
 	var migrate bool
 	cmd := &cobra.Command{
 		Use:   "relay",
@@ -41,8 +40,7 @@ func newRelay(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			po.Logger = g.log
-			pub, err := openPublisher(ctx, g, po)
+			pub, err := openPublisher(ctx, g)
 			if err != nil {
 				return err
 			}
@@ -67,17 +65,17 @@ func newRelay(g *globals) *cobra.Command {
 	f.StringVar(&cfg.Source, "source", "txbox", "CloudEvents source attribute")
 	f.StringVar(&cfg.ID, "relay-id", "", "name in locked_by (default host-pid-random)")
 	f.BoolVar(&migrate, "migrate", false, "apply migrations before starting")
-	po.AddFlags(f)
+	open.AddPublisherFlags(f)
 	return cmd
 }
 
 // openPublisher retries a broker that is down at start: a relay started
 // before its broker (a restart of both, a deploy) waits for it instead of
 // exiting. Configuration errors still fail at once.
-func openPublisher(ctx context.Context, g *globals, po open.PublisherOptions) (broker.Publisher, error) {
+func openPublisher(ctx context.Context, g *globals) (broker.Publisher, error) {
 	wait := 500 * time.Millisecond
 	for {
-		pub, err := open.Publisher(ctx, g.broker, po)
+		pub, err := open.Publisher(ctx, g.broker, g.log)
 		if err == nil || !errors.Is(err, txbox.ErrBrokerUnavailable) {
 			return pub, err
 		}

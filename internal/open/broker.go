@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -12,19 +13,26 @@ import (
 	"github.com/txbox/txbox/broker"
 )
 
-// PublisherOptions are the broker settings the binary exposes.
-type PublisherOptions struct {
-	NATSStream       string
-	NATSSubjects     string
-	NATSCreateStream bool
-	Logger           *slog.Logger
+// publisherDef is one broker adapter as the binary knows it: its URL
+// schemes, its flags, and how to open it. Each adapter registers itself
+// from its own file in this package.
+type publisherDef struct {
+	schemes []string
+	flags   func(f *pflag.FlagSet)
+	open    func(ctx context.Context, raw string, log *slog.Logger) (broker.Publisher, error)
 }
 
-// AddFlags registers the publisher flags.
-func (o *PublisherOptions) AddFlags(f *pflag.FlagSet) {
-	f.StringVar(&o.NATSStream, "nats-stream", "TXBOX", "JetStream stream name")
-	f.StringVar(&o.NATSSubjects, "nats-subjects", "outbox.>", "comma-separated subjects the stream must hold when --nats-create-stream is set")
-	f.BoolVar(&o.NATSCreateStream, "nats-create-stream", false, "create or update the stream at start")
+var publishers []publisherDef
+
+func registerPublisher(d publisherDef) { publishers = append(publishers, d) }
+
+// AddPublisherFlags registers every adapter's flags.
+func AddPublisherFlags(f *pflag.FlagSet) {
+	for _, d := range publishers {
+		if d.flags != nil {
+			d.flags(f)
+		}
+	}
 }
 
 const brokerField = "--broker (TXBOX_BROKER)"
@@ -36,28 +44,30 @@ func CheckPublisherURL(raw string) error {
 	return err
 }
 
-func publisherFor(raw string) (func(context.Context, string, PublisherOptions) (broker.Publisher, error), error) {
+func publisherFor(raw string) (publisherDef, error) {
 	if raw == "" {
-		return nil, &txbox.ConfigError{Field: brokerField, Reason: "missing; e.g. nats://127.0.0.1:4222"}
+		return publisherDef{}, &txbox.ConfigError{Field: brokerField, Reason: "missing; e.g. nats://127.0.0.1:4222"}
 	}
 	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok {
-		return nil, &txbox.ConfigError{Field: brokerField, Reason: fmt.Sprintf("%q is not a URL (scheme://...)", Redact(raw))}
+		return publisherDef{}, &txbox.ConfigError{Field: brokerField, Reason: fmt.Sprintf("%q is not a URL (scheme://...)", Redact(raw))}
 	}
-	open, ok := publishers[scheme]
-	if !ok {
-		return nil, &txbox.ConfigError{Field: brokerField, Reason: fmt.Sprintf("scheme %q not supported (nats)", scheme)}
+	var known []string
+	for _, d := range publishers {
+		if slices.Contains(d.schemes, scheme) {
+			return d, nil
+		}
+		known = append(known, d.schemes...)
 	}
-	return open, nil
+	slices.Sort(known)
+	return publisherDef{}, &txbox.ConfigError{Field: brokerField, Reason: fmt.Sprintf("scheme %q not supported (%s)", scheme, strings.Join(known, ", "))}
 }
 
 // Publisher opens the broker named by raw.
-func Publisher(ctx context.Context, raw string, o PublisherOptions) (broker.Publisher, error) {
-	open, err := publisherFor(raw)
+func Publisher(ctx context.Context, raw string, log *slog.Logger) (broker.Publisher, error) {
+	d, err := publisherFor(raw)
 	if err != nil {
 		return nil, err
 	}
-	return open(ctx, raw, o)
+	return d.open(ctx, raw, log)
 }
-
-var publishers = map[string]func(context.Context, string, PublisherOptions) (broker.Publisher, error){}
