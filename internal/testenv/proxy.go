@@ -120,4 +120,3 @@ func (p *Proxy) serve(c net.Conn) {
 	delete(p.conns, up)
 	p.mu.Unlock()
 }
-
