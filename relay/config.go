@@ -29,6 +29,9 @@ type Config struct {
 
 	// BatchSize is the most rows one claim takes. Default 500.
 	BatchSize int
+	// Workers is how many claimed batches are published and marked at
+	// once; claims themselves run one at a time. Default 2.
+	Workers int
 	// PollInterval is how long an idle relay waits before claiming again
 	// when no wake-up arrives. Default 500ms.
 	PollInterval time.Duration
@@ -67,6 +70,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 500
+	}
+	if c.Workers == 0 {
+		c.Workers = 2
 	}
 	if c.PollInterval == 0 {
 		c.PollInterval = 500 * time.Millisecond
@@ -112,6 +118,8 @@ func (c Config) ValidateSettings() error {
 	switch {
 	case c.BatchSize < 1 || c.BatchSize > 10000:
 		return bad("BatchSize", "%d is outside 1..10000", c.BatchSize)
+	case c.Workers < 1 || c.Workers > 64:
+		return bad("Workers", "%d is outside 1..64", c.Workers)
 	case c.PollInterval < time.Millisecond:
 		return bad("PollInterval", "%v is below 1ms", c.PollInterval)
 	case c.Lease < 100*time.Millisecond:

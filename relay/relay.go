@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,35 +61,67 @@ func (r *Relay) Counters() *Counters { return &r.ctrs }
 // Config returns the effective configuration (defaults applied).
 func (r *Relay) Config() Config { return r.cfg }
 
-// Run delivers until ctx is cancelled. On cancellation the batch in flight
-// is finished (bounded by PublishTimeout) or released, then Run returns nil.
+// Run delivers until ctx is cancelled. On cancellation the batches in
+// flight finish their publish round and release the rest, then Run returns
+// nil.
+//
+// Claims run one at a time on this goroutine; up to Workers claimed batches
+// are published and marked concurrently. That is safe for order because a
+// claim never takes rows of an aggregate whose earlier row is leased, and
+// that includes the leases of this relay's own batches in flight.
 func (r *Relay) Run(ctx context.Context) error {
-	r.log.Info("relay started", "batch", r.cfg.BatchSize, "poll", r.cfg.PollInterval, "lease", r.cfg.Lease, "topic", string(r.cfg.Topic))
+	r.log.Info("relay started", "batch", r.cfg.BatchSize, "workers", r.cfg.Workers, "poll", r.cfg.PollInterval, "lease", r.cfg.Lease, "topic", string(r.cfg.Topic))
 	defer r.log.Info("relay stopped")
+	slots := make(chan struct{}, r.cfg.Workers)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	// Batches run on a context that shutdown does not cancel, so rows
+	// already claimed are finished or released, never abandoned.
+	work := context.WithoutCancel(ctx)
 	errDelay := r.cfg.PollInterval
 	for {
-		if ctx.Err() != nil {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
 			return nil
 		}
-		// The batch runs on a context that shutdown does not cancel, so rows
-		// already claimed are finished or released, never abandoned.
-		n, err := r.runOnce(context.WithoutCancel(ctx), ctx.Done())
-		switch {
-		case err != nil:
+		if ctx.Err() != nil {
+			<-slots
+			return nil
+		}
+		b, err := r.claim(work)
+		if err != nil {
+			<-slots
 			r.ctrs.Errors.Add(1)
-			r.log.Warn("relay iteration failed", "err", err, "retry_in", errDelay)
+			r.log.Warn("claim failed", "err", err, "retry_in", errDelay)
 			if !sleep(ctx, errDelay, nil) {
 				return nil
 			}
 			errDelay = min(errDelay*2, 30*time.Second)
 			continue
-		case n >= r.cfg.BatchSize:
-			errDelay = r.cfg.PollInterval
-			continue // a full batch: there is probably more
 		}
 		errDelay = r.cfg.PollInterval
-		if !sleep(ctx, r.cfg.PollInterval, r.cfg.Wakeup) {
-			return nil
+		if len(b.recs) == 0 {
+			<-slots
+			if !sleep(ctx, r.cfg.PollInterval, r.cfg.Wakeup) {
+				return nil
+			}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			if err := r.deliver(work, b, ctx.Done()); err != nil {
+				r.ctrs.Errors.Add(1)
+				r.log.Warn("marking a batch failed; its leases will expire and it will be delivered again", "err", err)
+			}
+		}()
+		if len(b.recs) < r.cfg.BatchSize {
+			// A partial batch drained the table for now: wait for the poll
+			// or a wake-up rather than claim again at once.
+			if !sleep(ctx, r.cfg.PollInterval, r.cfg.Wakeup) {
+				return nil
+			}
 		}
 	}
 }
@@ -109,29 +142,36 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 // RunOnce claims one batch and delivers it. It returns how many rows it
 // claimed.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
-	return r.runOnce(ctx, nil)
-}
-
-// runOnce is RunOnce with a stop signal: once stop is closed, the round in
-// flight finishes and the rest of the batch is released at once, so a
-// SIGTERM does not wait for a deep lane to drain.
-func (r *Relay) runOnce(ctx context.Context, stop <-chan struct{}) (int, error) {
-	lease := fmt.Sprintf("%s#%d", r.cfg.ID, r.seq.Add(1))
-	claimedAt := time.Now()
-	recs, err := r.cfg.Store.Claim(ctx, store.ClaimRequest{Lease: lease, Limit: r.cfg.BatchSize, LeaseFor: r.cfg.Lease})
-	if err != nil {
+	b, err := r.claim(ctx)
+	if err != nil || len(b.recs) == 0 {
 		return 0, err
 	}
-	r.ctrs.LastClaim.Store(time.Now().UnixNano())
-	if len(recs) == 0 {
-		return 0, nil
+	return len(b.recs), r.deliver(ctx, b, nil)
+}
+
+// batch is one claim: its fencing token, rows, and the time past which it
+// must not publish.
+type batch struct {
+	lease    string
+	recs     []store.Record
+	deadline time.Time
+}
+
+func (r *Relay) claim(ctx context.Context) (batch, error) {
+	b := batch{lease: fmt.Sprintf("%s#%d", r.cfg.ID, r.seq.Add(1))}
+	claimedAt := time.Now()
+	recs, err := r.cfg.Store.Claim(ctx, store.ClaimRequest{Lease: b.lease, Limit: r.cfg.BatchSize, LeaseFor: r.cfg.Lease})
+	if err != nil {
+		return b, err
 	}
+	r.ctrs.LastClaim.Store(time.Now().UnixNano())
 	r.ctrs.Claimed.Add(int64(len(recs)))
+	b.recs = recs
 	// Publishing stops well before the lease ends: past it another relay may
 	// own these rows, and publishing them too would break the guarantee that
 	// a row is published by one relay at a time.
-	deadline := claimedAt.Add(r.cfg.Lease - r.cfg.PublishTimeout/2)
-	return len(recs), r.deliver(ctx, lease, recs, deadline, stop)
+	b.deadline = claimedAt.Add(r.cfg.Lease - r.cfg.PublishTimeout/2)
+	return b, nil
 }
 
 type item struct {
@@ -146,9 +186,13 @@ type outcome struct {
 	release  []int64
 }
 
-func (r *Relay) deliver(ctx context.Context, lease string, recs []store.Record, deadline time.Time, stop <-chan struct{}) error {
+// deliver publishes one batch in rounds and marks the outcome; once stop is
+// closed, the round in flight finishes and the rest is released at once, so
+// a SIGTERM does not wait for a deep lane to drain.
+func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) error {
 	var out outcome
-	lanes, order := r.lanes(recs, &out)
+	lanes, order := r.lanes(b.recs, &out)
+	deadline := b.deadline
 
 	releaseRest := func(why string) {
 		for _, k := range order {
@@ -205,7 +249,7 @@ func (r *Relay) deliver(ctx context.Context, lease string, recs []store.Record, 
 		}
 		order = next
 	}
-	return r.mark(ctx, lease, out)
+	return r.mark(ctx, b.lease, out)
 }
 
 // lanes groups rows by aggregate, keeping id order inside each lane. Rows

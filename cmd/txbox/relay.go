@@ -56,6 +56,7 @@ func newRelay(g *globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.BatchSize, "batch-size", 500, "rows per claim")
+	f.IntVar(&cfg.Workers, "workers", 2, "claimed batches published concurrently")
 	f.DurationVar(&cfg.PollInterval, "poll-interval", 500*time.Millisecond, "idle wait between claims")
 	f.DurationVar(&cfg.Lease, "lease", 30*time.Second, "how long claimed rows stay reserved")
 	f.DurationVar(&cfg.PublishTimeout, "publish-timeout", 10*time.Second, "bound on one publish round (at most half the lease)")
