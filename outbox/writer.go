@@ -18,12 +18,34 @@ import (
 
 // Writer adds events through one dialect. It is safe for concurrent use.
 type Writer struct {
-	d store.Dialect
+	d      store.Dialect
+	notify bool
+}
+
+// Option configures a Writer.
+type Option func(*Writer)
+
+// WithWakeup makes every Add also wake the relay at commit, where the
+// dialect supports it (PostgreSQL NOTIFY, once per Add, never per row).
+// Without it the relay finds new rows by polling.
+func WithWakeup() Option { return func(w *Writer) { w.notify = true } }
+
+// Notifier is a dialect that can wake the relay from inside a transaction.
+type Notifier interface {
+	Notify(ctx context.Context, tx interface {
+		Exec(ctx context.Context, query string, args ...any) (int64, error)
+	}) error
 }
 
 // NewWriter returns a writer for d, e.g. postgres.Dialect{} or the
 // dialect of an opened store (store.Dialect()).
-func NewWriter(d store.Dialect) *Writer { return &Writer{d: d} }
+func NewWriter(d store.Dialect, opts ...Option) *Writer {
+	w := &Writer{d: d}
+	for _, o := range opts {
+		o(w)
+	}
+	return w
+}
 
 // Add writes events in one multi-row INSERT on tx. Missing ids and
 // occurred-at times are filled in here, once, so a retry of the same Event
@@ -49,7 +71,13 @@ func (w *Writer) Add(ctx context.Context, tx store.Tx, events ...txbox.Event) er
 		}
 		prepared[i] = e
 	}
-	return w.d.InsertEvents(ctx, tx, prepared)
+	if err := w.d.InsertEvents(ctx, tx, prepared); err != nil {
+		return err
+	}
+	if n, ok := w.d.(Notifier); ok && w.notify {
+		return n.Notify(ctx, tx)
+	}
+	return nil
 }
 
 // AddSQL is Add for a database/sql transaction.

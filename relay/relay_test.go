@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/mem"
@@ -316,5 +318,47 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 		if !errors.As(err, &ce) || !strings.HasPrefix(ce.Field, c.field) {
 			t.Fatalf("want config error on %s, got %v", c.field, err)
 		}
+	}
+}
+
+// With PostgreSQL wake-ups, a committed event is published at once even
+// though the relay polls only every 10 seconds.
+func TestWakeupDeliversWithoutWaitingForThePoll(t *testing.T) {
+	s := openPG(t)
+	b := mem.New()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wake := postgres.Listen(ctx, s.Pool(), postgres.WakeupChannel(s.Tables().Outbox), nil)
+	select { // the listener's first signal: it is listening
+	case <-wake:
+	case <-time.After(5 * time.Second):
+		t.Fatal("listener did not start")
+	}
+	run(t, relay.Config{Store: s, Publisher: b, PollInterval: 10 * time.Second, Wakeup: wake})
+	time.Sleep(100 * time.Millisecond) // the relay's first (empty) claim, then it sleeps
+	w := outbox.NewWriter(s.Dialect(), outbox.WithWakeup())
+	for i := range 5 {
+		start := time.Now()
+		err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+			return w.AddPgx(ctx, tx, txbox.MustEvent("Order", fmt.Sprintf("o-%d", i), "E", nil))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 2*time.Second, "delivery woken by NOTIFY", func() bool { return len(b.Messages()) == i+1 })
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("delivery took %v: the relay waited for its poll", d)
+		}
+	}
+	// Without the wake-up option nothing notifies: the relay waits its poll.
+	plain := outbox.NewWriter(s.Dialect())
+	if err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+		return plain.AddPgx(ctx, tx, txbox.MustEvent("Order", "quiet", "E", nil))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if len(b.Messages()) != 5 {
+		t.Fatal("a write without WithWakeup woke the relay: the test cannot tell wake-ups from polls")
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,11 +12,13 @@ import (
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/internal/open"
 	"github.com/txbox/txbox/relay"
+	"github.com/txbox/txbox/store/postgres"
 )
 
 func newRelay(g *globals) *cobra.Command {
 	var cfg relay.Config
 	var migrate bool
+	var wakeup string
 	cmd := &cobra.Command{
 		Use:   "relay",
 		Short: "Deliver outbox rows to the broker until SIGTERM",
@@ -45,6 +48,17 @@ func newRelay(g *globals) *cobra.Command {
 				return err
 			}
 			defer pub.Close()
+			switch wakeup {
+			case "poll":
+			case "listen":
+				ps, ok := s.(*postgres.Store)
+				if !ok {
+					return &txbox.ConfigError{Field: "--wakeup (TXBOX_WAKEUP)", Reason: "listen needs a PostgreSQL database"}
+				}
+				cfg.Wakeup = postgres.Listen(ctx, ps.Pool(), postgres.WakeupChannel(ps.Tables().Outbox), g.log)
+			default:
+				return &txbox.ConfigError{Field: "--wakeup (TXBOX_WAKEUP)", Reason: fmt.Sprintf("%q: want poll or listen", wakeup)}
+			}
 			cfg.Store, cfg.Publisher = s, pub
 			r, err := relay.New(cfg)
 			if err != nil {
@@ -66,6 +80,7 @@ func newRelay(g *globals) *cobra.Command {
 	f.StringVar(&cfg.Source, "source", "txbox", "CloudEvents source attribute")
 	f.StringVar(&cfg.ID, "relay-id", "", "name in locked_by (default host-pid-random)")
 	f.BoolVar(&migrate, "migrate", false, "apply migrations before starting")
+	f.StringVar(&wakeup, "wakeup", "poll", "poll, or listen: PostgreSQL LISTEN for writers using outbox.WithWakeup (polling stays the fallback; not through PgBouncer transaction pooling)")
 	open.AddPublisherFlags(f)
 	return cmd
 }
