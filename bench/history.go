@@ -28,7 +28,7 @@ func history(args []string) error {
 	runs := fs.Int("runs", 3, "measured drains per phase")
 	_ = fs.Parse(args)
 	ctx := context.Background()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := quiet()
 	sfx := txbox.NewID()[24:]
 	tb := store.Tables{Outbox: "bench_ob" + sfx[:6], Inbox: "bench_ib" + sfx[:6]}
 	s, err := open.Store(ctx, *db, open.StoreOptions{Tables: tb, Logger: quiet})
@@ -48,7 +48,7 @@ func history(args []string) error {
 				return nil, err
 			}
 			start := time.Now()
-			n, err := drain(ctx, s, *batch)
+			n, err := drainStore(ctx, s, *batch)
 			if err != nil {
 				return nil, err
 			}
@@ -70,7 +70,7 @@ func history(args []string) error {
 		if err := fill(ctx, s, n, fmt.Sprintf("h%d", done)); err != nil {
 			return err
 		}
-		if _, err := drain(ctx, s, 5000); err != nil {
+		if _, err := drainStore(ctx, s, 5000); err != nil {
 			return err
 		}
 		done += n
@@ -104,7 +104,7 @@ func fill(ctx context.Context, s store.Store, n int, tag string) error {
 	return nil
 }
 
-func drain(ctx context.Context, s store.Store, batch int) (int, error) {
+func drainStore(ctx context.Context, s store.Store, batch int) (int, error) {
 	total := 0
 	for i := 0; ; i++ {
 		lease := fmt.Sprintf("bench-%d", i)
@@ -131,3 +131,5 @@ func median(xs []float64) float64 {
 	slices.Sort(s)
 	return s[len(s)/2]
 }
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -18,6 +18,8 @@ func main() {
 	switch os.Args[1] {
 	case "history":
 		err = history(os.Args[2:])
+	case "drain":
+		err = drainCmd(os.Args[2:])
 	default:
 		usage()
 	}
@@ -28,6 +30,8 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, `usage: bench history --db URL [--history N] [--backlog N] [--batch N] [--runs N]`)
+	fmt.Fprintln(os.Stderr, `usage:
+  bench drain   [--db URL] [--broker URL] [--events N] [--aggregates N] [--runs N] [--batch N] [--only a,b]
+  bench history --db URL [--history N] [--backlog N] [--batch N] [--runs N]`)
 	os.Exit(2)
 }

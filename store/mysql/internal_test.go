@@ -77,6 +77,9 @@ func TestNewValidatesNames(t *testing.T) {
 	if _, err := New(nil, Options{Tables: store.Tables{Outbox: strings.Repeat("x", 54)}}); !errors.Is(err, txbox.ErrConfig) {
 		t.Fatalf("54-character outbox name: %v", err)
 	}
+	if _, err := New(nil, Options{Tables: store.Tables{Inbox: strings.Repeat("x", 54)}}); !errors.Is(err, txbox.ErrConfig) {
+		t.Fatalf("54-character inbox name: %v", err)
+	}
 	if _, err := New(nil, Options{Tables: store.Tables{Outbox: "o; DROP TABLE x"}}); !errors.Is(err, txbox.ErrConfig) {
 		t.Fatalf("bad identifier: %v", err)
 	}
@@ -96,13 +99,13 @@ func openTest(t *testing.T, opts Options) *Store {
 	t.Helper()
 	u := testenv.URL(t, "TXBOX_TEST_MYSQL")
 	suffix := txbox.NewID()[24:]
-	opts.Tables = store.Tables{Outbox: "outbox_i" + suffix}
+	opts.Tables = store.Tables{Outbox: "outbox_i" + suffix, Inbox: "inbox_i" + suffix}
 	s, err := Open(context.Background(), u, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for _, tbl := range []string{s.q.table, s.q.sent, opts.Tables.Outbox + "_migrations"} {
+		for _, tbl := range []string{s.q.table, s.q.sent, opts.Tables.Outbox + "_migrations", opts.Tables.Inbox, opts.Tables.Inbox + "_versions"} {
 			_, _ = s.db.Exec("DROP TABLE IF EXISTS " + tbl)
 		}
 		s.Close()
@@ -226,6 +229,7 @@ func TestQueryPlans(t *testing.T) {
 	s := openTest(t, Options{})
 	ctx := context.Background()
 	runQ, runArgs := s.q.runQuery([]head{{id: 1, aggType: "Order", aggID: "a"}, {id: 2, aggType: "Order", aggID: "b"}}, 64)
+	replayWhere, replayArgs := inboxFilter(store.InboxFilter{Consumer: "c", Status: txbox.StatusReplay})
 	for _, q := range []struct {
 		name string
 		sql  string
@@ -236,6 +240,11 @@ func TestQueryPlans(t *testing.T) {
 		{"between", s.q.between, []any{1, 100}, []string{"unsent_idx"}},
 		{"runs", runQ, runArgs, []string{"aggregate_unsent_idx"}},
 		{"lock", s.q.lock + "1, 2) ORDER BY t.id FOR UPDATE SKIP LOCKED", []any{1000}, []string{"PRIMARY"}},
+		{"inbox replays", `SELECT ` + inboxCols + ` FROM ` + s.inboxTable() + ` WHERE ` + replayWhere +
+			` ORDER BY received_at, event_id, consumer_name LIMIT 64`, replayArgs, nil}, // monitor_idx or cleanup_idx: both range on status
+		{"inbox cleanup", `DELETE FROM ` + s.inboxTable() + ` WHERE status = ? AND received_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+			ORDER BY received_at LIMIT ?`, []any{"PROCESSED", 1000, 10}, []string{"cleanup_idx"}},
+		{"inbox counts", `SELECT consumer_name, status, COUNT(*) FROM ` + s.inboxTable() + ` GROUP BY consumer_name, status`, nil, []string{"monitor_idx"}},
 	} {
 		rows, err := s.db.QueryContext(ctx, "EXPLAIN "+q.sql, q.args...)
 		if err != nil {
@@ -297,6 +306,9 @@ func TestMigrateResumes(t *testing.T) {
 	if _, err := s.db.Exec("DROP INDEX status_idx ON " + s.q.table); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.db.Exec("DROP INDEX cleanup_idx ON " + s.inboxTable()); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.db.Exec("DELETE FROM " + s.tables.Outbox + "_migrations"); err != nil {
 		t.Fatal(err)
 	}
@@ -304,9 +316,11 @@ func TestMigrateResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var n int
-	if err := s.db.QueryRow(`SELECT COUNT(*) FROM information_schema.STATISTICS
-		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = 'status_idx'`, s.tables.Outbox).Scan(&n); err != nil || n == 0 {
-		t.Fatalf("status_idx not recreated: %d %v", n, err)
+	for table, index := range map[string]string{s.tables.Outbox: "status_idx", s.tables.Inbox: "cleanup_idx"} {
+		if err := s.db.QueryRow(`SELECT COUNT(*) FROM information_schema.STATISTICS
+			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = ?`, table, index).Scan(&n); err != nil || n == 0 {
+			t.Fatalf("%s not recreated: %d %v", index, n, err)
+		}
 	}
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)

@@ -47,13 +47,20 @@
 //     are serialized with GET_LOCK, and every step is idempotent: CREATE TABLE
 //     IF NOT EXISTS, and CREATE INDEX only after information_schema shows the
 //     index missing (MySQL 8 has no CREATE INDEX IF NOT EXISTS).
+//   - The inbox (inbox.go, sql/002_inbox.sql) dedupes with INSERT ... ON
+//     DUPLICATE KEY UPDATE followed by a locking read, not INSERT IGNORE and
+//     not a duplicate-key error; inbox.go says why. It runs in the
+//     application's transactions and does not depend on their isolation
+//     level, on clientFoundRows, on a strict sql_mode, or on the order in
+//     which the server evaluates an upsert's assignments.
 //
 // event_id is unique in the hot table only: a producer that inserts an
 // already delivered event id again gets it delivered again (consumers
 // dedupe). Archived rows keep their outbox id, which relies on AUTO_INCREMENT
 // never going back (persistent in MySQL 8 and MariaDB 10.6; do not TRUNCATE
-// the outbox table). The outbox table name may have at most 53 characters,
-// so that <outbox>_migrations fits MySQL's 64.
+// the outbox table). The outbox and inbox table names may have at most 53
+// characters, so that <outbox>_migrations and <inbox>_status_chk fit
+// MySQL's 64.
 //
 // Every SQL statement of this dialect is in this package: the claim in
 // claim.go, the schema in sql/, the rest here and in dialect.go.
@@ -226,6 +233,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 // maxOutboxName keeps <outbox>_migrations within MySQL's 64 characters.
 const maxOutboxName = 64 - len("_migrations")
 
+// maxInboxName keeps <inbox>_status_chk (and <inbox>_versions) within 64.
+const maxInboxName = 64 - len("_status_chk")
+
 // New wraps an existing pool opened with the "mysql" driver; Close leaves it
 // open. Any parseTime / loc setting works: timestamps are read as UTC wall
 // clock values whatever the driver's loc is.
@@ -236,6 +246,9 @@ func New(db *sql.DB, opts Options) (*Store, error) {
 	}
 	if len(t.Outbox) > maxOutboxName {
 		return nil, &txbox.ConfigError{Field: "Tables.Outbox", Reason: fmt.Sprintf("%q is longer than %d characters (MySQL needs room for %s_migrations)", t.Outbox, maxOutboxName, t.Outbox)}
+	}
+	if len(t.Inbox) > maxInboxName {
+		return nil, &txbox.ConfigError{Field: "Tables.Inbox", Reason: fmt.Sprintf("%q is longer than %d characters (MySQL needs room for %s_status_chk)", t.Inbox, maxInboxName, t.Inbox)}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

@@ -2,6 +2,7 @@ package mysql_test
 
 import (
 	"database/sql"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,61 @@ func TestStoreConformance(t *testing.T) {
 	storetest.Run(t, Harness{})
 }
 
+func TestInboxConformance(t *testing.T) { storetest.RunInbox(t, Harness{}) }
+
+// TestInboxConformanceNew: the inbox with parseTime off, server-side
+// prepared statements and a non-UTC loc.
+func TestInboxConformanceNew(t *testing.T) { storetest.RunInbox(t, newHarness{}) }
+
+// TestInboxConformanceAppPool: the inbox runs in the application's
+// transactions, on the application's pool, whose settings txbox does not
+// choose. clientFoundRows=true makes an upsert that leaves a row as it was
+// report 1 row, like an insert; a non-strict sql_mode makes the server cut
+// or mangle a value that does not fit instead of failing. Dedupe must stay
+// exact under both.
+func TestInboxConformanceAppPool(t *testing.T) {
+	storetest.RunInbox(t, newHarness{configure: func(cfg *mysqldrv.Config) {
+		cfg.ClientFoundRows = true
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		cfg.Params["sql_mode"] = "'NO_ENGINE_SUBSTITUTION'"
+	}})
+}
+
+// TestInboxConformanceSimultaneousAssignment: MariaDB can evaluate the
+// assignments of an UPDATE all on the old row instead of left to right; the
+// inbox upserts must give the same rows either way.
+func TestInboxConformanceSimultaneousAssignment(t *testing.T) {
+	db, err := sql.Open("mysql", mustDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var version string
+	err = db.QueryRow("SELECT VERSION()").Scan(&version)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(version, "MariaDB") {
+		t.Skip("SIMULTANEOUS_ASSIGNMENT is MariaDB's")
+	}
+	storetest.RunInbox(t, newHarness{configure: func(cfg *mysqldrv.Config) {
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		cfg.Params["sql_mode"] = "'STRICT_TRANS_TABLES,SIMULTANEOUS_ASSIGNMENT'"
+	}})
+}
+
+func mustDSN(t *testing.T) string {
+	dsn, err := mysql.DSN(storetest.URL(t, "TXBOX_TEST_MYSQL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dsn
+}
+
 // Harness is the shared MySQL harness of storetest and the scenarios.
 type Harness = storeenv.MySQL
 
@@ -31,17 +87,26 @@ func TestStoreConformanceNew(t *testing.T) {
 	storetest.Run(t, newHarness{})
 }
 
-type newHarness struct{ Harness }
+// newHarness opens its own pool; configure, when set, changes the driver
+// configuration instead of the defaults described above.
+type newHarness struct {
+	Harness
+	configure func(*mysqldrv.Config)
+}
 
-func (newHarness) Open(t *testing.T) store.Store {
+func (h newHarness) Open(t *testing.T) store.Store {
 	t.Helper()
 	cfg, err := mysql.Config(storetest.URL(t, "TXBOX_TEST_MYSQL"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.ParseTime = false
-	cfg.InterpolateParams = false
-	cfg.Loc = time.FixedZone("UTC+5", 5*3600)
+	if h.configure != nil {
+		h.configure(cfg)
+	} else {
+		cfg.ParseTime = false
+		cfg.InterpolateParams = false
+		cfg.Loc = time.FixedZone("UTC+5", 5*3600)
+	}
 	conn, err := mysqldrv.NewConnector(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +119,7 @@ func (newHarness) Open(t *testing.T) store.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for _, tbl := range []string{tables.Outbox, tables.Outbox + "_sent", tables.Inbox, tables.Outbox + "_migrations"} {
+		for _, tbl := range storeenv.Owned(tables) {
 			_, _ = db.Exec("DROP TABLE IF EXISTS " + tbl)
 		}
 		db.Close()

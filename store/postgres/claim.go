@@ -12,7 +12,9 @@ import (
 // queries holds this dialect's relay SQL, built once per table name.
 type queries struct {
 	table      string
-	claim      string
+	claim      string // fallback: head-based
+	claimScan  string // fast path: window scan
+	windowFull string
 	markSent   string
 	markFailed string
 	release    string
@@ -85,9 +87,43 @@ func buildQueries(table string, deleteSent bool) queries {
 )
 UPDATE ` + table + ` t
 SET status = 'PROCESSING', locked_by = $3, locked_until = now() + $4 * interval '1 millisecond'
-FROM final
-WHERE t.id = final.id
+WHERE t.id = ANY(ARRAY(SELECT id FROM final))
 RETURNING ` + prefixed("t", cols)
+
+	// The fast path reads the $5 lowest unsent rows once, in id order. Every
+	// earlier unsent row of an aggregate in that window is in the window
+	// too, so "deliverable, and every earlier unsent row of my aggregate is
+	// deliverable" is a running bool_and per aggregate. Candidates are
+	// locked with SKIP LOCKED and checked again on their latest version; a
+	// candidate that was skipped or changed ends its aggregate's prefix.
+	q.claimScan = `WITH win AS (
+	SELECT w.id, w.aggregate_type, w.aggregate_id, coalesce(` + d("w") + `, false) AS ok
+	FROM ` + table + ` w
+	WHERE ` + u("w") + `
+	ORDER BY w.id
+	LIMIT $5
+), pre AS (
+	SELECT id, aggregate_type, aggregate_id,
+	       bool_and(ok) OVER (PARTITION BY aggregate_type COLLATE "C", aggregate_id COLLATE "C" ORDER BY id) AS prefix_ok
+	FROM win
+), cand AS (
+	SELECT id, aggregate_type, aggregate_id FROM pre WHERE prefix_ok ORDER BY id LIMIT $1
+), locked AS (
+	SELECT l.id, coalesce(` + d("l") + `, false) AS ok
+	FROM ` + table + ` l
+	WHERE l.id IN (SELECT id FROM cand)
+	FOR UPDATE SKIP LOCKED
+), final AS (
+	SELECT id FROM (
+		SELECT c.id, bool_and(coalesce(k.ok, false)) OVER (PARTITION BY c.aggregate_type COLLATE "C", c.aggregate_id COLLATE "C" ORDER BY c.id) AS prefix_ok
+		FROM cand c LEFT JOIN locked k ON k.id = c.id
+	) f WHERE f.prefix_ok
+)
+UPDATE ` + table + ` t
+SET status = 'PROCESSING', locked_by = $3, locked_until = now() + $4 * interval '1 millisecond'
+WHERE t.id = ANY(ARRAY(SELECT id FROM final)) AND $2::int >= 0
+RETURNING ` + prefixed("t", cols)
+	q.windowFull = `SELECT count(*) = $1 FROM (SELECT 1 FROM ` + table + ` w WHERE ` + u("w") + ` ORDER BY w.id LIMIT $1) x`
 
 	if deleteSent {
 		q.markSent = `DELETE FROM ` + table + ` WHERE id = ANY($1) AND locked_by = $2 AND status = 'PROCESSING'`
@@ -119,7 +155,37 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Reco
 		return nil, fmt.Errorf("postgres: claim: need Limit > 0, Lease and LeaseFor > 0")
 	}
 	run := min(req.Limit, MaxRun)
-	rows, err := s.pool.Query(ctx, s.q.claim, req.Limit, run, req.Lease, req.LeaseFor.Milliseconds())
+	window := min(req.Limit*ScanFactor, MaxWindow)
+	recs, err := s.claimWith(ctx, s.q.claimScan, req.Limit, run, req.Lease, req.LeaseFor.Milliseconds(), window)
+	if err != nil || len(recs) == req.Limit {
+		return recs, err
+	}
+	// The window was full of rows that could not be taken (a deep blocked
+	// or leased aggregate at the front): deliverable rows may lie beyond
+	// it. The head-based claim finds them wherever they are.
+	var full bool
+	if err := s.pool.QueryRow(ctx, s.q.windowFull, window).Scan(&full); err != nil {
+		return recs, fmt.Errorf("postgres: claim: %w", err)
+	}
+	if !full {
+		return recs, nil
+	}
+	more, err := s.claimWith(ctx, s.q.claim, req.Limit-len(recs), run, req.Lease, req.LeaseFor.Milliseconds())
+	recs = append(recs, more...)
+	slices.SortFunc(recs, func(a, b store.Record) int { return cmp.Compare(a.ID, b.ID) })
+	return recs, err
+}
+
+// ScanFactor and MaxWindow size the fast path's window: Limit*ScanFactor
+// rows, at most MaxWindow, so rows in flight at the front do not hide the
+// deliverable ones behind them.
+const (
+	ScanFactor = 4
+	MaxWindow  = 20000
+)
+
+func (s *Store) claimWith(ctx context.Context, query string, args ...any) ([]store.Record, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}

@@ -36,6 +36,13 @@
 //     and applied in one IMMEDIATE transaction, so two processes migrating at
 //     once serialize and each migration is applied exactly once; SQLite DDL
 //     is transactional.
+//   - The inbox (inbox.go, sql/002_inbox.sql) dedupes with INSERT ... ON
+//     CONFLICT (event_id, consumer_name) DO NOTHING: one row inserted means
+//     first delivery, no error is a signal, and only the key conflict is
+//     absorbed. Every inbox transaction writes first, so it holds the write
+//     lock before it reads: a concurrent delivery of the same event waits on
+//     the busy timeout and then sees the outcome, even in a DEFERRED
+//     transaction (see inbox.go).
 //
 // Open configures each connection with journal_mode=WAL (readers and the one
 // writer do not block each other), busy_timeout=5000 ms and _txlock=immediate

@@ -20,6 +20,13 @@ func TestStoreConformance(t *testing.T) {
 	storetest.Run(t, Harness{})
 }
 
+func TestInboxConformance(t *testing.T) { storetest.RunInbox(t, Harness{}) }
+
+// TestInboxConformanceNew runs the inbox cases on New's pool: rollback
+// journal and DEFERRED transactions, so InboxAcquire must take the write lock
+// with its first statement and wait for it.
+func TestInboxConformanceNew(t *testing.T) { storetest.RunInbox(t, newHarness{}) }
+
 // Harness is the shared SQLite harness of storetest and the scenarios.
 type Harness = storeenv.SQLite
 

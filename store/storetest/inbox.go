@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ func RunInbox(t *testing.T, h Harness) {
 		{"InboxVersionGuard", testInboxVersion},
 		{"InboxConsumersAreIndependent", testInboxConsumers},
 		{"InboxCleanup", testInboxCleanup},
+		{"InboxConcurrentDeliveries", testInboxConcurrent},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := open(t, h)
@@ -306,5 +308,79 @@ func testInboxCleanup(t *testing.T, h Harness, d store.InboxDialect, a store.Inb
 	}
 	if rows, _ := a.InboxList(ctx, store.InboxFilter{Consumer: "c1"}); len(rows) != 1 || rows[0].Status != txbox.StatusDead {
 		t.Fatalf("cleanup must keep parked rows: %+v", rows)
+	}
+}
+
+// testInboxConcurrent delivers one event again while its first delivery is
+// still in its transaction, as a broker does after its ack wait. The
+// redeliveries wait for the first one and then see what it did: when it
+// rolled back, the (single) waiter is the first delivery; when it committed,
+// every waiter finds the event processed, without an error.
+func testInboxConcurrent(t *testing.T, h Harness, d store.InboxDialect, a store.InboxAdmin, s store.Store) {
+	ctx := ctxT(t)
+	for _, c := range []struct {
+		name    string
+		waiters int
+		commit  bool
+		want    store.InboxState
+	}{
+		{"rollback", 1, false, store.InboxFresh},
+		{"commit", 4, true, store.InboxDuplicate},
+	} {
+		e := ev("concurrent-"+c.name, 1)
+		tx, commit, rollback := h.Begin(t, s)
+		if st, _, err := d.InboxAcquire(ctx, tx, "c1", e); err != nil || st != store.InboxFresh {
+			_ = rollback()
+			t.Fatalf("%s: first delivery: %v %v", c.name, st, err)
+		}
+		type result struct {
+			st  store.InboxState
+			err error
+		}
+		results := make(chan result, c.waiters)
+		for range c.waiters {
+			go func() {
+				wtx, wcommit, wrollback := h.Begin(t, s)
+				st, _, err := d.InboxAcquire(ctx, wtx, "c1", e)
+				if err == nil && (st == store.InboxFresh || st == store.InboxRetry) {
+					err = d.InboxDone(ctx, wtx, "c1", e.ID, txbox.StatusProcessed, "")
+				}
+				if err == nil {
+					err = wcommit()
+				} else {
+					_ = wrollback()
+				}
+				results <- result{st, err}
+			}()
+		}
+		// Let the redeliveries queue up behind the first delivery. (One that
+		// starts late sees the outcome directly: the expectations hold too.)
+		time.Sleep(200 * time.Millisecond)
+		if c.commit {
+			if err := d.InboxDone(ctx, tx, "c1", e.ID, txbox.StatusProcessed, ""); err != nil {
+				_ = rollback()
+				t.Fatal(err)
+			}
+			if err := commit(); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := rollback(); err != nil {
+			t.Fatal(err)
+		}
+		var errs []error
+		for range c.waiters {
+			r := <-results
+			if r.err != nil {
+				errs = append(errs, r.err)
+			} else if r.st != c.want {
+				errs = append(errs, fmt.Errorf("redelivery: %v, want %v", r.st, c.want))
+			}
+		}
+		if len(errs) > 0 {
+			t.Fatalf("%s: %v", c.name, errs)
+		}
+		if r := row(t, a, "c1", e.ID); r.Status != txbox.StatusProcessed {
+			t.Fatalf("%s: row %+v", c.name, r)
+		}
 	}
 }

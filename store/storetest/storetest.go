@@ -49,6 +49,7 @@ func Run(t *testing.T, h Harness) {
 		{"Release", testRelease},
 		{"Stats", testStats},
 		{"Cleanup", testCleanup},
+		{"DeepBlockedAggregateDoesNotStarveOthers", testDeepBlocked},
 		{"ConcurrentClaimers", testConcurrentClaimers},
 		{"ConcurrentMigrate", testConcurrentMigrate},
 	}
@@ -534,6 +535,32 @@ func testCleanup(t *testing.T, h Harness) {
 	st, _ := s.Stats(ctx)
 	if st.Counts[txbox.StatusSent] != 0 || st.Counts[txbox.StatusProcessing]+st.Counts[txbox.StatusPending] != 5 {
 		t.Fatalf("after cleanup: %v", st.Counts)
+	}
+}
+
+// testDeepBlocked: an aggregate whose first row waits in RETRY, with a long
+// backlog behind it at the front of the table, must not hide the other
+// aggregates' rows from small claims (a store that scans a bounded window of
+// the oldest rows has to look further).
+func testDeepBlocked(t *testing.T, h Harness) {
+	s := open(t, h)
+	ctx := ctxT(t)
+	var in []txbox.Event
+	for i := range 120 {
+		in = append(in, ev("hot", i))
+	}
+	write(t, h, s, in...)
+	head := claim(t, s, "L", 1, time.Minute)
+	mustMark(t, must(s.MarkFailed(ctx, "L", []store.Failure{{ID: head[0].ID, Error: "down", Delay: time.Hour}})), nil, 1, "retry")
+	other := ev("cold", 0)
+	write(t, h, s, other)
+	for range 3 {
+		got := claim(t, s, "L2", 5, time.Minute)
+		if len(got) != 1 || got[0].EventID != other.ID {
+			t.Fatalf("claim behind a blocked 120-row aggregate returned %d rows, want the other aggregate's row", len(got))
+		}
+		n, err := s.Release(ctx, "L2", ids(got))
+		mustMark(t, n, err, 1, "release")
 	}
 }
 

@@ -1,0 +1,398 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/store"
+)
+
+// The inbox transaction's SQL. Everything runs on the consumer's own
+// transaction (a *sql.Tx wrapped by store.SQLTx), whatever its isolation
+// level and driver settings.
+//
+// Dedupe is INSERT ... ON DUPLICATE KEY UPDATE, never a duplicate-key error,
+// and never INSERT IGNORE:
+//
+//   - IGNORE downgrades far more than the duplicate key to a warning: a
+//     too-long or badly encoded id would be cut or mangled and stored, and
+//     two different events could then share one inbox key.
+//   - On a duplicate, INSERT IGNORE takes a shared lock on the existing row
+//     and the SELECT ... FOR UPDATE that follows must upgrade it. When two
+//     redeliveries wait behind a first delivery that commits, both hold the
+//     shared lock and both upgrade: InnoDB kills one as a deadlock victim.
+//     ON DUPLICATE KEY UPDATE takes the exclusive lock at once, so the
+//     waiters queue and each then finds the row processed. (When the first
+//     delivery rolls back instead, two or more waiters can still deadlock
+//     on re-inserting the vanished row: InnoDB's duplicate-check gap locks do
+//     that for any insert, at any isolation level. The victim's delivery
+//     fails and is redelivered, which then is a duplicate or a retry.)
+//
+// Rows affected is not trusted on its own either: with the driver's
+// clientFoundRows=true (CLIENT_FOUND_ROWS; an application's pool may set it),
+// an ON DUPLICATE KEY UPDATE that leaves an existing row as it was reports 1,
+// the same as an insert. So each upsert is followed by a locking read of the
+// row, and the decision rests on what is there plus the one count that is
+// unambiguous in both modes: 2, an existing row changed.
+//
+// In ON DUPLICATE KEY UPDATE (as in a single-table UPDATE) MySQL evaluates
+// the assignments left to right, each seeing the columns already assigned;
+// MariaDB can be told to evaluate them simultaneously. Every upsert here is
+// written so both orders give the same row (see InboxFail).
+
+// inbox returns the inbox table's qualified name, validated: a Dialect may
+// be built by hand, and names are pasted into SQL.
+func (d Dialect) inbox() (string, error) {
+	t := d.Tables.WithDefaults()
+	if err := t.Validate(); err != nil {
+		return "", err
+	}
+	return t.Qualified(t.Inbox), nil
+}
+
+// field is a value bound for a VARCHAR column; key marks a primary key part.
+type field struct {
+	name, v string
+	max     int
+	key     bool
+}
+
+// checkFields rejects a value that its column would not keep exactly. In
+// strict mode the server refuses it anyway; in a non-strict session it would
+// silently cut it or replace bytes, and an inbox key must never be changed
+// (the locking read after each upsert, by the full key, would also fail).
+// A key must not end in a space either: utf8mb4_bin is a PAD SPACE
+// collation on both MySQL 8 and MariaDB, so "a" and "a " are one key, and
+// event "a " would be taken for a duplicate of event "a".
+func checkFields(fs ...field) error {
+	for _, f := range fs {
+		switch {
+		case !utf8.ValidString(f.v):
+			return fmt.Errorf("mysql: inbox: %s is not valid UTF-8", f.name)
+		case utf8.RuneCountInString(f.v) > f.max:
+			return fmt.Errorf("mysql: inbox: %s has %d characters, at most %d fit", f.name, utf8.RuneCountInString(f.v), f.max)
+		case f.key && strings.HasSuffix(f.v, " "):
+			return fmt.Errorf("mysql: inbox: %s %q ends in a space, which MySQL's key comparison ignores", f.name, f.v)
+		}
+	}
+	return nil
+}
+
+func checkEvent(consumer string, e txbox.Event) error {
+	return checkFields(field{"event id", e.ID, 64, true}, field{"consumer name", consumer, 128, true},
+		field{"event type", e.Type, 128, false}, field{"aggregate type", e.AggregateType, 64, false}, field{"aggregate id", e.AggregateID, 128, false})
+}
+
+// InboxAcquire implements store.InboxDialect. The upsert inserts the row
+// (first delivery) or takes an exclusive lock on the existing one, turning a
+// RETRY or REPLAY row into PROCESSING on the way; a concurrent delivery of
+// the same event waits on that lock until the first transaction ends. The
+// locking read then says which case it was.
+func (d Dialect) InboxAcquire(ctx context.Context, tx store.Tx, consumer string, e txbox.Event) (store.InboxState, int, error) {
+	t, err := d.inbox()
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := checkEvent(consumer, e); err != nil {
+		return 0, 0, err
+	}
+	n, err := tx.Exec(ctx, `INSERT INTO `+t+` (event_id, consumer_name, event_type, status, received_at,
+			aggregate_type, aggregate_id, aggregate_version, occurred_at)
+		VALUES (?, ?, ?, 'PROCESSING', UTC_TIMESTAMP(6), ?, ?, ?, ?)
+		ON DUPLICATE KEY UPDATE status = IF(status IN ('RETRY', 'REPLAY'), 'PROCESSING', status)`,
+		e.ID, consumer, e.Type, e.AggregateType, e.AggregateID, e.AggregateVersion, nullTime(e.OccurredAt))
+	if err != nil {
+		return 0, 0, fmt.Errorf("mysql: inbox insert: %w", err)
+	}
+	// FOR UPDATE: a locking read sees the latest committed row (we hold its
+	// lock already), not the snapshot of a REPEATABLE READ transaction.
+	var status string
+	var attempts int
+	if err := tx.QueryRow(ctx, `SELECT status, retry_count FROM `+t+` WHERE event_id = ? AND consumer_name = ? FOR UPDATE`,
+		e.ID, consumer).Scan(&status, &attempts); err != nil {
+		return 0, 0, fmt.Errorf("mysql: inbox lookup: %w", err)
+	}
+	switch txbox.Status(status) {
+	case txbox.StatusProcessed, txbox.StatusSkipped:
+		return store.InboxDuplicate, attempts, nil
+	case txbox.StatusDead:
+		return store.InboxParked, attempts, nil
+	case txbox.StatusProcessing:
+		if n == 1 {
+			// Inserted. (With clientFoundRows a committed PROCESSING row,
+			// which the consumer never leaves behind, also reads 1; it is run
+			// either way, only reported as fresh.)
+			return store.InboxFresh, attempts, nil
+		}
+		// 2: a RETRY or REPLAY row taken over; 0: a committed PROCESSING row.
+		return store.InboxRetry, attempts, nil
+	}
+	return 0, 0, fmt.Errorf("mysql: inbox lookup: unexpected status %q", status)
+}
+
+// InboxDone implements store.InboxDialect.
+func (d Dialect) InboxDone(ctx context.Context, tx store.Tx, consumer, eventID string, status txbox.Status, note string) error {
+	t, err := d.inbox()
+	if err != nil {
+		return err
+	}
+	var n *string
+	if note != "" {
+		note = errorText(note)
+		n = &note
+	}
+	_, err = tx.Exec(ctx, `UPDATE `+t+` SET status = ?, processed_at = UTC_TIMESTAMP(6), error_message = COALESCE(?, error_message),
+		payload = NULL, headers = NULL WHERE event_id = ? AND consumer_name = ?`, string(status), n, eventID, consumer)
+	if err != nil {
+		return fmt.Errorf("mysql: inbox done: %w", err)
+	}
+	return nil
+}
+
+// done is true for a row InboxFail must leave alone.
+const done = `status IN ('PROCESSED', 'SKIPPED')`
+
+// InboxFail implements store.InboxDialect with one upsert and a locking read.
+//
+// ON DUPLICATE KEY UPDATE has no WHERE, so every assignment carries the
+// guard "unless PROCESSED or SKIPPED" itself. Order-proof: status is
+// assigned first, from the old retry_count + 1 (retry_count is assigned
+// after it, so it is the old value under either evaluation order); every
+// later guard reads status, which is new under left-to-right evaluation,
+// but the new status is PROCESSED/SKIPPED exactly when the old one was
+// (again is RETRY or REPLAY, checked here), so the guards agree.
+func (d Dialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e txbox.Event, errMsg string, maxAttempts int, again txbox.Status) (int, bool, error) {
+	t, err := d.inbox()
+	if err != nil {
+		return 0, false, err
+	}
+	if again != txbox.StatusRetry && again != txbox.StatusReplay {
+		return 0, false, fmt.Errorf("mysql: inbox fail: status %q: want RETRY or REPLAY", again)
+	}
+	if err := checkEvent(consumer, e); err != nil {
+		return 0, false, err
+	}
+	msg, occurred, headers, payload := errorText(errMsg), nullTime(e.OccurredAt), store.EncodeHeaders(e.Headers), string(e.Payload)
+	keep := func(col string) string { return col + ` = IF(` + done + `, ` + col + `, ?)` }
+	_, err = tx.Exec(ctx, `INSERT INTO `+t+` (event_id, consumer_name, event_type, status, received_at, retry_count, error_message,
+			aggregate_type, aggregate_id, aggregate_version, occurred_at, headers, payload)
+		VALUES (?, ?, ?, IF(1 >= ?, 'DEAD', ?), UTC_TIMESTAMP(6), 1, ?, ?, ?, ?, ?, ?, ?)
+		ON DUPLICATE KEY UPDATE
+			status = IF(`+done+`, status, IF(retry_count + 1 >= ?, 'DEAD', ?)),
+			retry_count = IF(`+done+`, retry_count, retry_count + 1),
+			`+keep("error_message")+`, `+keep("aggregate_type")+`, `+keep("aggregate_id")+`,
+			`+keep("aggregate_version")+`, `+keep("occurred_at")+`, `+keep("headers")+`, `+keep("payload"),
+		e.ID, consumer, e.Type, maxAttempts, string(again), msg, e.AggregateType, e.AggregateID, e.AggregateVersion, occurred, headers, payload,
+		maxAttempts, string(again),
+		msg, e.AggregateType, e.AggregateID, e.AggregateVersion, occurred, headers, payload)
+	if err != nil {
+		return 0, false, fmt.Errorf("mysql: inbox fail: %w", err)
+	}
+	var status string
+	var attempts int
+	if err := tx.QueryRow(ctx, `SELECT status, retry_count FROM `+t+` WHERE event_id = ? AND consumer_name = ? FOR UPDATE`,
+		e.ID, consumer).Scan(&status, &attempts); err != nil {
+		return 0, false, fmt.Errorf("mysql: inbox fail: %w", err)
+	}
+	switch txbox.Status(status) {
+	case txbox.StatusProcessed, txbox.StatusSkipped:
+		return 0, false, nil // processed meanwhile by another delivery
+	}
+	return attempts, status == string(txbox.StatusDead), nil
+}
+
+// unapplied is the version a guard row is created with, below any version:
+// the UPDATE that follows always raises it, in the same transaction.
+const unapplied = math.MinInt64
+
+// InboxVersion implements store.InboxDialect. The check-and-set is an UPDATE
+// whose WHERE is the check, so its count means "raised" with or without
+// clientFoundRows (found and changed rows are the same rows). The upsert
+// before it makes sure the row exists and is locked, without a
+// duplicate-key error and without a gap lock a concurrent first version of
+// the same aggregate could deadlock on.
+func (d Dialect) InboxVersion(ctx context.Context, tx store.Tx, consumer, aggType, aggID string, version int64) (int64, bool, error) {
+	t, err := d.inbox()
+	if err != nil {
+		return 0, false, err
+	}
+	t += "_versions"
+	if err := checkFields(field{"consumer name", consumer, 128, true}, field{"aggregate type", aggType, 64, true}, field{"aggregate id", aggID, 128, true}); err != nil {
+		return 0, false, err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO `+t+` (consumer_name, aggregate_type, aggregate_id, version, updated_at)
+		VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = version`,
+		consumer, aggType, aggID, int64(unapplied)); err != nil {
+		return 0, false, fmt.Errorf("mysql: version guard: %w", err)
+	}
+	n, err := tx.Exec(ctx, `UPDATE `+t+` SET version = ?, updated_at = UTC_TIMESTAMP(6)
+		WHERE consumer_name = ? AND aggregate_type = ? AND aggregate_id = ? AND version < ?`,
+		version, consumer, aggType, aggID, version)
+	if err != nil {
+		return 0, false, fmt.Errorf("mysql: version guard: %w", err)
+	}
+	if n == 1 {
+		return version, true, nil
+	}
+	var last int64
+	if err := tx.QueryRow(ctx, `SELECT version FROM `+t+` WHERE consumer_name = ? AND aggregate_type = ? AND aggregate_id = ? FOR UPDATE`,
+		consumer, aggType, aggID).Scan(&last); err != nil {
+		return 0, false, fmt.Errorf("mysql: version guard: %w", err)
+	}
+	return last, false, nil
+}
+
+// errorText is what fits error_message (TEXT, utf8mb4): valid UTF-8, at
+// most 2000 bytes.
+func errorText(s string) string {
+	return store.Truncate(strings.ToValidUTF8(s, "\uFFFD"), 2000)
+}
+
+// nullTime passes a zero time, or one DATETIME cannot hold, as NULL.
+func nullTime(t time.Time) any {
+	if t.IsZero() || t.UTC().Year() < 1000 || t.UTC().Year() > 9999 {
+		return nil
+	}
+	return sqlTime(t)
+}
+
+// Admin side, on the store's pool.
+
+const inboxCols = `event_id, consumer_name, event_type, status, received_at, processed_at, retry_count, error_message,
+	aggregate_type, aggregate_id, aggregate_version, occurred_at, headers, payload`
+
+func (s *Store) inboxTable() string { return s.tables.Qualified(s.tables.Inbox) } // validated by New
+
+// inboxFilter builds the WHERE clause for f; timestamps become UTC text.
+func inboxFilter(f store.InboxFilter) (string, []any) {
+	where, args := store.InboxFilterSQL(f, ph, 1)
+	for i, a := range args {
+		if t, ok := a.(time.Time); ok {
+			args[i] = sqlTime(t)
+		}
+	}
+	return where, args
+}
+
+// InboxList implements store.InboxAdmin.
+func (s *Store) InboxList(ctx context.Context, f store.InboxFilter) ([]store.InboxRow, error) {
+	where, args := inboxFilter(f)
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+inboxCols+` FROM `+s.inboxTable()+` WHERE `+where+
+		` ORDER BY received_at, event_id, consumer_name LIMIT `+strconv.Itoa(limit), args...)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: inbox list: %w", err)
+	}
+	defer rows.Close()
+	var out []store.InboxRow
+	for rows.Next() {
+		var r store.InboxRow
+		var status string
+		var received, processed, occurred utcTime
+		var errMsg, aggType, aggID, headers, payload sql.NullString
+		if err := rows.Scan(&r.EventID, &r.ConsumerName, &r.EventType, &status, &received, &processed, &r.RetryCount, &errMsg,
+			&aggType, &aggID, &r.Event.AggregateVersion, &occurred, &headers, &payload); err != nil {
+			return nil, fmt.Errorf("mysql: inbox list: %w", err)
+		}
+		r.Status = txbox.Status(status)
+		r.ReceivedAt = received.t
+		r.ProcessedAt = processed.ptr()
+		r.ErrorMessage = errMsg.String
+		r.Event.ID, r.Event.Type = r.EventID, r.EventType
+		r.Event.AggregateType, r.Event.AggregateID = aggType.String, aggID.String
+		if occurred.valid {
+			r.Event.OccurredAt = occurred.t
+		}
+		if headers.Valid {
+			r.Event.Headers = store.DecodeHeaders(&headers.String)
+		}
+		if payload.Valid {
+			r.Event.Payload = []byte(payload.String)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mysql: inbox list: %w", err)
+	}
+	return out, nil
+}
+
+// InboxReplay implements store.InboxAdmin: DEAD rows only, and never a
+// parked undecodable message.
+func (s *Store) InboxReplay(ctx context.Context, f store.InboxFilter) (int64, error) {
+	f.Status = txbox.StatusDead
+	where, args := inboxFilter(f)
+	n, err := s.exec(ctx, `UPDATE `+s.inboxTable()+` SET status = 'REPLAY', retry_count = 0
+		WHERE event_type <> ? AND `+where, append([]any{store.UndecodableType}, args...)...)
+	if err != nil {
+		return 0, fmt.Errorf("mysql: inbox replay: %w", err)
+	}
+	return n, nil
+}
+
+// InboxCleanup implements store.InboxAdmin: per finished status, the oldest
+// rows first along cleanup_idx, batch rows per statement, each statement its
+// own READ COMMITTED transaction (no gap locks in consumers' way).
+func (s *Store) InboxCleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
+	if batch <= 0 {
+		batch = 1000
+	}
+	var total int64
+	for _, status := range []txbox.Status{txbox.StatusProcessed, txbox.StatusSkipped} {
+		for {
+			n, err := s.exec(ctx, `DELETE FROM `+s.inboxTable()+` WHERE status = ? AND received_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+				ORDER BY received_at LIMIT ?`, string(status), age.Microseconds(), batch)
+			total += n
+			if err != nil {
+				return total, fmt.Errorf("mysql: inbox cleanup: %w", err)
+			}
+			if n < int64(batch) {
+				break
+			}
+			if err := ctx.Err(); err != nil {
+				return total, err
+			}
+		}
+	}
+	return total, nil
+}
+
+// InboxCounts implements store.InboxAdmin.
+func (s *Store) InboxCounts(ctx context.Context) (map[string]map[txbox.Status]int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT consumer_name, status, COUNT(*) FROM `+s.inboxTable()+` GROUP BY consumer_name, status`)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: inbox counts: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]map[txbox.Status]int64{}
+	for rows.Next() {
+		var c, st string
+		var n int64
+		if err := rows.Scan(&c, &st, &n); err != nil {
+			return nil, fmt.Errorf("mysql: inbox counts: %w", err)
+		}
+		if out[c] == nil {
+			out[c] = map[txbox.Status]int64{}
+		}
+		out[c][txbox.Status(st)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mysql: inbox counts: %w", err)
+	}
+	return out, nil
+}
+
+var (
+	_ store.InboxDialect = Dialect{}
+	_ store.InboxAdmin   = (*Store)(nil)
+)

@@ -1,0 +1,311 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/store"
+)
+
+// The inbox transaction's SQL. Everything runs on the consumer's own
+// transaction (a *sql.Tx wrapped by store.SQLTx).
+//
+// Locking: SQLite has one writer per database, so there is no row lock to
+// take. Every inbox method starts with a write (the insert-if-absent, the
+// upsert), so the transaction takes the write lock before it reads anything
+// and keeps it until COMMIT: a concurrent delivery of the same event waits
+// for it on the busy timeout and then finds the row. Because the first
+// statement is a write, this holds even in a DEFERRED transaction: SQLite
+// waits on the busy handler for a write lock that a transaction without a
+// read snapshot asks for, and only a read-then-write upgrade fails with
+// SQLITE_BUSY at once. Open's pools begin with BEGIN IMMEDIATE anyway
+// (_txlock=immediate). A caller who runs InboxAcquire inside a DEFERRED
+// transaction that has already read must expect SQLITE_BUSY (as for any
+// write there).
+
+// inbox returns the inbox table's name, validated: a Dialect may be built
+// by hand, and names are pasted into SQL.
+func (d Dialect) inbox() (string, error) {
+	t := d.Tables.WithDefaults()
+	if err := t.Validate(); err != nil {
+		return "", err
+	}
+	if t.Schema != "" {
+		return "", &txbox.ConfigError{Field: "Tables.Schema", Reason: "SQLite store does not support a schema; leave it empty"}
+	}
+	return t.Inbox, nil
+}
+
+// checkAgain rejects a status InboxFail must not set.
+func checkAgain(again txbox.Status) error {
+	if again != txbox.StatusRetry && again != txbox.StatusReplay {
+		return fmt.Errorf("sqlite: inbox fail: status %q: want RETRY or REPLAY", again)
+	}
+	return nil
+}
+
+// InboxAcquire implements store.InboxDialect with INSERT ... ON CONFLICT
+// (event_id, consumer_name) DO NOTHING: one row inserted means first
+// delivery. The conflict target names the primary key, so only a duplicate
+// key is absorbed; any other constraint failure is still an error (INSERT OR
+// IGNORE would swallow NOT NULL and CHECK failures too).
+func (d Dialect) InboxAcquire(ctx context.Context, tx store.Tx, consumer string, e txbox.Event) (store.InboxState, int, error) {
+	t, err := d.inbox()
+	if err != nil {
+		return 0, 0, err
+	}
+	n, err := tx.Exec(ctx, `INSERT INTO `+t+` (event_id, consumer_name, event_type, status, received_at,
+			aggregate_type, aggregate_id, aggregate_version, occurred_at)
+		VALUES (?, ?, ?, 'PROCESSING', ?, ?, ?, ?, ?)
+		ON CONFLICT (event_id, consumer_name) DO NOTHING`,
+		e.ID, consumer, e.Type, micros(time.Now()), e.AggregateType, e.AggregateID, e.AggregateVersion, nullMicros(e.OccurredAt))
+	if err != nil {
+		return 0, 0, fmt.Errorf("sqlite: inbox insert: %w", err)
+	}
+	if n == 1 {
+		return store.InboxFresh, 0, nil
+	}
+	// The insert took the write lock: the row cannot change until we commit.
+	var status string
+	var attempts int
+	if err := tx.QueryRow(ctx, `SELECT status, retry_count FROM `+t+` WHERE event_id = ? AND consumer_name = ?`,
+		e.ID, consumer).Scan(&status, &attempts); err != nil {
+		return 0, 0, fmt.Errorf("sqlite: inbox lookup: %w", err)
+	}
+	switch txbox.Status(status) {
+	case txbox.StatusProcessed, txbox.StatusSkipped:
+		return store.InboxDuplicate, attempts, nil
+	case txbox.StatusDead:
+		return store.InboxParked, attempts, nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE `+t+` SET status = 'PROCESSING' WHERE event_id = ? AND consumer_name = ?`, e.ID, consumer); err != nil {
+		return 0, 0, fmt.Errorf("sqlite: inbox retry: %w", err)
+	}
+	return store.InboxRetry, attempts, nil
+}
+
+// InboxDone implements store.InboxDialect.
+func (d Dialect) InboxDone(ctx context.Context, tx store.Tx, consumer, eventID string, status txbox.Status, note string) error {
+	t, err := d.inbox()
+	if err != nil {
+		return err
+	}
+	var n *string
+	if note != "" {
+		n = &note
+	}
+	_, err = tx.Exec(ctx, `UPDATE `+t+` SET status = ?, processed_at = ?, error_message = COALESCE(?, error_message),
+		payload = NULL, headers = NULL WHERE event_id = ? AND consumer_name = ?`,
+		string(status), micros(time.Now()), n, eventID, consumer)
+	if err != nil {
+		return fmt.Errorf("sqlite: inbox done: %w", err)
+	}
+	return nil
+}
+
+// InboxFail implements store.InboxDialect with one upsert. In SQLite's
+// DO UPDATE every SET expression reads the row as it was (as in any UPDATE),
+// so status is computed from the old retry_count + 1; the WHERE leaves a
+// PROCESSED or SKIPPED row alone, and then RETURNING yields no row.
+func (d Dialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e txbox.Event, errMsg string, maxAttempts int, again txbox.Status) (int, bool, error) {
+	t, err := d.inbox()
+	if err != nil {
+		return 0, false, err
+	}
+	if err := checkAgain(again); err != nil {
+		return 0, false, err
+	}
+	var attempts int
+	var status string
+	err = tx.QueryRow(ctx, `INSERT INTO `+t+` AS i (event_id, consumer_name, event_type, status, received_at, retry_count,
+			error_message, aggregate_type, aggregate_id, aggregate_version, occurred_at, headers, payload)
+		VALUES (?1, ?2, ?3, CASE WHEN 1 >= ?4 THEN 'DEAD' ELSE ?5 END, ?6, 1, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+		ON CONFLICT (event_id, consumer_name) DO UPDATE SET
+			retry_count = i.retry_count + 1,
+			status = CASE WHEN i.retry_count + 1 >= ?4 THEN 'DEAD' ELSE ?5 END,
+			error_message = excluded.error_message,
+			aggregate_type = excluded.aggregate_type, aggregate_id = excluded.aggregate_id,
+			aggregate_version = excluded.aggregate_version, occurred_at = excluded.occurred_at,
+			headers = excluded.headers, payload = excluded.payload
+		WHERE i.status NOT IN ('PROCESSED', 'SKIPPED')
+		RETURNING retry_count, status`,
+		e.ID, consumer, e.Type, maxAttempts, string(again), micros(time.Now()), store.Truncate(errMsg, 2000),
+		e.AggregateType, e.AggregateID, e.AggregateVersion, nullMicros(e.OccurredAt), store.EncodeHeaders(e.Headers), string(e.Payload),
+	).Scan(&attempts, &status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil // processed meanwhile by another delivery
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("sqlite: inbox fail: %w", err)
+	}
+	return attempts, status == string(txbox.StatusDead), nil
+}
+
+// InboxVersion implements store.InboxDialect: an upsert whose DO UPDATE
+// only fires for a higher version; no row returned means stale.
+func (d Dialect) InboxVersion(ctx context.Context, tx store.Tx, consumer, aggType, aggID string, version int64) (int64, bool, error) {
+	t, err := d.inbox()
+	if err != nil {
+		return 0, false, err
+	}
+	t += "_versions"
+	var v int64
+	err = tx.QueryRow(ctx, `INSERT INTO `+t+` AS v (consumer_name, aggregate_type, aggregate_id, version, updated_at)
+		VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (consumer_name, aggregate_type, aggregate_id) DO UPDATE SET version = excluded.version, updated_at = excluded.updated_at
+		WHERE v.version < excluded.version
+		RETURNING version`, consumer, aggType, aggID, version, micros(time.Now())).Scan(&v)
+	if err == nil {
+		return v, true, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return 0, false, fmt.Errorf("sqlite: version guard: %w", err)
+	}
+	if err := tx.QueryRow(ctx, `SELECT version FROM `+t+` WHERE consumer_name = ? AND aggregate_type = ? AND aggregate_id = ?`,
+		consumer, aggType, aggID).Scan(&v); err != nil {
+		return 0, false, fmt.Errorf("sqlite: version guard: %w", err)
+	}
+	return v, false, nil
+}
+
+// Admin side, on the store's pool.
+
+const inboxCols = `event_id, consumer_name, event_type, status, received_at, processed_at, retry_count, error_message,
+	aggregate_type, aggregate_id, aggregate_version, occurred_at, headers, payload`
+
+func (s *Store) inboxTable() string { return s.tables.Inbox } // validated by New
+
+// inboxFilter builds the WHERE clause for f; timestamps become microseconds.
+func inboxFilter(f store.InboxFilter, first int) (string, []any) {
+	where, args := store.InboxFilterSQL(f, ph, first)
+	for i, a := range args {
+		if t, ok := a.(time.Time); ok {
+			args[i] = micros(t)
+		}
+	}
+	return where, args
+}
+
+// InboxList implements store.InboxAdmin.
+func (s *Store) InboxList(ctx context.Context, f store.InboxFilter) ([]store.InboxRow, error) {
+	where, args := inboxFilter(f, 1)
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+inboxCols+` FROM `+s.inboxTable()+` WHERE `+where+
+		` ORDER BY received_at, event_id, consumer_name LIMIT `+strconv.Itoa(limit), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: inbox list: %w", err)
+	}
+	defer rows.Close()
+	var out []store.InboxRow
+	for rows.Next() {
+		var r store.InboxRow
+		var status string
+		var received int64
+		var processed, occurred sql.NullInt64
+		var errMsg, aggType, aggID, headers, payload sql.NullString
+		if err := rows.Scan(&r.EventID, &r.ConsumerName, &r.EventType, &status, &received, &processed, &r.RetryCount, &errMsg,
+			&aggType, &aggID, &r.Event.AggregateVersion, &occurred, &headers, &payload); err != nil {
+			return nil, fmt.Errorf("sqlite: inbox list: %w", err)
+		}
+		r.Status = txbox.Status(status)
+		r.ReceivedAt = fromMicros(received)
+		r.ProcessedAt = optTime(processed)
+		r.ErrorMessage = errMsg.String
+		r.Event.ID, r.Event.Type = r.EventID, r.EventType
+		r.Event.AggregateType, r.Event.AggregateID = aggType.String, aggID.String
+		if occurred.Valid {
+			r.Event.OccurredAt = fromMicros(occurred.Int64)
+		}
+		if headers.Valid {
+			r.Event.Headers = store.DecodeHeaders(&headers.String)
+		}
+		if payload.Valid {
+			r.Event.Payload = []byte(payload.String)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: inbox list: %w", err)
+	}
+	return out, nil
+}
+
+// InboxReplay implements store.InboxAdmin: DEAD rows only, and never a
+// parked undecodable message.
+func (s *Store) InboxReplay(ctx context.Context, f store.InboxFilter) (int64, error) {
+	f.Status = txbox.StatusDead
+	where, args := inboxFilter(f, 2)
+	return s.exec(ctx, "inbox replay", `UPDATE `+s.inboxTable()+` SET status = 'REPLAY', retry_count = 0
+		WHERE event_type <> ? AND `+where, append([]any{store.UndecodableType}, args...)...)
+}
+
+// InboxCleanup implements store.InboxAdmin: each batch is its own short
+// write transaction, so consumers get the write lock between batches.
+func (s *Store) InboxCleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
+	if batch <= 0 {
+		batch = 1000
+	}
+	t := s.inboxTable()
+	var total int64
+	for {
+		n, err := s.exec(ctx, "inbox cleanup", `DELETE FROM `+t+` WHERE rowid IN (
+			SELECT rowid FROM `+t+` WHERE status IN ('PROCESSED', 'SKIPPED') AND received_at < ?
+			ORDER BY received_at LIMIT ?)`, micros(time.Now().Add(-age)), batch)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n < int64(batch) {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+}
+
+// InboxCounts implements store.InboxAdmin.
+func (s *Store) InboxCounts(ctx context.Context) (map[string]map[txbox.Status]int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT consumer_name, status, count(*) FROM `+s.inboxTable()+` GROUP BY consumer_name, status`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: inbox counts: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]map[txbox.Status]int64{}
+	for rows.Next() {
+		var c, st string
+		var n int64
+		if err := rows.Scan(&c, &st, &n); err != nil {
+			return nil, fmt.Errorf("sqlite: inbox counts: %w", err)
+		}
+		if out[c] == nil {
+			out[c] = map[txbox.Status]int64{}
+		}
+		out[c][txbox.Status(st)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: inbox counts: %w", err)
+	}
+	return out, nil
+}
+
+// nullMicros stores a zero time as NULL.
+func nullMicros(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return micros(t)
+}
+
+var (
+	_ store.InboxDialect = Dialect{}
+	_ store.InboxAdmin   = (*Store)(nil)
+)
