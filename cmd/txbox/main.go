@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -77,7 +78,7 @@ func newRoot() *cobra.Command {
 	f.StringVar(&g.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&g.logFormat, "log-format", "text", "text or json")
 
-	root.AddCommand(newMigrate(g), newRelay(g), newStats(g), newDead(g), newInbox(g), newCleanup(g))
+	root.AddCommand(newMigrate(g), newRelay(g), newStats(g), newDead(g), newInbox(g), newCleanup(g), newDemo())
 	return root
 }
 
@@ -158,3 +159,5 @@ func newMigrate(g *globals) *cobra.Command {
 		},
 	}
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
