@@ -169,6 +169,10 @@ func runDemo(ctx context.Context, out io.Writer, o demoOpts) error {
 			lastLine = time.Now()
 		}
 		if !writing && len(faults) == 0 && st.backlog == 0 && st.consumed >= st.events && st.events > 0 {
+			if !o.quiet && !tty {
+				fmt.Fprintf(out, "  %5.1fs  written %d  sent %d  consumed %d  duplicates absorbed %d  retries %d  backlog %d  relay kills %d  (drained)\n",
+					time.Since(start).Seconds(), st.events, st.sent, st.consumed, st.dups, st.retries, st.backlog, w.kills.Load())
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -203,7 +207,7 @@ func newDemoWorld(ctx context.Context, o demoOpts) (*demoWorld, error) {
 	w.natsURL = w.ns.ClientURL()
 	// A short duplicate window lets the relay's republished copies through,
 	// so the inbox has real duplicates to absorb.
-	p, err := natsbroker.Open(ctx, w.natsURL, natsbroker.Options{Stream: demoStream, Subjects: []string{demoSubject}, CreateStream: true, DuplicateWindow: time.Second})
+	p, err := natsbroker.Open(ctx, w.natsURL, natsbroker.Options{Stream: demoStream, Subjects: []string{demoSubject}, CreateStream: true, DuplicateWindow: time.Second, Logger: discardLogger()})
 	if err != nil {
 		return fail(err)
 	}
