@@ -39,6 +39,15 @@ type Config struct {
 	// event, which at-least-once delivery will still bring; when 6 arrives
 	// after 7 it is skipped as stale and counted.
 	VersionGuard bool
+	// Ordered, with VersionGuard, applies each aggregate's events strictly
+	// in version order: an event whose predecessor (version-1) has not been
+	// applied yet is not applied; it counts as a failed attempt ("waiting
+	// for version N") and comes back with backoff, so the predecessor,
+	// delayed by a redelivery, gets in first. Versions must start at 1 and
+	// have no holes; an event that never comes blocks its aggregate (and
+	// only it) until its successors are parked. Events without a version
+	// are not ordered.
+	Ordered bool
 
 	// BatchSize is how many deliveries one receive takes. Default 64.
 	BatchSize int
@@ -86,6 +95,8 @@ func (c *Config) Validate() error {
 		return bad("MaxAttempts", "%d is below 1", c.MaxAttempts)
 	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
 		return bad("BackoffMax", "need 0 < BackoffBase (%v) <= BackoffMax (%v)", c.BackoffBase, c.BackoffMax)
+	case c.Ordered && !c.VersionGuard:
+		return bad("Ordered", "needs VersionGuard")
 	case c.BatchSize < 1 || c.BatchSize > 10000:
 		return bad("BatchSize", "%d is outside 1..10000", c.BatchSize)
 	}

@@ -41,6 +41,7 @@ type Counters struct {
 	Parked      atomic.Int64 // events parked after MaxAttempts
 	Undecodable atomic.Int64 // messages that were not txbox events, parked raw
 	Replayed    atomic.Int64 // parked events run again on request
+	Gaps        atomic.Int64 // Ordered: events sent back to wait for their predecessor
 }
 
 // Consumer applies events exactly once per consumer name.
@@ -131,12 +132,17 @@ func (c *Consumer) HandleBatch(ctx context.Context, ds []broker.Delivery) {
 			continue
 		}
 		key := ev.AggregateType + "\x00" + ev.AggregateID
-		if delay, ok := blocked[key]; ok {
+		if c.cfg.Ordered && ev.AggregateVersion > 0 {
+			// The version check orders these; holding back a later event
+			// here could hold back the very predecessor it waits for.
+			key = ""
+		}
+		if delay, ok := blocked[key]; ok && key != "" {
 			c.settle(ctx, d, false, delay)
 			continue
 		}
 		ack, delay := c.process(ctx, ev, txbox.StatusRetry)
-		if !ack {
+		if !ack && key != "" {
 			blocked[key] = delay
 		}
 		c.settle(ctx, d, ack, delay)
@@ -183,13 +189,17 @@ func (c *Consumer) process(ctx context.Context, ev txbox.Event, again txbox.Stat
 		return true, 0
 	}
 	if c.cfg.VersionGuard && ev.AggregateVersion > 0 {
-		last, ok, err := c.cfg.Dialect.InboxVersion(ctx, tx, c.cfg.Name, ev.AggregateType, ev.AggregateID, ev.AggregateVersion)
+		stale, gap, err := c.checkVersion(ctx, tx, ev)
 		if err != nil {
 			return false, c.backoff(1)
 		}
-		if !ok {
-			note := fmt.Sprintf("stale: version %d is not above the last applied %d", ev.AggregateVersion, last)
-			if err := c.cfg.Dialect.InboxDone(ctx, tx, c.cfg.Name, ev.ID, txbox.StatusSkipped, note); err != nil {
+		if gap != nil {
+			_ = rollback()
+			done = true
+			return c.fail(ctx, ev, attempts, gap, again)
+		}
+		if stale != "" {
+			if err := c.cfg.Dialect.InboxDone(ctx, tx, c.cfg.Name, ev.ID, txbox.StatusSkipped, stale); err != nil {
 				return false, c.backoff(1)
 			}
 			if err := commit(); err != nil {
@@ -197,7 +207,7 @@ func (c *Consumer) process(ctx context.Context, ev txbox.Event, again txbox.Stat
 			}
 			done = true
 			c.ctrs.Stale.Add(1)
-			c.log.Debug("stale event skipped", "event_id", ev.ID, "version", ev.AggregateVersion, "last", last)
+			c.log.Debug("stale event skipped", "event_id", ev.ID, "version", ev.AggregateVersion, "note", stale)
 			return true, 0
 		}
 	}
@@ -217,6 +227,32 @@ func (c *Consumer) process(ctx context.Context, ev txbox.Event, again txbox.Stat
 	done = true
 	c.ctrs.Processed.Add(1)
 	return true, 0
+}
+
+// checkVersion runs the version guard in the handler's transaction. It
+// returns a note when the event is stale, or an error when Ordered is on
+// and the event's predecessor has not been applied yet. What it records is
+// rolled back with the transaction when the handler fails.
+func (c *Consumer) checkVersion(ctx context.Context, tx store.Tx, ev txbox.Event) (stale string, gap error, err error) {
+	d, name, v := c.cfg.Dialect, c.cfg.Name, ev.AggregateVersion
+	if c.cfg.Ordered && v > 1 {
+		// Recording v-1 succeeds only if the last applied version is below
+		// v-1: then v-1 itself is missing. The transaction is rolled back.
+		if _, ok, err := d.InboxVersion(ctx, tx, name, ev.AggregateType, ev.AggregateID, v-1); err != nil {
+			return "", nil, err
+		} else if ok {
+			c.ctrs.Gaps.Add(1)
+			return "", fmt.Errorf("waiting for version %d of %s/%s before applying version %d", v-1, ev.AggregateType, ev.AggregateID, v), nil
+		}
+	}
+	last, ok, err := d.InboxVersion(ctx, tx, name, ev.AggregateType, ev.AggregateID, v)
+	if err != nil {
+		return "", nil, err
+	}
+	if !ok {
+		return fmt.Sprintf("stale: version %d is not above the last applied %d", v, last), nil, nil
+	}
+	return "", nil, nil
 }
 
 func (c *Consumer) safeHandle(ctx context.Context, native any, ev txbox.Event) (err error) {
