@@ -1,0 +1,184 @@
+package rabbitmqbroker
+
+import (
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+)
+
+// Header names on the wire.
+const (
+	// HeaderPrefix starts every CloudEvents attribute header txbox writes:
+	// the CloudEvents AMQP binding's preferred "cloudEvents_".
+	HeaderPrefix = "cloudEvents_"
+	// HeaderPrefixColon is the binding's other prefix, read but not
+	// written.
+	HeaderPrefixColon = "cloudEvents:"
+	// HeaderAttempt is set on a Nak'd message's retry copy: the attempt
+	// the copy will be when it comes back.
+	HeaderAttempt = "txbox-attempt"
+	// HeaderTopic is set on a retry copy: the routing key the message was
+	// first published with (the copy travels under the retry queue's name).
+	HeaderTopic = "txbox-topic"
+)
+
+// encode builds the publishing for m, or says why it can never be sent.
+func encode(m broker.Message, maxPayload, maxHeaders int) (amqp.Publishing, error) {
+	e := m.Event
+	if err := ValidateRoutingKey(m.Topic); err != nil {
+		return amqp.Publishing{}, txbox.Permanent(fmt.Errorf("rabbitmq: event %s: %w", e.ID, err))
+	}
+	if maxPayload > 0 && len(e.Payload) > maxPayload {
+		return amqp.Publishing{}, txbox.Permanent(fmt.Errorf("rabbitmq: event %s for %q: payload of %d bytes is over the limit of %d (the broker's max_message_size)",
+			e.ID, m.Topic, len(e.Payload), maxPayload))
+	}
+	attrs, err := broker.Attributes(m)
+	if err != nil {
+		return amqp.Publishing{}, err
+	}
+	h := make(amqp.Table, len(attrs))
+	size := 0
+	for _, a := range attrs {
+		if a[0] == broker.AttrDataContentType {
+			continue // the binding maps it to the content_type property
+		}
+		h[HeaderPrefix+a[0]] = a[1]
+		size += len(HeaderPrefix) + len(a[0]) + len(a[1]) + 6
+	}
+	// Properties travel in one frame, which must fit the negotiated
+	// frame_max; the broker closes the connection otherwise.
+	if maxHeaders > 0 && size > maxHeaders {
+		return amqp.Publishing{}, txbox.Permanent(fmt.Errorf("rabbitmq: event %s: headers of %d bytes are over the %d that fit in one AMQP frame", e.ID, size, maxHeaders))
+	}
+	return amqp.Publishing{
+		Headers:      h,
+		ContentType:  broker.ContentJSON,
+		DeliveryMode: amqp.Persistent,
+		MessageId:    e.ID,
+		Timestamp:    e.OccurredAt.UTC().Truncate(time.Second),
+		Body:         e.Payload,
+	}, nil
+}
+
+// ValidateRoutingKey reports why key cannot be a routing key: empty, or
+// longer than the 255 bytes of an AMQP short string.
+func ValidateRoutingKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("empty routing key")
+	case len(key) > 255:
+		return fmt.Errorf("routing key of %d bytes is longer than AMQP's 255: %.40q...", len(key), key)
+	}
+	return nil
+}
+
+// decode rebuilds the event from the attribute headers (either prefix, any
+// case) and the body. content_type stands for datacontenttype.
+func decode(d *amqp.Delivery) (txbox.Event, error) {
+	attrs := map[string]string{}
+	var names []string
+	for k, v := range d.Headers {
+		n, ok := cutPrefixFold(k, HeaderPrefix)
+		if !ok {
+			n, ok = cutPrefixFold(k, HeaderPrefixColon)
+		}
+		if !ok || n == "" {
+			continue
+		}
+		n = strings.ToLower(n)
+		s, ok := headerString(v)
+		if !ok {
+			return txbox.Event{}, txbox.Permanent(fmt.Errorf("%w: not a txbox CloudEvent: attribute %s has a value of type %T", txbox.ErrInvalidEvent, n, v))
+		}
+		if _, dup := attrs[n]; dup {
+			return txbox.Event{}, txbox.Permanent(fmt.Errorf("%w: not a txbox CloudEvent: attribute %s given twice", txbox.ErrInvalidEvent, n))
+		}
+		attrs[n] = s
+		names = append(names, n)
+	}
+	if _, ok := attrs[broker.AttrDataContentType]; !ok && d.ContentType != "" {
+		attrs[broker.AttrDataContentType] = d.ContentType
+	}
+	slices.Sort(names)
+	get := func(name string) (string, bool) {
+		v, ok := attrs[name]
+		return v, ok
+	}
+	return broker.EventFromAttributes(get, names, d.Body)
+}
+
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
+		return s[len(prefix):], true
+	}
+	return "", false
+}
+
+// headerString is the canonical string form of an AMQP header value, as the
+// binding requires consumers to accept native types too (a timestamp, a
+// long, a boolean, binary).
+func headerString(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case []byte:
+		return base64.StdEncoding.EncodeToString(x), true
+	case time.Time:
+		return x.UTC().Format(time.RFC3339Nano), true
+	case bool:
+		return strconv.FormatBool(x), true
+	case int8:
+		return strconv.FormatInt(int64(x), 10), true
+	case int16:
+		return strconv.FormatInt(int64(x), 10), true
+	case int32:
+		return strconv.FormatInt(int64(x), 10), true
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	case int:
+		return strconv.Itoa(x), true
+	case uint8:
+		return strconv.FormatUint(uint64(x), 10), true
+	case uint16:
+		return strconv.FormatUint(uint64(x), 10), true
+	case uint32:
+		return strconv.FormatUint(uint64(x), 10), true
+	case uint64:
+		return strconv.FormatUint(x, 10), true
+	}
+	return "", false
+}
+
+// headerInt reads an integer header value of any AMQP integer type.
+func headerInt(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int8:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case int64:
+		return x, true
+	case int:
+		return int64(x), true
+	case uint8:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	case string:
+		n, err := strconv.ParseInt(x, 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}

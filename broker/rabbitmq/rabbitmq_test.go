@@ -1,0 +1,606 @@
+package rabbitmqbroker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/brokertest"
+	rabbitmqbroker "github.com/txbox/txbox/broker/rabbitmq"
+	"github.com/txbox/txbox/internal/testenv"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// unique returns a name no other test run uses, for exchanges and queues on
+// the shared server.
+func unique(prefix string) string {
+	return fmt.Sprintf("%s%d", prefix, time.Now().UnixNano()%1e12)
+}
+
+// admin is a direct connection to the shared server for the test's own
+// topology and inspection, never through the fault proxy.
+type admin struct {
+	t  *testing.T
+	mu sync.Mutex
+	ch *amqp.Channel
+}
+
+func newAdmin(t *testing.T, rawURL string) *admin {
+	t.Helper()
+	conn, err := amqp.Dial(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &admin{t: t, ch: ch}
+}
+
+func (a *admin) do(t *testing.T, f func(ch *amqp.Channel) error) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := f(a.ch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// queue declares a durable queue bound to exchange with keys, deleted
+// (with its retry queues) when the test ends.
+func (a *admin) queue(t *testing.T, exchange, name string, keys ...string) {
+	t.Helper()
+	a.do(t, func(ch *amqp.Channel) error {
+		if _, err := ch.QueueDeclare(name, true, false, false, false, nil); err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := ch.QueueBind(name, k, exchange, false, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	t.Cleanup(func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		_, _ = a.ch.QueueDelete(name, false, false, false)
+		for _, d := range []time.Duration{500 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond} {
+			_, _ = a.ch.QueueDelete(rabbitmqbroker.RetryQueueName(name, d), false, false, false)
+		}
+	})
+}
+
+func (a *admin) exchange(t *testing.T, name string) {
+	t.Helper()
+	a.do(t, func(ch *amqp.Channel) error { return ch.ExchangeDeclare(name, "topic", true, false, false, false, nil) })
+	t.Cleanup(func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		_ = a.ch.ExchangeDelete(name, false, false)
+	})
+}
+
+// proxied returns rawURL with its host replaced by the proxy's.
+func proxied(t *testing.T, rawURL string) (string, *testenv.Proxy) {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testenv.NewProxy(t, u.Host)
+	u.Host = p.Addr()
+	return u.String(), p
+}
+
+func msg(topic, key string, n int) broker.Message {
+	return broker.Message{Event: txbox.MustEvent("Order", key, "Created", map[string]int{"n": n}), Topic: topic, Source: "test"}
+}
+
+func open(t *testing.T, rawURL string, opts rabbitmqbroker.Options) *rabbitmqbroker.Publisher {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quiet
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := rabbitmqbroker.Open(ctx, rawURL, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func subscribe(t *testing.T, rawURL string, opts rabbitmqbroker.SubscriberOptions) *rabbitmqbroker.Subscriber {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quiet
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := rabbitmqbroker.OpenSubscriber(ctx, rawURL, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestConformance runs brokertest against the shared RabbitMQ through a
+// TCP proxy of the test's own: the broker-down case cuts the proxy (the
+// shared server keeps running, so that case proves reconnection and error
+// classification, not the server's own persistence).
+//
+// Each topic gets a durable queue "q.<topic>" when the suite asks for it,
+// bound before anything is published to it: with the mandatory flag an
+// unbound routing key is a permanent error, and RabbitMQ keeps a durable
+// consumer's messages only in a queue that existed when they were
+// published. A subscriber of any group on that topic consumes that queue.
+func TestConformance(t *testing.T) {
+	direct := testenv.URL(t, "TXBOX_TEST_AMQP")
+	via, proxy := proxied(t, direct)
+	adm := newAdmin(t, direct)
+	run := unique("bt")
+	exchange := "txbox." + run
+	adm.exchange(t, exchange)
+	opts := rabbitmqbroker.Options{Exchange: exchange, Declare: true, MaxPayload: 1 << 20, Logger: quiet}
+	var n atomic.Int64
+	const ackWait = time.Second
+	brokertest.Run(t, brokertest.Harness{
+		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
+			p, err := rabbitmqbroker.Open(ctx, via, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		NewSubscriber: func(ctx context.Context, t *testing.T, group, topic string) broker.Subscriber {
+			s, err := rabbitmqbroker.OpenSubscriber(ctx, via, rabbitmqbroker.SubscriberOptions{
+				Queue: "q." + topic, Exchange: exchange, BindingKeys: []string{topic}, AckWait: ackWait, Name: group, Logger: quiet,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		Topic: func(t *testing.T) string {
+			topic := fmt.Sprintf("%s.t%d.Order.Created", run, n.Add(1))
+			adm.queue(t, exchange, "q."+topic, topic)
+			return topic
+		},
+		InvalidTopics: []string{"", strings.Repeat("k", 256), run + ".nobody.is.bound.here"},
+		AckWait:       ackWait,
+		StopBroker:    func(*testing.T) { proxy.Cut() },
+		StartBroker:   func(*testing.T) { proxy.Restore() },
+		PublishRaw: func(ctx context.Context, t *testing.T, topic string, headers map[string]string, body []byte) {
+			h := amqp.Table{}
+			for k, v := range headers {
+				h[k] = v
+			}
+			adm.do(t, func(ch *amqp.Channel) error {
+				return ch.PublishWithContext(ctx, exchange, topic, true, false, amqp.Publishing{Headers: h, Body: body, DeliveryMode: amqp.Persistent})
+			})
+		},
+	})
+}
+
+// setup makes an exchange and a queue bound to "<prefix>.#" on the shared
+// server for one test, and returns the server URL, exchange and prefix.
+func setup(t *testing.T) (string, *admin, string, string) {
+	t.Helper()
+	rawURL := testenv.URL(t, "TXBOX_TEST_AMQP")
+	adm := newAdmin(t, rawURL)
+	prefix := unique("rt")
+	exchange := "txbox." + prefix
+	adm.exchange(t, exchange)
+	return rawURL, adm, exchange, prefix
+}
+
+// TestPublishOrderConcurrent: concurrent calls, each on a channel of its
+// own, all confirm, and each call's messages arrive in order.
+func TestPublishOrderConcurrent(t *testing.T) {
+	rawURL, adm, exchange, prefix := setup(t)
+	adm.queue(t, exchange, prefix+".q", prefix+".#")
+	p := open(t, rawURL, rabbitmqbroker.Options{Exchange: exchange, MaxChannels: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var msgs []broker.Message
+			for i := range 100 {
+				msgs = append(msgs, msg(fmt.Sprintf("%s.g%d", prefix, g), fmt.Sprintf("k%d", g), i))
+			}
+			for i, err := range p.Publish(ctx, msgs) {
+				if err != nil {
+					t.Errorf("goroutine %d message %d: %v", g, i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	s := subscribe(t, rawURL, rabbitmqbroker.SubscriberOptions{Queue: prefix + ".q", Exchange: exchange, Passive: true})
+	next := map[string]int{}
+	for got := 0; got < 400; {
+		ds, err := s.Receive(ctx, 100)
+		if err != nil {
+			t.Fatalf("after %d: %v", got, err)
+		}
+		for _, d := range ds {
+			e, err := d.Event()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprintf(`{"n":%d}`, next[e.AggregateID]); string(e.Payload) != want {
+				t.Fatalf("key %s: payload %s, want %s", e.AggregateID, e.Payload, want)
+			}
+			next[e.AggregateID]++
+			if err := d.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got++
+		}
+	}
+}
+
+// TestWireFormat: what a foreign consumer sees: the binding's header
+// names, AMQP properties, and the body as written.
+func TestWireFormat(t *testing.T) {
+	rawURL, adm, exchange, prefix := setup(t)
+	adm.queue(t, exchange, prefix+".q", prefix+".#")
+	p := open(t, rawURL, rabbitmqbroker.Options{Exchange: exchange})
+	m := msg(prefix+".Order.Created", "o-1", 7)
+	m.Event.AggregateVersion = 3
+	m.Event.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Publish(ctx, []broker.Message{m})[0]; err != nil {
+		t.Fatal(err)
+	}
+	var got amqp.Delivery
+	adm.do(t, func(ch *amqp.Channel) error {
+		var ok bool
+		var err error
+		for range 50 {
+			if got, ok, err = ch.Get(prefix+".q", true); err != nil || ok {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err == nil && !ok {
+			err = errors.New("queue stayed empty")
+		}
+		return err
+	})
+	want := map[string]string{
+		"cloudEvents_specversion": "1.0", "cloudEvents_id": m.Event.ID, "cloudEvents_type": "Created",
+		"cloudEvents_source": "test", "cloudEvents_subject": "o-1", "cloudEvents_aggregatetype": "Order",
+		"cloudEvents_aggregateversion": "3", "cloudEvents_traceparent": m.Event.Headers["traceparent"],
+		"cloudEvents_time": m.Event.OccurredAt.UTC().Format(time.RFC3339Nano),
+	}
+	for k, v := range want {
+		if got.Headers[k] != v {
+			t.Errorf("header %s = %#v, want %q", k, got.Headers[k], v)
+		}
+	}
+	if len(got.Headers) != len(want) {
+		t.Errorf("headers %v, want exactly %v", got.Headers, want)
+	}
+	if got.ContentType != "application/json" || got.MessageId != m.Event.ID || got.DeliveryMode != amqp.Persistent || string(got.Body) != string(m.Event.Payload) {
+		t.Errorf("properties: content_type %q message_id %q delivery_mode %d body %s", got.ContentType, got.MessageId, got.DeliveryMode, got.Body)
+	}
+}
+
+// TestForeignEventColonPrefix: a producer using the binding's other prefix
+// and native AMQP types (timestamp, long) is decoded too.
+func TestForeignEventColonPrefix(t *testing.T) {
+	rawURL, adm, exchange, prefix := setup(t)
+	adm.queue(t, exchange, prefix+".q", prefix+".#")
+	at := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+	adm.do(t, func(ch *amqp.Channel) error {
+		return ch.Publish(exchange, prefix+".x", false, false, amqp.Publishing{
+			ContentType: "application/json; charset=utf-8",
+			Headers: amqp.Table{
+				"cloudEvents:specversion": "1.0", "cloudEvents:id": "ev-1", "cloudEvents:type": "com.example.Thing",
+				"cloudEvents:source": "/elsewhere", "cloudEvents:subject": "agg-9", "cloudEvents:time": at, "cloudEvents:aggregatetype": "Thing",
+				"cloudEvents:aggregateversion": int64(12), "cloudEvents:tenant": "acme",
+			},
+			Body: []byte(`{"ok":true}`),
+		})
+	})
+	s := subscribe(t, rawURL, rabbitmqbroker.SubscriberOptions{Queue: prefix + ".q", Exchange: exchange, Passive: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ds, err := s.Receive(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := ds[0].Event()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.ID != "ev-1" || e.Type != "com.example.Thing" || e.AggregateID != "agg-9" || e.AggregateVersion != 12 ||
+		!e.OccurredAt.Equal(at) || e.Headers["tenant"] != "acme" || string(e.Payload) != `{"ok":true}` {
+		t.Errorf("decoded %+v", e)
+	}
+	if err := ds[0].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNakRetryQueue: Nak'd deliveries come back through the retry queue
+// with growing Attempt, their original routing key, and no sooner than
+// asked; Nak(0) requeues at once.
+func TestNakRetryQueue(t *testing.T) {
+	rawURL, adm, exchange, prefix := setup(t)
+	queue := prefix + ".q"
+	adm.queue(t, exchange, queue, prefix+".#")
+	p := open(t, rawURL, rabbitmqbroker.Options{Exchange: exchange})
+	s := subscribe(t, rawURL, rabbitmqbroker.SubscriberOptions{Queue: queue, Exchange: exchange, Passive: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	m := msg(prefix+".Order.Created", "k", 0)
+	if err := p.Publish(ctx, []broker.Message{m})[0]; err != nil {
+		t.Fatal(err)
+	}
+	var nakAt time.Time
+	var lastDelay time.Duration
+	for i, delay := range []time.Duration{100 * time.Millisecond, 50 * time.Millisecond, 0, -1} {
+		ds, err := s.Receive(ctx, 1)
+		if err != nil {
+			t.Fatalf("delivery %d: %v", i+1, err)
+		}
+		d := ds[0]
+		if el := time.Since(nakAt); el < lastDelay {
+			t.Errorf("delivery %d came back %v after Nak(%v)", i+1, el, lastDelay)
+		}
+		if e, err := d.Event(); err != nil || e.ID != m.Event.ID {
+			t.Fatalf("delivery %d: %v %v", i+1, e.ID, err)
+		}
+		if raw := d.Raw(); raw.Topic != m.Topic || raw.ID != m.Event.ID {
+			t.Errorf("delivery %d: Raw().Topic %q ID %q", i+1, raw.Topic, raw.ID)
+		}
+		if a := d.Attempt(); a != i+1 {
+			t.Errorf("delivery %d: Attempt() = %d", i+1, a)
+		}
+		if delay < 0 {
+			if err := d.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Ack(ctx); err == nil {
+				t.Error("second Ack succeeded")
+			}
+			break
+		}
+		nakAt, lastDelay = time.Now(), delay
+		if err := d.Nak(ctx, delay); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	rawURL := testenv.URL(t, "TXBOX_TEST_AMQP")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := rabbitmqbroker.Open(ctx, rawURL, rabbitmqbroker.Options{Exchange: unique("missing"), Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
+		t.Errorf("missing exchange: %v, want a config error", err)
+	}
+	if _, err := rabbitmqbroker.OpenSubscriber(ctx, rawURL, rabbitmqbroker.SubscriberOptions{Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
+		t.Errorf("subscriber without queue: %v, want a config error", err)
+	}
+	if _, err := rabbitmqbroker.OpenSubscriber(ctx, rawURL, rabbitmqbroker.SubscriberOptions{Queue: unique("missing"), Passive: true, Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
+		t.Errorf("passive subscriber on a missing queue: %v, want a config error", err)
+	}
+	u, _ := url.Parse(rawURL)
+	u.User = url.UserPassword("guest", "s3cr3t-wrong")
+	_, err := rabbitmqbroker.Open(ctx, u.String(), rabbitmqbroker.Options{Logger: quiet})
+	if !errors.Is(err, txbox.ErrConfig) {
+		t.Errorf("wrong password: %v, want a config error", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "s3cr3t-wrong") {
+		t.Errorf("error shows the password: %v", err)
+	}
+	u.Host = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	_, err = rabbitmqbroker.Open(ctx, u.String(), rabbitmqbroker.Options{ConnectTimeout: time.Second, Logger: quiet})
+	if !errors.Is(err, txbox.ErrBrokerUnavailable) {
+		t.Errorf("nothing listening: %v, want ErrBrokerUnavailable", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "s3cr3t-wrong") {
+		t.Errorf("error shows the password: %v", err)
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"amqp://127.0.0.1:5672/":             "amqp://127.0.0.1:5672/",
+		"amqp://bob:hunter2@h:5672/vhost":    "amqp://bob:xxxxx@h:5672/vhost",
+		"amqps://bob@h/":                     "amqps://bob@h/",
+		"amqp://bob:p%zz@h/":                 "<unparsable url>",
+		"amqp://user:pa:ss@h:5672/?x=1#frag": "amqp://user:xxxxx@h:5672/?x=1#frag",
+	} {
+		if got := rabbitmqbroker.RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestValidateRoutingKey(t *testing.T) {
+	for _, ok := range []string{"a", "outbox.Order.Created", "a b*#", strings.Repeat("k", 255)} {
+		if err := rabbitmqbroker.ValidateRoutingKey(ok); err != nil {
+			t.Errorf("ValidateRoutingKey(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", strings.Repeat("k", 256)} {
+		if err := rabbitmqbroker.ValidateRoutingKey(bad); err == nil {
+			t.Errorf("ValidateRoutingKey(%q) = nil", bad)
+		}
+	}
+}
+
+// TestStockClients: a message published by txbox is decoded by the stock
+// command-line clients: rabbitmqadmin (through the management plugin's
+// HTTP API, on TXBOX_TEST_RABBITMQ_MANAGEMENT, default 127.0.0.1:15672)
+// shows the properties and cloudEvents_ headers; amqp-get (rabbitmq-c's
+// amqp-tools, plain AMQP 0-9-1) prints the body, which is the payload as
+// written.
+func TestStockClients(t *testing.T) {
+	rawURL, adm, exchange, prefix := setup(t)
+	p := open(t, rawURL, rabbitmqbroker.Options{Exchange: exchange})
+	publish := func(t *testing.T, queue string) broker.Message {
+		adm.queue(t, exchange, queue, queue)
+		m := msg(queue, "o-1", 7)
+		m.Event.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := p.Publish(ctx, []broker.Message{m})[0]; err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	u, _ := url.Parse(rawURL)
+	pw, _ := u.User.Password()
+
+	t.Run("rabbitmqadmin", func(t *testing.T) {
+		bin, err := exec.LookPath("rabbitmqadmin")
+		if err != nil {
+			t.Skip("rabbitmqadmin is not installed")
+		}
+		mgmt := os.Getenv("TXBOX_TEST_RABBITMQ_MANAGEMENT")
+		if mgmt == "" {
+			mgmt = "127.0.0.1:15672"
+		}
+		host, port, _ := net.SplitHostPort(mgmt)
+		if c, err := net.DialTimeout("tcp", mgmt, time.Second); err != nil {
+			t.Skipf("rabbitmqadmin needs the management plugin's HTTP API, and nothing answers on %s (%v): the broker runs without rabbitmq_management (enable it with `rabbitmq-plugins enable rabbitmq_management`, or point TXBOX_TEST_RABBITMQ_MANAGEMENT at one)", mgmt, err)
+		} else {
+			c.Close()
+		}
+		m := publish(t, prefix+".admin")
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, bin, "-H", host, "-P", port, "-u", u.User.Username(), "-p", pw, "-f", "raw_json",
+			"get", "queue="+prefix+".admin", "ackmode=ack_requeue_false", "count=1").CombinedOutput()
+		if err != nil {
+			t.Fatalf("rabbitmqadmin get: %v\n%s", err, out)
+		}
+		var got []struct {
+			RoutingKey string `json:"routing_key"`
+			Payload    string `json:"payload"`
+			Properties struct {
+				ContentType  string            `json:"content_type"`
+				MessageID    string            `json:"message_id"`
+				DeliveryMode int               `json:"delivery_mode"`
+				Headers      map[string]string `json:"headers"`
+			} `json:"properties"`
+		}
+		if err := json.Unmarshal(out, &got); err != nil || len(got) != 1 {
+			t.Fatalf("rabbitmqadmin printed %s (%v)", out, err)
+		}
+		g := got[0]
+		if g.RoutingKey != m.Topic || g.Payload != string(m.Event.Payload) || g.Properties.ContentType != "application/json" ||
+			g.Properties.MessageID != m.Event.ID || g.Properties.DeliveryMode != 2 {
+			t.Errorf("rabbitmqadmin shows %+v", g)
+		}
+		for k, v := range map[string]string{
+			"cloudEvents_specversion": "1.0", "cloudEvents_id": m.Event.ID, "cloudEvents_type": "Created",
+			"cloudEvents_subject": "o-1", "cloudEvents_aggregatetype": "Order", "cloudEvents_traceparent": m.Event.Headers["traceparent"],
+		} {
+			if g.Properties.Headers[k] != v {
+				t.Errorf("rabbitmqadmin shows header %s = %q, want %q", k, g.Properties.Headers[k], v)
+			}
+		}
+	})
+
+	t.Run("amqp-get", func(t *testing.T) {
+		bin, err := exec.LookPath("amqp-get")
+		if err != nil {
+			t.Skip("amqp-get is not installed (Debian package amqp-tools)")
+		}
+		m := publish(t, prefix+".get")
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		// Options rather than the URL: rabbitmq-c reads the "/" path of
+		// amqp://host:5672/ as the empty vhost, amqp091-go as "/".
+		uri, err := amqp.ParseURI(rawURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.CommandContext(ctx, bin, "--server", uri.Host, "--port", fmt.Sprint(uri.Port), "--vhost", uri.Vhost,
+			"--username", uri.Username, "--password", uri.Password, "--queue", prefix+".get").CombinedOutput()
+		if err != nil {
+			t.Skipf("amqp-get cannot run here (%v): %s", err, out)
+		}
+		if strings.TrimSpace(string(out)) != string(m.Event.Payload) {
+			t.Errorf("amqp-get printed %q, want the payload %s", out, m.Event.Payload)
+		}
+	})
+}
+
+// TestCutWhilePublishing: the connection dropping at any point of a call
+// (while sending, while waiting for confirms) ends the call within its
+// deadline, every message confirmed or unavailable, and the next call
+// dials again.
+func TestCutWhilePublishing(t *testing.T) {
+	rawURL, adm, exchange, prefix := setup(t)
+	adm.queue(t, exchange, prefix+".q", prefix+".#")
+	via, proxy := proxied(t, rawURL)
+	p := open(t, via, rabbitmqbroker.Options{Exchange: exchange})
+	var msgs []broker.Message
+	for i := range 300 {
+		msgs = append(msgs, msg(prefix+".x", fmt.Sprintf("k%d", i), i))
+	}
+	for round := range 10 {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		go func() {
+			time.Sleep(time.Duration(round*round) * 250 * time.Microsecond)
+			proxy.Cut()
+		}()
+		start := time.Now()
+		errs := p.Publish(ctx, msgs)
+		cancel()
+		if el := time.Since(start); el > 4*time.Second {
+			t.Fatalf("round %d: Publish took %v", round, el)
+		}
+		failed := 0
+		for i, err := range errs {
+			if err != nil && !errors.Is(err, txbox.ErrBrokerUnavailable) {
+				t.Fatalf("round %d message %d: %v", round, i, err)
+			}
+			if err != nil {
+				failed++
+			}
+		}
+		t.Logf("round %d: %d of %d confirmed before the cut", round, len(msgs)-failed, len(msgs))
+		proxy.Restore()
+		ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+		err := p.Publish(ctx, msgs[:1])[0]
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: after the cut: %v", round, err)
+		}
+	}
+}

@@ -1,0 +1,260 @@
+// Package redisbroker publishes and consumes txbox events through Redis
+// Streams.
+//
+// Its directory is broker/redis, but the package is named redisbroker so
+// that it does not shadow github.com/redis/go-redis/v9 in code importing
+// both:
+//
+//	import redisbroker "github.com/txbox/txbox/broker/redis"
+//
+// # On the wire
+//
+// Each event is one stream entry, added with XADD (auto id) to the stream
+// named by the destination rendered from the relay's template. CloudEvents
+// has no Redis binding; txbox carries the event in binary content mode with
+// the naming of the Kafka binding, one field per attribute, "ce_" +
+// attribute, in this order: "ce_specversion", "ce_id", "ce_type",
+// "ce_source", "ce_subject" (aggregate id), "ce_time" (RFC 3339, UTC,
+// nanoseconds), "ce_datacontenttype" ("application/json"),
+// "ce_aggregatetype", "ce_aggregateversion" (when set), then one "ce_"
+// field per event header ("ce_traceparent", ...), and last "data": the JSON
+// payload, byte for byte.
+//
+// # Publishing
+//
+// One Publish is one pipeline of XADDs on one connection, so a call's
+// entries are appended in slice order, and each gets its own result. An
+// XADD the server answered is durable as far as the server's persistence
+// goes (see Capabilities.Persistent). A key that holds another type
+// (WRONGTYPE), a key the ACL forbids (NOPERM), an empty stream name and a
+// payload over MaxPayload are permanent; a lost connection is
+// txbox.ErrBrokerUnavailable (the client dials again on the next call,
+// once: the library's own retries are turned off); anything else the
+// server refuses (OOM under maxmemory, ...) is a plain, retryable error.
+// With Options.MaxLen the stream is trimmed (MAXLEN ~): Redis 7 trims
+// entries whether or not consumer groups have read them.
+//
+// # Consuming
+//
+// A Subscriber is one consumer of a consumer group (created at the first
+// entry, "0", unless told otherwise) over one or more streams. Receive
+// first claims (XAUTOCLAIM) entries pending longer than AckWait, whoever
+// held them: a dead consumer's, and Nak'd ones; then it reads new entries
+// with XREADGROUP ... BLOCK. Ack is XACK, after the inbox commit.
+//
+// Redis has no delayed redelivery. Nak(delay) leaves the entry pending and
+// sets its idle time with XCLAIM ... IDLE (AckWait - delay) JUSTID, so that
+// the next claim pass finds it after delay. A delay longer than AckWait is
+// also kept in a sorted set "<stream>:txbox-delayed:<group>" (score = not
+// before, in ms): a claim that finds it early puts it back (idle time and
+// delivery count restored) instead of delivering it. So the delay is the
+// claim idle time, precise to the polling interval of Receive.
+//
+// Attempt is Redis's delivery count of the entry (XPENDING): 1 for a new
+// entry, incremented by every claim.
+package redisbroker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/txbox/txbox"
+)
+
+// Defaults for Options and SubscriberOptions.
+const (
+	DefaultDialTimeout = 5 * time.Second
+	DefaultAckWait     = 30 * time.Second
+	// DefaultMaxPayload applies when the server does not tell its
+	// proto-max-bulk-len (Redis's default, 512 MiB).
+	DefaultMaxPayload = 512 << 20
+	maxPoll           = time.Second
+)
+
+// Field names on the wire.
+const (
+	FieldPrefix = "ce_"
+	FieldData   = "data"
+)
+
+type clientConfig struct {
+	url         string
+	name        string
+	dialTimeout time.Duration
+}
+
+// newClient makes a client for url that never retries by itself, dials
+// once per attempt and honours context deadlines.
+func newClient(c clientConfig) (*redis.Client, error) {
+	if strings.TrimSpace(c.url) == "" {
+		return nil, &txbox.ConfigError{Field: "Redis URL", Reason: "empty"}
+	}
+	opt, err := redis.ParseURL(c.url)
+	if err != nil {
+		return nil, &txbox.ConfigError{Field: "Redis URL", Reason: fmt.Sprintf("%s: %v", RedactURL(c.url), redactErr(err, c.url))}
+	}
+	opt.ClientName = c.name
+	opt.MaxRetries = -1
+	opt.DialerRetries = 1
+	opt.DialTimeout = c.dialTimeout
+	opt.ContextTimeoutEnabled = true
+	opt.DisableIdentity = true
+	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	return redis.NewClient(opt), nil
+}
+
+// ping checks the server within ctx, telling refused credentials
+// (configuration) from an unreachable server.
+func ping(ctx context.Context, rdb *redis.Client, rawURL string) error {
+	err := rdb.Ping(ctx).Err()
+	if err == nil {
+		return nil
+	}
+	if isServerErr(err) {
+		msg := err.Error()
+		if hasPrefix(msg, "NOAUTH", "WRONGPASS", "NOPERM", "ERR invalid password", "ERR AUTH", "ERR DB index", "ERR invalid DB index", "ERR Client sent AUTH") {
+			return &txbox.ConfigError{Field: "Redis URL", Reason: fmt.Sprintf("%s: %v", RedactURL(rawURL), redactErr(err, rawURL))}
+		}
+		if !hasPrefix(msg, "LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN") {
+			return &txbox.ConfigError{Field: "Redis URL", Reason: fmt.Sprintf("%s: %v", RedactURL(rawURL), redactErr(err, rawURL))}
+		}
+	}
+	return unavailable("connect to "+RedactURL(rawURL), redactErr(err, rawURL))
+}
+
+// isServerErr reports whether err is the server's reply rather than a
+// transport failure.
+func isServerErr(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && !errors.Is(err, redis.Nil) && !isTransport(err)
+}
+
+// isTransport reports a failure to reach or hear the server.
+func isTransport(err error) bool {
+	var nerr net.Error
+	return errors.As(err, &nerr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed)
+}
+
+// unavailableReply: server replies that mean "not now" rather than "no".
+func unavailableReply(msg string) bool {
+	return hasPrefix(msg, "LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "MOVED", "ASK")
+}
+
+func hasPrefix(s string, prefixes ...string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// RedactURL returns a Redis URL with its password replaced by "xxxxx", for
+// logs and errors. A URL that does not parse is replaced whole when it may
+// hold a secret.
+func RedactURL(raw string) string {
+	if !strings.Contains(raw, "@") && !strings.Contains(raw, "password=") {
+		return raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparsable url>"
+	}
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		} else if u.User.Username() != "" {
+			// redis://secret@host: go-redis reads a lone user part as the
+			// password.
+			u.User = url.User("xxxxx")
+		}
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// redactErr returns err with the URL's secrets blanked from its text;
+// errors.Is and errors.As still see the original.
+func redactErr(err error, rawURL string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for _, s := range secrets(rawURL) {
+		msg = strings.ReplaceAll(msg, s, "xxxxx")
+	}
+	if msg == err.Error() {
+		return err
+	}
+	return &redactedError{msg: msg, err: err}
+}
+
+func secrets(rawURL string) []string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	if u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			out = append(out, pw)
+		} else if !ok && u.User.Username() != "" {
+			out = append(out, u.User.Username())
+		}
+	}
+	if pw := u.Query().Get("password"); pw != "" {
+		out = append(out, pw)
+	}
+	return out
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// unavailable wraps a connection-level failure so that it matches
+// txbox.ErrBrokerUnavailable as well as the cause.
+func unavailable(what string, err error) error {
+	return fmt.Errorf("%w: redis: %s: %w", txbox.ErrBrokerUnavailable, what, err)
+}
+
+// ended is ctx.Err(), counting a deadline that has passed but whose timer
+// has not fired yet.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}

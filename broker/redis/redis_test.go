@@ -1,0 +1,447 @@
+package redisbroker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/brokertest"
+	redisbroker "github.com/txbox/txbox/broker/redis"
+	"github.com/txbox/txbox/broker/redis/redistest"
+	"github.com/txbox/txbox/internal/testenv"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func unique(prefix string) string {
+	return fmt.Sprintf("%s%d", prefix, time.Now().UnixNano()%1e12)
+}
+
+// admin is a plain client for the test's own setup and inspection.
+func admin(t *testing.T, rawURL string) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// shared returns the shared server's URL and a prefix for this test's keys,
+// deleted when the test ends.
+func shared(t *testing.T) (string, *redis.Client, string) {
+	t.Helper()
+	rawURL := testenv.URL(t, "TXBOX_TEST_REDIS")
+	c := admin(t, rawURL)
+	prefix := unique("txboxtest:") + ":"
+	t.Cleanup(func() {
+		ctx := context.Background()
+		keys, _ := c.Keys(ctx, prefix+"*").Result()
+		if len(keys) > 0 {
+			c.Del(ctx, keys...)
+		}
+	})
+	return rawURL, c, prefix
+}
+
+func msg(topic, key string, n int) broker.Message {
+	return broker.Message{Event: txbox.MustEvent("Order", key, "Created", map[string]int{"n": n}), Topic: topic, Source: "test"}
+}
+
+func open(t *testing.T, rawURL string, opts redisbroker.Options) *redisbroker.Publisher {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quiet
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := redisbroker.Open(ctx, rawURL, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func subscribe(t *testing.T, rawURL string, opts redisbroker.SubscriberOptions) *redisbroker.Subscriber {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quiet
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := redisbroker.OpenSubscriber(ctx, rawURL, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestConformance runs brokertest against a redis-server of this test's
+// own with an append-only file (appendfsync always), so that the
+// broker-down case kills and restarts it and checks that what it
+// acknowledged survived. Without the binary it falls back to the shared
+// server (which keeps nothing on disk) and that case is skipped.
+func TestConformance(t *testing.T) {
+	var rawURL string
+	var stop, start func(*testing.T)
+	if _, err := redistest.Binary(); err != nil {
+		t.Logf("own redis-server unavailable (%v): using the shared server; BrokerDown will be skipped", err)
+		rawURL = testenv.URL(t, "TXBOX_TEST_REDIS")
+	} else {
+		srv := redistest.Start(t)
+		rawURL = srv.URL
+		stop = func(*testing.T) { srv.Kill() }
+		start = func(*testing.T) { srv.Start() }
+	}
+	adm := admin(t, rawURL)
+	run := unique("bt:")
+	notStream := run + ":a-string"
+	if err := adm.Set(context.Background(), notStream, "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	const ackWait = time.Second
+	brokertest.Run(t, brokertest.Harness{
+		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
+			p, err := redisbroker.Open(ctx, rawURL, redisbroker.Options{MaxPayload: 1 << 20, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		NewSubscriber: func(ctx context.Context, t *testing.T, group, topic string) broker.Subscriber {
+			s, err := redisbroker.OpenSubscriber(ctx, rawURL, redisbroker.SubscriberOptions{Streams: []string{topic}, Group: group, AckWait: ackWait, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		Topic:         func(*testing.T) string { return fmt.Sprintf("%s:t%d:Order.Created", run, n.Add(1)) },
+		InvalidTopics: []string{"", notStream},
+		AckWait:       ackWait,
+		StopBroker:    stop,
+		StartBroker:   start,
+		PublishRaw: func(ctx context.Context, t *testing.T, topic string, headers map[string]string, body []byte) {
+			var fields []any
+			for k, v := range headers {
+				fields = append(fields, k, v)
+			}
+			fields = append(fields, redisbroker.FieldData, body)
+			if err := adm.XAdd(ctx, &redis.XAddArgs{Stream: topic, Values: fields}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		},
+	})
+}
+
+// TestRedisCLI: a message published by txbox is decoded by the stock
+// command-line client: redis-cli XRANGE shows every field by its name.
+func TestRedisCLI(t *testing.T) {
+	rawURL, _, prefix := shared(t)
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Skip("redis-cli is not installed (Debian package redis-tools): cannot check the wire format with the stock client")
+	}
+	p := open(t, rawURL, redisbroker.Options{})
+	stream := prefix + "Order"
+	m := msg(stream, "o-1", 7)
+	m.Event.AggregateVersion = 3
+	m.Event.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Publish(ctx, []broker.Message{m})[0]; err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, cli, "-u", rawURL, "--raw", "XRANGE", stream, "-", "+").CombinedOutput()
+	if err != nil {
+		t.Skipf("redis-cli cannot run here (%v): %s", err, out)
+	}
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	// id, then field and value lines, in the order written.
+	if len(lines) < 3 || len(lines)%2 != 1 {
+		t.Fatalf("redis-cli XRANGE printed:\n%s", out)
+	}
+	var names []string
+	got := map[string]string{}
+	for i := 1; i+1 < len(lines); i += 2 {
+		names = append(names, lines[i])
+		got[lines[i]] = lines[i+1]
+	}
+	want := []string{"ce_specversion", "ce_id", "ce_type", "ce_source", "ce_subject", "ce_time", "ce_datacontenttype", "ce_aggregatetype", "ce_aggregateversion", "ce_traceparent", "data"}
+	if strings.Join(names, ",") != strings.Join(want, ",") {
+		t.Errorf("fields %v, want %v", names, want)
+	}
+	for k, v := range map[string]string{
+		"ce_specversion": "1.0", "ce_id": m.Event.ID, "ce_type": "Created", "ce_source": "test", "ce_subject": "o-1",
+		"ce_time": m.Event.OccurredAt.UTC().Format(time.RFC3339Nano), "ce_datacontenttype": "application/json",
+		"ce_aggregatetype": "Order", "ce_aggregateversion": "3", "ce_traceparent": m.Event.Headers["traceparent"],
+		"data": string(m.Event.Payload),
+	} {
+		if got[k] != v {
+			t.Errorf("redis-cli shows %s = %q, want %q", k, got[k], v)
+		}
+	}
+}
+
+// TestNakDelays: a Nak'd entry comes back no sooner than its delay, also
+// past the ack wait (held by the delayed set), with a delivery count that
+// grows by one per claim.
+func TestNakDelays(t *testing.T) {
+	rawURL, adm, prefix := shared(t)
+	stream := prefix + "s"
+	p := open(t, rawURL, redisbroker.Options{})
+	const ackWait = 300 * time.Millisecond
+	s := subscribe(t, rawURL, redisbroker.SubscriberOptions{Streams: []string{stream}, Group: "g", AckWait: ackWait})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	m := msg(stream, "k", 0)
+	if err := p.Publish(ctx, []broker.Message{m})[0]; err != nil {
+		t.Fatal(err)
+	}
+	var nakAt time.Time
+	var lastDelay time.Duration
+	for i, delay := range []time.Duration{100 * time.Millisecond, 900 * time.Millisecond, 0, -1} {
+		ds, err := s.Receive(ctx, 5)
+		if err != nil {
+			t.Fatalf("delivery %d: %v", i+1, err)
+		}
+		if len(ds) != 1 {
+			t.Fatalf("delivery %d: %d entries", i+1, len(ds))
+		}
+		d := ds[0]
+		if el := time.Since(nakAt); el < lastDelay {
+			t.Errorf("delivery %d came back %v after Nak(%v)", i+1, el, lastDelay)
+		}
+		if e, err := d.Event(); err != nil || e.ID != m.Event.ID {
+			t.Fatalf("delivery %d: %v %v", i+1, e.ID, err)
+		}
+		if a := d.Attempt(); a != i+1 {
+			t.Errorf("delivery %d: Attempt() = %d", i+1, a)
+		}
+		if raw := d.Raw(); raw.Topic != stream || raw.ID != m.Event.ID {
+			t.Errorf("Raw() = %+v", raw)
+		}
+		if delay < 0 {
+			if err := d.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Ack(ctx); err == nil {
+				t.Error("second Ack succeeded")
+			}
+			break
+		}
+		nakAt, lastDelay = time.Now(), delay
+		if err := d.Nak(ctx, delay); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := adm.Exists(ctx, redisbroker.DelayedKey(stream, "g")).Result(); err != nil || n != 0 {
+		t.Errorf("delayed set left behind: %d, %v", n, err)
+	}
+}
+
+// TestDeadConsumerClaimed: an entry a consumer took and never acked is
+// claimed by another consumer of the group after the ack wait.
+func TestDeadConsumerClaimed(t *testing.T) {
+	rawURL, _, prefix := shared(t)
+	stream := prefix + "s"
+	p := open(t, rawURL, redisbroker.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, err := range p.Publish(ctx, []broker.Message{msg(stream, "k", 0), msg(stream, "k", 1)}) {
+		if err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	opts := redisbroker.SubscriberOptions{Streams: []string{stream}, Group: "g", AckWait: 300 * time.Millisecond}
+	a := subscribe(t, rawURL, opts)
+	ds, err := a.Receive(ctx, 1)
+	if err != nil || len(ds) != 1 {
+		t.Fatal(len(ds), err)
+	}
+	first, _ := ds[0].Event()
+	a.Close() // dies with the entry pending
+
+	b := subscribe(t, rawURL, opts)
+	var got []string
+	for len(got) < 2 {
+		ds, err := b.Receive(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			e, _ := d.Event()
+			if e.ID == first.ID && d.Attempt() != 2 {
+				t.Errorf("claimed entry: Attempt() = %d, want 2", d.Attempt())
+			}
+			got = append(got, e.ID)
+			if err := d.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got[0] != first.ID && got[1] != first.ID {
+		t.Errorf("the dead consumer's entry was not claimed: %v", got)
+	}
+}
+
+// TestMultiStreamMax: a read over several streams never returns more than
+// max, and keeps the rest for the next Receive.
+func TestMultiStreamMax(t *testing.T) {
+	rawURL, _, prefix := shared(t)
+	streams := []string{prefix + "a", prefix + "b", prefix + "c"}
+	p := open(t, rawURL, redisbroker.Options{MaxLen: 1000})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s := subscribe(t, rawURL, redisbroker.SubscriberOptions{Streams: streams, Group: "g", StartID: "$"})
+	var msgs []broker.Message
+	for i := range 9 {
+		msgs = append(msgs, msg(streams[i%3], "k", i))
+	}
+	for i, err := range p.Publish(ctx, msgs) {
+		if err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	seen := map[string]bool{}
+	for len(seen) < 9 {
+		ds, err := s.Receive(ctx, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) > 2 {
+			t.Fatalf("Receive(2) returned %d", len(ds))
+		}
+		for _, d := range ds {
+			e, err := d.Event()
+			if err != nil || seen[e.ID] {
+				t.Fatalf("%v %v", e.ID, err)
+			}
+			seen[e.ID] = true
+			if err := d.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	rawURL, adm, prefix := shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := redisbroker.Open(ctx, "redis://127.0.0.1:notaport", redisbroker.Options{Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
+		t.Errorf("bad URL: %v, want a config error", err)
+	}
+	if _, err := redisbroker.OpenSubscriber(ctx, rawURL, redisbroker.SubscriberOptions{Group: "g", Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
+		t.Errorf("no streams: %v, want a config error", err)
+	}
+	if _, err := redisbroker.OpenSubscriber(ctx, rawURL, redisbroker.SubscriberOptions{Streams: []string{"x"}, Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
+		t.Errorf("no group: %v, want a config error", err)
+	}
+	str := prefix + "string"
+	adm.Set(ctx, str, "x", 0)
+	if _, err := redisbroker.OpenSubscriber(ctx, rawURL, redisbroker.SubscriberOptions{Streams: []string{str}, Group: "g", Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
+		t.Errorf("a string key as stream: %v, want a config error", err)
+	}
+	u, _ := url.Parse(rawURL)
+	u.User = url.UserPassword("nosuchuser", "s3cr3t-wrong")
+	_, err := redisbroker.Open(ctx, u.String(), redisbroker.Options{Logger: quiet})
+	if !errors.Is(err, txbox.ErrConfig) {
+		t.Errorf("wrong password: %v, want a config error", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "s3cr3t-wrong") {
+		t.Errorf("error shows the password: %v", err)
+	}
+	u.Host = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	_, err = redisbroker.Open(ctx, u.String(), redisbroker.Options{DialTimeout: time.Second, Logger: quiet})
+	if !errors.Is(err, txbox.ErrBrokerUnavailable) {
+		t.Errorf("nothing listening: %v, want ErrBrokerUnavailable", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "s3cr3t-wrong") {
+		t.Errorf("error shows the password: %v", err)
+	}
+}
+
+// TestPersistenceReported: the shared server keeps nothing on disk, and
+// the publisher says so.
+func TestPersistenceReported(t *testing.T) {
+	rawURL, adm, _ := shared(t)
+	aof, err := adm.ConfigGet(context.Background(), "appendonly").Result()
+	if err != nil {
+		t.Skip(err)
+	}
+	p := open(t, rawURL, redisbroker.Options{})
+	if got, want := p.Capabilities().Persistent, aof["appendonly"] == "yes"; got != want {
+		t.Errorf("Persistent = %v with appendonly %q", got, aof["appendonly"])
+	}
+	if p.Capabilities().MaxPayload <= 0 {
+		t.Errorf("MaxPayload = %d", p.Capabilities().MaxPayload)
+	}
+	if !open(t, rawURL, redisbroker.Options{AssumePersistent: true}).Capabilities().Persistent {
+		t.Error("AssumePersistent ignored")
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"redis://127.0.0.1:6379/0":            "redis://127.0.0.1:6379/0",
+		"redis://bob:hunter2@h:6379/1":        "redis://bob:xxxxx@h:6379/1",
+		"rediss://:hunter2@h:6379":            "rediss://:xxxxx@h:6379",
+		"redis://hunter2@h:6379":              "redis://xxxxx@h:6379",
+		"redis://h:6379/0?password=hunter2":   "redis://h:6379/0?password=xxxxx",
+		"redis://bob:p%zz@h/":                 "<unparsable url>",
+		"redis://user:pa:ss@h:6379/?x=1#frag": "redis://user:xxxxx@h:6379/?x=1#frag",
+	} {
+		if got := redisbroker.RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestStreamDeletedWhileSubscribed: a stream deleted under a subscriber
+// fails one Receive as unavailable, and the group is made again for what
+// is published next.
+func TestStreamDeletedWhileSubscribed(t *testing.T) {
+	rawURL, adm, prefix := shared(t)
+	stream := prefix + "s"
+	p := open(t, rawURL, redisbroker.Options{})
+	s := subscribe(t, rawURL, redisbroker.SubscriberOptions{Streams: []string{stream}, Group: "g"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := adm.Del(ctx, stream).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err := s.Receive(rctx, 1)
+	rcancel()
+	if !errors.Is(err, txbox.ErrBrokerUnavailable) {
+		t.Fatalf("Receive on a deleted stream: %v, want ErrBrokerUnavailable", err)
+	}
+	m := msg(stream, "k", 0)
+	if err := p.Publish(ctx, []broker.Message{m})[0]; err != nil {
+		t.Fatal(err)
+	}
+	ds, err := s.Receive(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := ds[0].Event(); e.ID != m.Event.ID {
+		t.Fatalf("got %s, want %s", e.ID, m.Event.ID)
+	}
+}

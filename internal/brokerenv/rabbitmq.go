@@ -1,0 +1,157 @@
+package brokerenv
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	rabbitmqbroker "github.com/txbox/txbox/broker/rabbitmq"
+	"github.com/txbox/txbox/internal/scenario"
+	"github.com/txbox/txbox/internal/testenv"
+)
+
+// RabbitMQ runs each scenario on the shared RabbitMQ (TXBOX_TEST_AMQP),
+// with an exchange and queues of its own, reached through a TCP proxy of
+// the test's own: the broker-down scenario cuts the proxy rather than stop
+// the shared server.
+//
+// The topic is "<prefix>.{aggregate_type}.{event_type}" on a topic
+// exchange; three durable queues are bound with "<prefix>.*.*" before
+// anything is published: "stored" and "tap", drained in the background
+// (RabbitMQ does not drop duplicates, so both see every copy), and "inbox",
+// which the scenario's durable consumer reads. An event type with a dot
+// makes a four-word routing key no queue is bound for: with the mandatory
+// flag the broker returns it, which is the poison row.
+type RabbitMQ struct{}
+
+func (RabbitMQ) Setup(t *testing.T) *scenario.Destination {
+	t.Helper()
+	direct := testenv.URL(t, "TXBOX_TEST_AMQP")
+	u, err := url.Parse(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	via := u.String()
+
+	prefix := "t" + strings.ReplaceAll(txbox.NewID()[24:], "-", "")
+	exchange := "txbox." + prefix
+	binding := prefix + ".*.*"
+	queues := map[string]string{"stored": prefix + ".stored", "tap": prefix + ".tap", "inbox": prefix + ".inbox"}
+
+	conn, err := amqp.Dial(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDeclare(exchange, "topic", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range queues {
+		if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.QueueBind(q, binding, exchange, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		c, err := conn.Channel()
+		if err != nil {
+			return
+		}
+		for _, q := range queues {
+			_, _ = c.QueueDelete(q, false, false, false)
+		}
+		_ = c.ExchangeDelete(exchange, false, false)
+	})
+
+	var mu sync.Mutex
+	var tapped, stored []scenario.Seen
+	drain := func(queue string, into *[]scenario.Seen) {
+		c, err := conn.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds, err := c.Consume(queue, "", true, true, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for d := range ds {
+				s, _ := d.Headers[rabbitmqbroker.HeaderPrefix+"subject"].(string)
+				typ, _ := d.Headers[rabbitmqbroker.HeaderPrefix+"type"].(string)
+				mu.Lock()
+				*into = append(*into, scenario.Seen{EventID: d.MessageId, AggregateID: s, Type: typ})
+				mu.Unlock()
+			}
+		}()
+	}
+	drain(queues["stored"], &stored)
+	drain(queues["tap"], &tapped)
+
+	var subOnce sync.Once
+	var subName string
+	return &scenario.Destination{
+		URL:   via,
+		Args:  []string{"--amqp-exchange", exchange},
+		Topic: prefix + ".{aggregate_type}.{event_type}",
+		Publisher: func(t *testing.T) broker.Publisher {
+			p, err := rabbitmqbroker.Open(context.Background(), via, rabbitmqbroker.Options{Exchange: exchange})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Close() })
+			return p
+		},
+		Tapped: func() []scenario.Seen {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]scenario.Seen(nil), tapped...)
+		},
+		Stored: func(*testing.T) []scenario.Seen {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]scenario.Seen(nil), stored...)
+		},
+		Stop:       proxy.Cut,
+		Start:      proxy.Restore,
+		PoisonType: "Order.Unrouted",
+		Subscriber: func(t *testing.T, durable string) broker.Subscriber {
+			// RabbitMQ keeps a consumer's messages in its queue, which must
+			// exist before they are published: the one queue made above
+			// serves one durable consumer.
+			subOnce.Do(func() { subName = durable })
+			if durable != subName {
+				t.Fatalf("brokerenv.RabbitMQ has one pre-bound consumer queue, already used by %q; %q would need its own, bound before publishing", subName, durable)
+			}
+			s, err := rabbitmqbroker.OpenSubscriber(context.Background(), via, rabbitmqbroker.SubscriberOptions{
+				Queue: queues["inbox"], Exchange: exchange, Passive: true, AckWait: 5 * time.Second, Name: durable,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = s.Close()
+				if c, err := conn.Channel(); err == nil {
+					for _, d := range []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond} {
+						_, _ = c.QueueDelete(rabbitmqbroker.RetryQueueName(queues["inbox"], d), false, false, false)
+					}
+				}
+			})
+			return s
+		},
+	}
+}
