@@ -4,148 +4,28 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/store"
-	"github.com/txbox/txbox/store/postgres"
 )
 
-// drainEnv is one drain measurement's world: fresh outbox tables holding a
-// pre-written backlog, and a fresh JetStream stream.
-type drainEnv struct {
-	pg     string
-	natsU  string
-	tables store.Tables
-	stream string
-	prefix string
-	pool   *pgxpool.Pool
-	js     jetstream.JetStream
-	nc     *nats.Conn
-}
-
-func newDrainEnv(ctx context.Context, pg, natsURL string, events, aggs int) (*drainEnv, error) {
-	e := &drainEnv{pg: pg, natsU: natsURL}
-	sfx := strings.ReplaceAll(txbox.NewID()[24:], "-", "")
-	e.tables = store.Tables{Outbox: "bench_ob_" + sfx[:8], Inbox: "bench_ib_" + sfx[:8]}
-	e.prefix = "bench" + sfx[:8]
-	e.stream = strings.ToUpper(e.prefix)
-	var err error
-	if e.pool, err = pgxpool.New(ctx, pg); err != nil {
-		return nil, err
-	}
-	s, err := postgres.New(e.pool, postgres.Options{Tables: e.tables, Logger: quiet()})
-	if err != nil {
-		return nil, err
-	}
-	if err := s.Migrate(ctx); err != nil {
-		return nil, err
-	}
-	// A backlog of events with ~300-byte JSON payloads, spread over aggs
-	// aggregates in write order, written by the database itself so the
-	// setup takes seconds.
-	_, err = e.pool.Exec(ctx, `INSERT INTO `+e.tables.Outbox+` (event_id, aggregate_type, aggregate_id, event_type, payload)
+// writeTxboxBacklog writes a backlog of events with ~300-byte JSON payloads
+// into the txbox outbox table, spread over aggs aggregates in write order,
+// by the database itself so the setup takes seconds.
+func (e *benchEnv) writeTxboxBacklog(ctx context.Context, events, aggs int) error {
+	_, err := e.pool.Exec(ctx, `INSERT INTO `+e.tables.Outbox+` (event_id, aggregate_type, aggregate_id, event_type, payload)
 		SELECT gen_random_uuid()::text, 'Order', 'order-' || (g % $2), 'OrderCreated',
 		       json_build_object('seq', g, 'customer', 'c-' || (g % 997), 'note', repeat('x', 240))
 		FROM generate_series(1, $1) g`, events, aggs)
 	if err != nil {
-		return nil, fmt.Errorf("backlog: %w", err)
+		return fmt.Errorf("backlog: %w", err)
 	}
-	if _, err := e.pool.Exec(ctx, `ANALYZE `+e.tables.Outbox); err != nil {
-		return nil, err
-	}
-	if e.nc, err = nats.Connect(natsURL); err != nil {
-		return nil, err
-	}
-	e.js, _ = jetstream.New(e.nc)
-	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: e.stream, Subjects: []string{e.prefix + ".>"}, Storage: jetstream.FileStorage}); err != nil {
-		return nil, err
-	}
-	return e, nil
-}
-
-func (e *drainEnv) close() {
-	ctx := context.Background()
-	_ = e.js.DeleteStream(ctx, e.stream)
-	e.nc.Close()
-	for _, t := range []string{e.tables.Outbox, e.tables.Outbox + "_migrations", e.tables.Inbox, e.tables.Inbox + "_versions"} {
-		_, _ = e.pool.Exec(ctx, "DROP TABLE IF EXISTS "+t)
-	}
-	e.pool.Close()
-}
-
-func (e *drainEnv) storedMsgs(ctx context.Context) uint64 {
-	s, err := e.js.Stream(ctx, e.stream)
-	if err != nil {
-		return 0
-	}
-	return s.CachedInfo().State.Msgs
-}
-
-// waitDrained polls the stream until it holds want messages.
-func (e *drainEnv) waitDrained(ctx context.Context, want int, timeout time.Duration) (time.Duration, error) {
-	start := time.Now()
-	for {
-		if int(e.storedMsgs(ctx)) >= want {
-			return time.Since(start), nil
-		}
-		if time.Since(start) > timeout {
-			return 0, fmt.Errorf("drain timed out: %d of %d in the stream", e.storedMsgs(ctx), want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// procStats is what /proc says of a relay process.
-type procStats struct {
-	peakRSSKB int64
-	cpu       time.Duration
-}
-
-func readProc(pid int) procStats {
-	var ps procStats
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(l, "VmHWM:") {
-				f := strings.Fields(l)
-				ps.peakRSSKB, _ = strconv.ParseInt(f[1], 10, 64)
-			}
-		}
-	}
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndex(s, ")")+2:])
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		ps.cpu = time.Duration(ut+st) * time.Second / 100 // USER_HZ
-	}
-	return ps
-}
-
-// txboxBinary builds cmd/txbox of the enclosing module once.
-func txboxBinary() (string, error) {
-	p := filepath.Join(os.TempDir(), "txbox-bench-bin")
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", err
-	}
-	// Built in the library's own module, with its own go.mod: what users run.
-	cmd := exec.Command("go", "build", "-o", p, "./cmd/txbox")
-	cmd.Dir = filepath.Dir(filepath.Dir(strings.TrimSpace(string(gomod))))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build txbox: %v\n%s", err, out)
-	}
-	return p, nil
+	_, err = e.pool.Exec(ctx, `ANALYZE `+e.tables.Outbox)
+	return err
 }
 
 type drainResult struct {
@@ -158,39 +38,49 @@ type drainResult struct {
 
 func (r drainResult) rate() float64 { return float64(r.events) / r.elapsed.Seconds() }
 
-// drainTxbox runs `txbox relay` processes over the backlog until the stream
-// holds every event.
-func drainTxbox(ctx context.Context, e *drainEnv, bin string, events, procs int, extra ...string) (drainResult, error) {
-	args := []string{"relay", "--db", e.pg, "--outbox-table", e.tables.Outbox, "--inbox-table", e.tables.Inbox,
-		"--broker", e.natsU, "--nats-stream", e.stream, "--topic", e.prefix + ".{aggregate_type}.{event_type}",
-		"--log-level", "error", "--poll-interval", "50ms"}
-	args = append(args, extra...)
-	var cmds []*exec.Cmd
-	for i := range procs {
-		c := exec.Command(bin, append(args, "--relay-id", fmt.Sprintf("bench-%d", i))...)
-		c.Stderr = os.Stderr
-		if err := c.Start(); err != nil {
-			return drainResult{}, err
-		}
-		cmds = append(cmds, c)
-	}
-	elapsed, err := e.waitDrained(ctx, events, 30*time.Minute)
-	res := drainResult{events: events, elapsed: elapsed}
-	for _, c := range cmds {
-		ps := readProc(c.Process.Pid)
+type drainOpts struct {
+	events, aggs, batch int
+	timeout, stall      time.Duration
+}
+
+// drainChildren waits until the stream holds every event while procs relay
+// them, then reads their peak RSS and CPU and stops them.
+func drainChildren(ctx context.Context, e *benchEnv, o drainOpts, procs []*child) (drainResult, error) {
+	elapsed, err := e.waitStream(ctx, o.events, o.timeout, o.stall, procs...)
+	res := drainResult{events: o.events, elapsed: elapsed}
+	for _, c := range procs {
+		ps := c.stats()
 		res.rss = max(res.rss, ps.peakRSSKB)
 		res.cpu += ps.cpu
-		_ = c.Process.Signal(os.Interrupt)
-		_ = c.Wait()
+		c.stop()
 	}
 	return res, err
+}
+
+// drainTxbox runs `txbox relay` processes over the backlog until the stream
+// holds every event.
+func drainTxbox(ctx context.Context, e *benchEnv, bin string, o drainOpts, procs int, extra ...string) (drainResult, error) {
+	args := append(e.relayArgs(), "--poll-interval", "50ms", "--batch-size", strconv.Itoa(o.batch))
+	args = append(args, extra...)
+	var cs []*child
+	for i := range procs {
+		c, err := startChild(fmt.Sprintf("txbox relay %d", i), bin, append(args, "--relay-id", fmt.Sprintf("bench-%d", i))...)
+		if err != nil {
+			for _, c := range cs {
+				c.stop()
+			}
+			return drainResult{}, err
+		}
+		cs = append(cs, c)
+	}
+	return drainChildren(ctx, e, o, cs)
 }
 
 // drainRaw is the hand-written limit: in one transaction claim a batch with
 // FOR UPDATE SKIP LOCKED, publish it asynchronously with Nats-Msg-Id, wait
 // for the acks, DELETE the batch, commit. No ordering lanes, no leases, no
 // retries: what a relay costs without its guarantees.
-func drainRaw(ctx context.Context, e *drainEnv, events, batch int) (drainResult, error) {
+func drainRaw(ctx context.Context, e *benchEnv, events, batch int) (drainResult, error) {
 	js, err := jetstream.New(e.nc, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
 		return drainResult{}, err
@@ -225,6 +115,9 @@ func drainRaw(ctx context.Context, e *drainEnv, events, batch int) (drainResult,
 			if err := rows.Err(); err != nil {
 				return err
 			}
+			if len(ids) == 0 {
+				return fmt.Errorf("outbox empty with %d of %d sent", sent, events)
+			}
 			for _, f := range futs {
 				select {
 				case <-f.Ok():
@@ -247,46 +140,74 @@ func drainRaw(ctx context.Context, e *drainEnv, events, batch int) (drainResult,
 	return drainResult{events: events, elapsed: time.Since(start)}, nil
 }
 
+// drainContender is one way of draining a backlog; watermill says whether
+// its backlog is written in Watermill's schema instead of txbox's.
+type drainContender struct {
+	watermill bool
+	run       func(*benchEnv) (drainResult, error)
+}
+
+var drainNames = []string{"raw", "txbox", "txbox-delete", "txbox-2proc", "watermill"}
+
 func drainCmd(args []string) error {
 	fs := flag.NewFlagSet("drain", flag.ExitOnError)
-	pg := fs.String("db", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL URL")
-	natsURL := fs.String("broker", "nats://127.0.0.1:4222", "NATS URL")
+	pg := fs.String("db", defaultPG, "PostgreSQL URL")
+	natsURL := fs.String("broker", defaultNATS, "NATS URL")
 	events := fs.Int("events", 1_000_000, "backlog size")
 	aggs := fs.Int("aggregates", 100_000, "aggregates the backlog is spread over")
 	runs := fs.Int("runs", 3, "runs per contender")
-	batch := fs.Int("batch", 1000, "batch size for every contender")
-	which := fs.String("only", "raw,txbox,txbox-delete,txbox-2proc", "contenders, comma separated")
+	batch := fs.Int("batch", 1000, "batch size for every contender (Watermill: SubscribeBatchSize)")
+	which := fs.String("only", strings.Join(drainNames, ","), "contenders, comma separated: "+strings.Join(drainNames, ", "))
+	timeout := fs.Duration("timeout", 30*time.Minute, "longest one drain may take")
+	stall := fs.Duration("stall", 2*time.Minute, "fail a drain whose stream count has not moved for this long")
+	var wm wmOpts
+	fs.IntVar(&wm.perTx, "wm-events-per-tx", 1, "Watermill backlog: events per writing transaction id (0: the whole backlog in the one inserting transaction)")
+	fs.DurationVar(&wm.poll, "wm-poll", 10*time.Millisecond, "Watermill SQL subscriber PollInterval (only waited when a query finds nothing)")
+	fs.StringVar(&wm.driver, "wm-driver", "pgx", "Watermill SQL subscriber's database access: pgx (BeginnerFromPgx on a pgxpool) or stdlib (database/sql with pgx/v5/stdlib)")
 	_ = fs.Parse(args)
+	order, err := contenderList(*which, drainNames)
+	if err != nil {
+		return err
+	}
 	ctx := context.Background()
 	bin, err := txboxBinary()
 	if err != nil {
 		return err
 	}
-	contenders := map[string]func(*drainEnv) (drainResult, error){
-		"raw": func(e *drainEnv) (drainResult, error) { return drainRaw(ctx, e, *events, *batch) },
-		"txbox": func(e *drainEnv) (drainResult, error) {
-			return drainTxbox(ctx, e, bin, *events, 1, "--batch-size", strconv.Itoa(*batch))
-		},
-		"txbox-delete": func(e *drainEnv) (drainResult, error) {
-			return drainTxbox(ctx, e, bin, *events, 1, "--batch-size", strconv.Itoa(*batch), "--delete-sent")
-		},
-		"txbox-2proc": func(e *drainEnv) (drainResult, error) {
-			return drainTxbox(ctx, e, bin, *events, 2, "--batch-size", strconv.Itoa(*batch), "--delete-sent")
-		},
+	o := drainOpts{events: *events, aggs: *aggs, batch: *batch, timeout: *timeout, stall: *stall}
+	wm.batch = *batch
+	contenders := map[string]drainContender{
+		"raw": {run: func(e *benchEnv) (drainResult, error) { return drainRaw(ctx, e, *events, *batch) }},
+		"txbox": {run: func(e *benchEnv) (drainResult, error) {
+			return drainTxbox(ctx, e, bin, o, 1)
+		}},
+		"txbox-delete": {run: func(e *benchEnv) (drainResult, error) {
+			return drainTxbox(ctx, e, bin, o, 1, "--delete-sent")
+		}},
+		"txbox-2proc": {run: func(e *benchEnv) (drainResult, error) {
+			return drainTxbox(ctx, e, bin, o, 2, "--delete-sent")
+		}},
+		"watermill": {watermill: true, run: func(e *benchEnv) (drainResult, error) {
+			return drainWatermill(ctx, e, o, wm)
+		}},
 	}
 	results := map[string][]drainResult{}
-	order := strings.Split(*which, ",")
 	for r := range *runs {
 		for _, name := range order {
-			run, ok := contenders[name]
-			if !ok {
-				return fmt.Errorf("unknown contender %q", name)
-			}
-			e, err := newDrainEnv(ctx, *pg, *natsURL, *events, *aggs)
+			c := contenders[name]
+			e, err := newEnv(ctx, *pg, *natsURL, !c.watermill)
 			if err != nil {
 				return err
 			}
-			res, err := run(e)
+			if c.watermill {
+				err = e.writeWatermillBacklog(ctx, o, &wm)
+			} else {
+				err = e.writeTxboxBacklog(ctx, *events, *aggs)
+			}
+			var res drainResult
+			if err == nil {
+				res, err = c.run(e)
+			}
 			e.close()
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
@@ -297,27 +218,28 @@ func drainCmd(args []string) error {
 		}
 	}
 	fmt.Printf("\ndrain of %d events over %d aggregates, batch %d, medians of %d runs\n", *events, *aggs, *batch, *runs)
-	fmt.Printf("| contender | events/s (median) | vs raw | peak RSS (MB, median) |\n|---|---|---|---|\n")
-	rawRate := medianBy(results["raw"], drainResult.rate)
+	if _, ok := results["watermill"]; ok {
+		fmt.Printf("watermill: %s\n", wm.describe())
+	}
+	fmt.Printf("| contender | events/s (median) | vs raw | vs watermill | peak RSS (MB, median) | CPU s (median) |\n|---|---|---|---|---|---|\n")
+	rawRate := medianOf(results["raw"], drainResult.rate)
+	wmRate := medianOf(results["watermill"], drainResult.rate)
 	for _, name := range order {
-		rate := medianBy(results[name], drainResult.rate)
-		rss := medianBy(results[name], func(r drainResult) float64 { return float64(r.rss) / 1024 })
-		ratio := "-"
-		if rawRate > 0 {
-			ratio = fmt.Sprintf("%.2f", rate/rawRate)
-		}
-		fmt.Printf("| %s | %.0f | %s | %.0f |\n", name, rate, ratio, rss)
+		rate := medianOf(results[name], drainResult.rate)
+		rss := medianOf(results[name], func(r drainResult) float64 { return float64(r.rss) / 1024 })
+		cpu := medianOf(results[name], func(r drainResult) float64 { return r.cpu.Seconds() })
+		fmt.Printf("| %s | %.0f | %s | %s | %.0f | %.2f |\n", name, rate, ratio(rate, rawRate), ratio(rate, wmRate), rss, cpu)
+	}
+	has := func(n string) bool { return len(results[n]) > 0 }
+	m := func(n string) float64 { return medianOf(results[n], drainResult.rate) }
+	if has("txbox") {
+		fmt.Printf("RESULT txbox %.0f events/s (target >= 30000)\n", m("txbox"))
+	}
+	if has("txbox") && has("watermill") {
+		fmt.Printf("RESULT txbox/watermill %s (target >= 4)\n", ratio(m("txbox"), m("watermill")))
+	}
+	if has("txbox-2proc") && has("txbox-delete") {
+		fmt.Printf("RESULT txbox-2proc/txbox-delete %s (target >= 1; both --delete-sent)\n", ratio(m("txbox-2proc"), m("txbox-delete")))
 	}
 	return nil
-}
-
-func medianBy(rs []drainResult, f func(drainResult) float64) float64 {
-	if len(rs) == 0 {
-		return 0
-	}
-	xs := make([]float64, len(rs))
-	for i, r := range rs {
-		xs[i] = f(r)
-	}
-	return median(xs)
 }

@@ -1,8 +1,13 @@
-// Command bench measures txbox against the raw limits of the same machine.
-// It is a module of its own so that comparison code never enters the
-// library's dependencies.
+// Command bench measures txbox against the raw limits of the same machine
+// and against Watermill. It is a module of its own so that comparison code
+// never enters the library's dependencies.
 //
+//	go run . drain --events 1000000
+//	go run . write
+//	go run . latency --rate 500 --rate 2000 --duration 20s
+//	go run . inbox --events 100000
 //	go run . history --db mysql://root@127.0.0.1:3306/test --history 2000000
+//	go run . smoke   # every subcommand at toy sizes, for CI
 package main
 
 import (
@@ -20,6 +25,16 @@ func main() {
 		err = history(os.Args[2:])
 	case "drain":
 		err = drainCmd(os.Args[2:])
+	case "write":
+		err = writeCmd(os.Args[2:])
+	case "latency":
+		err = latencyCmd(os.Args[2:])
+	case "inbox":
+		err = inboxCmd(os.Args[2:])
+	case "smoke":
+		err = smoke(os.Args[2:])
+	case "watermill-forwarder": // drain's Watermill contender, run as a child process
+		err = watermillForwarderCmd(os.Args[2:])
 	default:
 		usage()
 	}
@@ -30,8 +45,13 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, `usage:
-  bench drain   [--db URL] [--broker URL] [--events N] [--aggregates N] [--runs N] [--batch N] [--only a,b]
-  bench history --db URL [--history N] [--backlog N] [--batch N] [--runs N]`)
+	fmt.Fprintln(os.Stderr, `usage (every subcommand takes --db URL and, where it uses NATS, --broker URL; -h lists all flags):
+  bench drain   [--events N] [--aggregates N] [--runs N] [--batch N] [--only raw,txbox,txbox-delete,txbox-2proc,watermill]
+                [--wm-events-per-tx N] [--wm-poll D] [--wm-driver pgx|stdlib] [--timeout D] [--stall D]
+  bench write   [--clients N] [--duration D] [--warmup D] [--runs N] [--counters N] [--only business,handwritten,txbox,txbox-wakeup]
+  bench latency [--rate N]... [--duration D] [--idle D] [--variants listen,poll] [--poll-interval D] [--writers N]
+  bench inbox   [--events N] [--aggregates N] [--batch N] [--runs N] [--only txbox,handwritten] [--double-ack]
+  bench history --db URL [--history N] [--backlog N] [--batch N] [--runs N]
+  bench smoke   every subcommand at toy sizes (CI)`)
 	os.Exit(2)
 }

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/store/postgres"
+)
+
+// write answers: what does adding an event to a business transaction cost,
+// written by hand and through txbox's write API? Each contender runs the
+// same business transaction (INSERT an order, UPDATE its customer's counter
+// row) from --clients connections for --duration; "handwritten" adds one
+// plain INSERT into the txbox outbox table, "txbox" adds the same event
+// through outbox.NewWriter(...).AddPgx. Tables are fresh for every run.
+
+var writeNames = []string{"business", "handwritten", "txbox", "txbox-wakeup"}
+
+type writeEnv struct {
+	orders, counters, outbox string
+	w                        *outbox.Writer
+}
+
+// orderEvent is the event of one order, the same value for both ways of
+// writing it.
+type orderEvent struct {
+	OrderID  int64  `json:"order_id"`
+	Customer int    `json:"customer"`
+	Amount   int    `json:"amount"`
+	Note     string `json:"note"`
+}
+
+var note200 = strings.Repeat("n", 200)
+
+// businessTx is the transaction every contender runs; event, when set,
+// adds the outbox write inside it.
+func (we *writeEnv) businessTx(ctx context.Context, pool *pgxpool.Pool, rng *rand.Rand, counters int, event func(tx pgx.Tx, ev orderEvent) error) error {
+	customer := rng.IntN(counters)
+	amount := 100 + rng.IntN(100_000)
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var id int64
+		if err := tx.QueryRow(ctx, `INSERT INTO `+we.orders+` (customer_id, amount_cents, status, note) VALUES ($1, $2, 'NEW', $3) RETURNING id`,
+			customer, amount, "bench order").Scan(&id); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE `+we.counters+` SET orders = orders + 1, amount_cents = amount_cents + $2 WHERE customer_id = $1`, customer, amount); err != nil {
+			return err
+		}
+		if event == nil {
+			return nil
+		}
+		return event(tx, orderEvent{OrderID: id, Customer: customer, Amount: amount, Note: note200})
+	})
+}
+
+func writeCmd(args []string) error {
+	fs := flag.NewFlagSet("write", flag.ExitOnError)
+	pg := fs.String("db", defaultPG, "PostgreSQL URL")
+	clients := fs.Int("clients", 2, "concurrent connections, one transaction at a time each")
+	duration := fs.Duration("duration", 10*time.Second, "measured time per run")
+	warmup := fs.Duration("warmup", time.Second, "unmeasured time before each run")
+	runs := fs.Int("runs", 3, "runs per contender")
+	counters := fs.Int("counters", 100, "customer counter rows the UPDATE picks from")
+	which := fs.String("only", "business,handwritten,txbox", "contenders, comma separated: "+strings.Join(writeNames, ", "))
+	_ = fs.Parse(args)
+	order, err := contenderList(*which, writeNames)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(*pg)
+	if err != nil {
+		return err
+	}
+	cfg.MaxConns = int32(*clients)
+	cfg.MinConns = int32(*clients)
+	results := map[string][]float64{}
+	for r := range *runs {
+		for _, name := range order {
+			rate, err := writeRun(ctx, cfg, name, *clients, *counters, *warmup, *duration)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			results[name] = append(results[name], rate)
+			fmt.Printf("  run %d %-13s %8.0f tx/s\n", r+1, name, rate)
+		}
+	}
+	fmt.Printf("\nwrite path, %d clients, %v per run, medians of %d runs\n", *clients, *duration, *runs)
+	fmt.Printf("| contender | tx/s (median) | vs business | vs handwritten |\n|---|---|---|---|\n")
+	m := func(n string) float64 { return medianOf(results[n], func(x float64) float64 { return x }) }
+	for _, name := range order {
+		fmt.Printf("| %s | %.0f | %s | %s |\n", name, m(name), ratio(m(name), m("business")), ratio(m(name), m("handwritten")))
+	}
+	if len(results["business"]) > 0 && len(results["handwritten"]) > 0 {
+		fmt.Printf("RESULT handwritten/business %s\n", ratio(m("handwritten"), m("business")))
+	}
+	if len(results["txbox"]) > 0 && len(results["handwritten"]) > 0 {
+		fmt.Printf("RESULT txbox/handwritten %s (target >= 0.97)\n", ratio(m("txbox"), m("handwritten")))
+	}
+	return nil
+}
+
+// writeRun measures one contender on fresh tables: committed transactions
+// per second over duration, after warmup.
+func writeRun(ctx context.Context, cfg *pgxpool.Config, name string, clients, counters int, warmup, duration time.Duration) (float64, error) {
+	e, err := newWriteEnv(ctx, cfg, counters)
+	if err != nil {
+		return 0, err
+	}
+	defer e.close()
+	we := e.we
+	var event func(tx pgx.Tx, ev orderEvent) error
+	switch name {
+	case "handwritten":
+		event = func(tx pgx.Tx, ev orderEvent) error {
+			payload, err := json.Marshal(ev)
+			if err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `INSERT INTO `+we.outbox+` (event_id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1, $2, $3, $4, $5)`,
+				txbox.NewID(), "Order", strconv.FormatInt(ev.OrderID, 10), "OrderCreated", payload)
+			return err
+		}
+	case "txbox", "txbox-wakeup":
+		w := outbox.NewWriter(postgres.Dialect{Tables: e.env.tables})
+		if name == "txbox-wakeup" {
+			w = outbox.NewWriter(postgres.Dialect{Tables: e.env.tables}, outbox.WithWakeup())
+		}
+		event = func(tx pgx.Tx, ev orderEvent) error {
+			te, err := txbox.NewEvent("Order", strconv.FormatInt(ev.OrderID, 10), "OrderCreated", ev)
+			if err != nil {
+				return err
+			}
+			return w.AddPgx(ctx, tx, te)
+		}
+	}
+	start := time.Now()
+	from, until := start.Add(warmup), start.Add(warmup+duration)
+	var counted atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(c), uint64(start.UnixNano())))
+			for {
+				if err := we.businessTx(ctx, e.pool, rng, counters, event); err != nil {
+					errs <- err
+					return
+				}
+				now := time.Now()
+				if now.After(until) {
+					return
+				}
+				if now.After(from) {
+					counted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	return float64(counted.Load()) / duration.Seconds(), nil
+}
+
+type writeRunEnv struct {
+	env  *benchEnv
+	pool *pgxpool.Pool
+	we   *writeEnv
+}
+
+// newWriteEnv makes fresh orders, counters and txbox tables, and a pool of
+// exactly clients connections for the measured transactions.
+func newWriteEnv(ctx context.Context, cfg *pgxpool.Config, counters int) (*writeRunEnv, error) {
+	env, err := newEnv(ctx, cfg.ConnString(), "", true)
+	if err != nil {
+		return nil, err
+	}
+	we := &writeEnv{orders: env.table("orders"), counters: env.table("counters"), outbox: env.tables.Outbox}
+	for _, q := range []string{
+		`CREATE TABLE ` + we.orders + ` (id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, customer_id INT NOT NULL,
+			amount_cents BIGINT NOT NULL, status VARCHAR(16) NOT NULL, note TEXT, created_at TIMESTAMPTZ NOT NULL DEFAULT now())`,
+		`CREATE TABLE ` + we.counters + ` (customer_id INT PRIMARY KEY, orders BIGINT NOT NULL DEFAULT 0, amount_cents BIGINT NOT NULL DEFAULT 0)`,
+		`INSERT INTO ` + we.counters + ` (customer_id) SELECT g FROM generate_series(0, ` + strconv.Itoa(counters-1) + `) g`,
+	} {
+		if _, err := env.pool.Exec(ctx, q); err != nil {
+			env.close()
+			return nil, err
+		}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		env.close()
+		return nil, err
+	}
+	return &writeRunEnv{env: env, pool: pool, we: we}, nil
+}
+
+func (e *writeRunEnv) close() {
+	e.pool.Close()
+	e.env.close()
+}
