@@ -57,6 +57,20 @@ type Harness struct {
 	// PublishRaw publishes a message bypassing the adapter's encoding, as a
 	// foreign producer would. Nil when the harness cannot.
 	PublishRaw func(ctx context.Context, t *testing.T, topic string, headers map[string]string, body []byte)
+
+	// SubscribeFirst: the broker keeps a message only for the subscriptions
+	// that exist when it is published (MQTT). The broker-down case then
+	// makes its durable subscription before publishing the message that
+	// must survive the restart, and reads it with the same group after.
+	SubscribeFirst bool
+
+	// Synchronous: Publish returns only once a subscriber settled the
+	// message (HTTP webhooks, where the response is the consumer's
+	// verdict). The suite then publishes while it receives, and a Nak'd
+	// message must fail its Publish with a retryable error; the suite
+	// publishes it again, as the relay would, and that is its redelivery.
+	// Topics without a subscriber must confirm at once.
+	Synchronous bool
 }
 
 // Timeouts, generous for a loaded CI machine and still far below the test
@@ -154,7 +168,9 @@ func subscriber(t *testing.T, h Harness, group, topic string) broker.Subscriber 
 	return s
 }
 
-func group() string {
+func group() string { return newGroup() }
+
+func newGroup() string {
 	return fmt.Sprintf("bt%d", seq.Add(1))
 }
 
@@ -171,6 +187,49 @@ func publishOK(t *testing.T, p broker.Publisher, msgs []broker.Message) {
 		if err != nil {
 			t.Fatalf("Publish message %d (%s on %q): %v", i, msgs[i].Event.ID, msgs[i].Topic, err)
 		}
+	}
+}
+
+// startPublish publishes the calls one after the other. For a Synchronous
+// harness it does so in the background, and wait reports the results once
+// the subscriber settled them; otherwise every call is confirmed before it
+// returns and wait returns at once. wait fails the test if a call did not
+// confirm every message, unless keep is set: then the results are returned.
+func startPublish(t *testing.T, h Harness, p broker.Publisher, calls ...[]broker.Message) (wait func(keep bool) [][]error) {
+	t.Helper()
+	if !h.Synchronous {
+		for _, msgs := range calls {
+			publishOK(t, p, msgs)
+		}
+		return func(bool) [][]error { return nil }
+	}
+	done := make(chan [][]error, 1)
+	go func() {
+		var all [][]error
+		for _, msgs := range calls {
+			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			all = append(all, p.Publish(ctx, msgs))
+			cancel()
+		}
+		done <- all
+	}()
+	return func(keep bool) [][]error {
+		t.Helper()
+		all := <-done
+		if keep {
+			return all
+		}
+		for c, errs := range all {
+			if len(errs) != len(calls[c]) {
+				t.Fatalf("Publish returned %d results for %d messages", len(errs), len(calls[c]))
+			}
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("Publish call %d message %d (%s on %q): %v", c, i, calls[c][i].Event.ID, calls[c][i].Topic, err)
+				}
+			}
+		}
+		return all
 	}
 }
 
@@ -282,7 +341,7 @@ func testPublishReceive(t *testing.T, h Harness) {
 		want[e.ID] = e.Payload
 		msgs = append(msgs, message(topic, e))
 	}
-	publishOK(t, p, msgs)
+	wait := startPublish(t, h, p, msgs)
 	for _, d := range receive(t, s, len(msgs), true) {
 		e := decode(t, d)
 		w, ok := want[e.ID]
@@ -297,6 +356,7 @@ func testPublishReceive(t *testing.T, h Harness) {
 			t.Errorf("event %s Raw().Topic = %q, want %q", e.ID, raw.Topic, topic)
 		}
 	}
+	wait(false)
 	expectQuiet(t, s, quietPeriod, "all messages were received and acked")
 }
 
@@ -319,8 +379,9 @@ func testHeaderRoundTrip(t *testing.T, h Harness) {
 		},
 		Payload: []byte(`{"order":"42","lines":[{"sku":"A-1","qty":2}],"note":"naïve"}`),
 	}
-	publishOK(t, p, []broker.Message{message(topic, want)})
+	wait := startPublish(t, h, p, []broker.Message{message(topic, want)})
 	ds := receive(t, s, 1, true)
+	wait(false)
 	got := decode(t, ds[0])
 	if got.ID != want.ID || got.Type != want.Type || got.AggregateType != want.AggregateType ||
 		got.AggregateID != want.AggregateID || got.AggregateVersion != want.AggregateVersion {
@@ -365,9 +426,11 @@ func testOrderPerKey(t *testing.T, h Harness) {
 		order[e.ID] = i / keys
 		all = append(all, message(topic, e))
 	}
+	var parts [][]broker.Message
 	for c := range calls {
-		publishOK(t, p, all[c*total/calls:(c+1)*total/calls])
+		parts = append(parts, all[c*total/calls:(c+1)*total/calls])
 	}
+	wait := startPublish(t, h, p, parts...)
 	last := map[string]int{}
 	for _, d := range receive(t, s, total, true) {
 		e := decode(t, d)
@@ -380,6 +443,7 @@ func testOrderPerKey(t *testing.T, h Harness) {
 		}
 		last[e.AggregateID] = pos
 	}
+	wait(false)
 	for k, pos := range last {
 		if pos != total/keys-1 {
 			t.Errorf("key %s: last message #%d, want #%d", k, pos, total/keys-1)
@@ -483,7 +547,7 @@ func testRedeliveryNak(t *testing.T, h Harness) {
 	topic := h.Topic(t)
 	s := subscriber(t, h, group(), topic)
 	acked, naked := event("a", 0), event("b", 1)
-	publishOK(t, p, []broker.Message{message(topic, acked), message(topic, naked)})
+	wait := startPublish(t, h, p, []broker.Message{message(topic, acked), message(topic, naked)})
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	const delay = 500 * time.Millisecond
@@ -505,11 +569,24 @@ func testRedeliveryNak(t *testing.T, h Harness) {
 			t.Fatalf("unexpected event %s", e.ID)
 		}
 	}
+	if h.Synchronous {
+		// The Nak is the sender's answer: a retryable failure. Its retry,
+		// which the relay would make, is the redelivery.
+		errs := wait(true)[0]
+		if errs[0] != nil {
+			t.Fatalf("Publish of the acked message: %v", errs[0])
+		}
+		if errs[1] == nil || errors.Is(errs[1], txbox.ErrPermanent) {
+			t.Fatalf("Publish of the Nak'd message: err = %v, want a retryable error", errs[1])
+		}
+		t.Logf("Nak'd message, as the sender saw it: %v", errs[1])
+		wait = startPublish(t, h, p, []broker.Message{message(topic, naked)})
+	}
 	d := receive(t, s, 1, false)[0]
 	if e := decode(t, d); e.ID != naked.ID {
 		t.Fatalf("redelivered %s, want the Nak'd %s (the acked one must not come back)", e.ID, naked.ID)
 	}
-	if el := time.Since(nakAt); el < delay*8/10 {
+	if el := time.Since(nakAt); el < delay*8/10 && !h.Synchronous {
 		t.Errorf("Nak'd delivery came back after %v, before its delay of %v", el, delay)
 	}
 	if a := d.Attempt(); a != 0 && a <= firstAttempt {
@@ -518,6 +595,7 @@ func testRedeliveryNak(t *testing.T, h Harness) {
 	if err := d.Ack(ctx); err != nil {
 		t.Fatalf("Ack of the redelivery: %v", err)
 	}
+	wait(false)
 	expectQuiet(t, s, quietPeriod, "both messages were acked")
 }
 
@@ -613,6 +691,13 @@ func testBrokerDown(t *testing.T, h Harness) {
 	p := publisher(t, h)
 	topic := h.Topic(t)
 	before := event("k", 0)
+	var survivor string // the group that must still get before
+	if h.SubscribeFirst && h.NewSubscriber != nil && p.Capabilities().Persistent {
+		survivor = group()
+		if err := subscriber(t, h, survivor, topic).Close(); err != nil {
+			t.Fatalf("subscriber Close: %v", err)
+		}
+	}
 	publishOK(t, p, []broker.Message{message(topic, before)})
 
 	h.StopBroker(t)
@@ -653,7 +738,7 @@ func testBrokerDown(t *testing.T, h Harness) {
 		cancel()
 		if last = errs[0]; last == nil {
 			t.Logf("publishing again after %d attempts", attempt)
-			checkSurvived(t, h, p, topic, before.ID)
+			checkSurvived(t, h, p, topic, before.ID, survivor)
 			return
 		}
 		if errors.Is(last, txbox.ErrPermanent) {
@@ -666,8 +751,8 @@ func testBrokerDown(t *testing.T, h Harness) {
 }
 
 // checkSurvived: a persistent broker still delivers the message it confirmed
-// before it was stopped.
-func checkSurvived(t *testing.T, h Harness, p broker.Publisher, topic, id string) {
+// before it was stopped, to group if given, else to a new group.
+func checkSurvived(t *testing.T, h Harness, p broker.Publisher, topic, id, group string) {
 	t.Helper()
 	if !p.Capabilities().Persistent {
 		t.Log("not checking that messages survive the restart: adapter does not declare Persistent")
@@ -677,7 +762,10 @@ func checkSurvived(t *testing.T, h Harness, p broker.Publisher, topic, id string
 		t.Log("not checking that messages survive the restart: Harness.NewSubscriber is nil")
 		return
 	}
-	s := subscriber(t, h, group(), topic)
+	if group == "" {
+		group = newGroup()
+	}
+	s := subscriber(t, h, group, topic)
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	for {

@@ -1,0 +1,391 @@
+// Package mqttbroker publishes and consumes txbox events over MQTT 5, in
+// CloudEvents 1.0 binary content mode, with github.com/eclipse/paho.golang.
+//
+// Its directory is broker/mqtt, but the package is named mqttbroker so that
+// it does not shadow the MQTT client packages in code importing both:
+//
+//	import mqttbroker "github.com/txbox/txbox/broker/mqtt"
+//
+// # Wire format
+//
+// Each event is one QoS 1 PUBLISH on the topic rendered from the relay's
+// template. Following the CloudEvents MQTT binding for MQTT 5 binary mode,
+// datacontenttype ("application/json") travels in the PUBLISH Content Type
+// property, every other attribute as a User Property named by the attribute,
+// unprefixed ("specversion", "id", "type", "source", "subject", "time",
+// "aggregatetype", "aggregateversion", "traceparent", ...), and the payload is
+// the event's JSON, byte for byte. A Subscriber also decodes structured mode
+// (Content Type "application/cloudevents+json"), the only mode MQTT 3.1.1
+// producers can send.
+//
+// MQTT topics use '/' between levels, and the relay's default template
+// ("outbox.{aggregate_type}.{event_type}") is a single level, which consumers
+// can only subscribe to by its full name; with MQTT prefer a template such as
+// "outbox/{aggregate_type}/{event_type}", which "outbox/#" or
+// "outbox/Order/+" match.
+//
+// # What a confirmation means
+//
+// A publish counts when its PUBACK arrives with a success reason code. An
+// MQTT broker is not a log: it hands a message to the subscriptions that
+// exist when it arrives and keeps it only for those (for offline persistent
+// sessions, up to the broker's queue limits — Mosquitto's
+// max_queued_messages, 1000 by default, drops beyond that). A message no
+// subscription matched is acknowledged and gone (MQTT 5 says so with reason
+// 0x10, which Options.RequireSubscribers turns into a retryable failure).
+// Start consumers, whose persistent sessions then queue for them, before
+// producers. Whether a confirmed message survives a broker restart depends
+// on the broker (Mosquitto: "persistence true" saves on shutdown and every
+// autosave_interval, so a crash loses what changed since the last save);
+// Options.Persistent is the operator's declaration of it.
+package mqttbroker
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/eclipse/paho.golang/packets"
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/eclipse/paho.golang/paho/session/state"
+
+	"github.com/txbox/txbox"
+)
+
+// Defaults for Options and SubscriberOptions.
+const (
+	DefaultConnectTimeout = 5 * time.Second
+	DefaultAckTimeout     = 30 * time.Second
+	DefaultKeepAlive      = 30 * time.Second
+	DefaultSessionExpiry  = 7 * 24 * time.Hour
+	DefaultReceiveMaximum = 1000
+	DefaultAckWait        = 30 * time.Second
+)
+
+// endpoint is a parsed broker URL.
+type endpoint struct {
+	addr     string // host:port
+	host     string
+	tls      bool
+	username string
+	password []byte
+	hasUser  bool
+	hasPass  bool
+	redacted string
+}
+
+// parseURL reads mqtt://, tcp:// (plain) and mqtts://, ssl://, tls:// (TLS)
+// URLs with optional user:password. Errors name the URL without its
+// password.
+func parseURL(raw string) (endpoint, error) {
+	bad := func(format string, a ...any) (endpoint, error) {
+		return endpoint{}, &txbox.ConfigError{Field: "MQTT URL", Reason: fmt.Sprintf(format, a...)}
+	}
+	if strings.TrimSpace(raw) == "" {
+		return bad("empty; e.g. mqtt://127.0.0.1:1883")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return bad("%s does not parse", RedactURL(raw))
+	}
+	ep := endpoint{host: u.Hostname(), redacted: RedactURL(raw)}
+	port := u.Port()
+	switch strings.ToLower(u.Scheme) {
+	case "mqtt", "tcp":
+		if port == "" {
+			port = "1883"
+		}
+	case "mqtts", "ssl", "tls":
+		ep.tls = true
+		if port == "" {
+			port = "8883"
+		}
+	default:
+		return bad("%s: scheme %q, want mqtt, mqtts, tcp, ssl or tls", ep.redacted, u.Scheme)
+	}
+	if ep.host == "" {
+		return bad("%s has no host", ep.redacted)
+	}
+	if u.Path != "" && u.Path != "/" {
+		return bad("%s: a broker URL has no path (topics come from the topic template)", ep.redacted)
+	}
+	ep.addr = net.JoinHostPort(ep.host, port)
+	if u.User != nil {
+		ep.hasUser = true
+		ep.username = u.User.Username()
+		if pw, ok := u.User.Password(); ok {
+			ep.hasPass = true
+			ep.password = []byte(pw)
+		}
+	}
+	return ep, nil
+}
+
+// RedactURL returns raw with its password replaced by "xxxxx", for logs and
+// errors. A URL that does not parse is cut down to its scheme, since it may
+// hold a secret in a shape url.Parse cannot find.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		if i := strings.Index(raw, "://"); i >= 0 {
+			return raw[:i+3] + "<unparsable>"
+		}
+		return "<unparsable url>"
+	}
+	return u.Redacted()
+}
+
+// unavailable wraps a connection-level failure so that it matches
+// txbox.ErrBrokerUnavailable as well as the cause.
+func unavailable(what string, err error) error {
+	return fmt.Errorf("%w: mqtt: %s: %w", txbox.ErrBrokerUnavailable, what, err)
+}
+
+// conn is one MQTT network connection and its client. A Publisher or
+// Subscriber makes a new one after the old one is lost; paho's client
+// cannot be reconnected.
+type conn struct {
+	cli   *paho.Client
+	net   net.Conn     // thread-safe: paho and the publisher both write
+	state *state.State // session state, shared with cli
+	ack   *paho.Connack
+	gen   uint64
+}
+
+// dead reports whether the connection has shut down.
+func (c *conn) dead() bool {
+	select {
+	case <-c.cli.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// close disconnects politely (reason 0: the session, if any, is kept) and
+// waits for the client to shut down.
+func (c *conn) close() {
+	if !c.dead() {
+		_ = c.cli.Disconnect(&paho.Disconnect{ReasonCode: 0})
+	}
+	<-c.cli.Done()
+	_ = c.state.Close()
+}
+
+// serverMaxPacket is the Maximum Packet Size the server announced, 0 if none.
+func (c *conn) serverMaxPacket() uint32 {
+	if c.ack != nil && c.ack.Properties != nil && c.ack.Properties.MaximumPacketSize != nil {
+		return *c.ack.Properties.MaximumPacketSize
+	}
+	return 0
+}
+
+// dialConfig is what both sides need to connect.
+type dialConfig struct {
+	ep             endpoint
+	tls            *tls.Config
+	clientID       string
+	cleanStart     bool
+	sessionExpiry  uint32 // seconds
+	receiveMaximum uint16
+	keepAlive      time.Duration
+	connectTimeout time.Duration
+	manualAck      bool
+	onPublish      func(paho.PublishReceived) (bool, error)
+	onLost         func(error)
+	gen            uint64
+	state          *state.State // the session state to use; nil: a new one
+}
+
+// dial opens a TCP (or TLS) connection and completes the MQTT 5 CONNECT
+// handshake within connectTimeout or ctx, whichever ends first. A refused
+// CONNECT that configuration must fix (bad credentials, client id, protocol)
+// is a *txbox.ConfigError; anything else wraps txbox.ErrBrokerUnavailable.
+func dial(ctx context.Context, c dialConfig) (*conn, error) {
+	timeout := c.connectTimeout
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
+		timeout = time.Until(d)
+	}
+	what := "connect to " + c.ep.redacted
+	if timeout <= 0 {
+		return nil, unavailable(what, context.DeadlineExceeded)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, unavailable(what, err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var raw net.Conn
+	var err error
+	if c.ep.tls {
+		cfg := c.tls
+		if cfg == nil {
+			cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		if cfg.ServerName == "" {
+			cfg = cfg.Clone()
+			cfg.ServerName = c.ep.host
+		}
+		d := tls.Dialer{Config: cfg}
+		raw, err = d.DialContext(dctx, "tcp", c.ep.addr)
+	} else {
+		var d net.Dialer
+		raw, err = d.DialContext(dctx, "tcp", c.ep.addr)
+	}
+	if err != nil {
+		return nil, unavailable(what, err)
+	}
+	nc := packets.NewThreadSafeConn(raw)
+	st := c.state
+	if st == nil {
+		st = state.NewInMemory()
+	}
+	cc := paho.ClientConfig{
+		ClientID:                   c.clientID,
+		Conn:                       nc,
+		Session:                    st,
+		PacketTimeout:              timeout,
+		EnableManualAcknowledgment: c.manualAck,
+		SendAcksInterval:           10 * time.Millisecond,
+		OnClientError:              c.onLost,
+		OnServerDisconnect: func(d *paho.Disconnect) {
+			reason := fmt.Sprintf("server sent DISCONNECT 0x%02x", d.ReasonCode)
+			if d.Properties != nil && d.Properties.ReasonString != "" {
+				reason += ": " + d.Properties.ReasonString
+			}
+			c.onLost(errors.New(reason))
+		},
+	}
+	if c.onPublish != nil {
+		cc.OnPublishReceived = []func(paho.PublishReceived) (bool, error){c.onPublish}
+	} else {
+		cc.OnPublishReceived = []func(paho.PublishReceived) (bool, error){func(paho.PublishReceived) (bool, error) { return true, nil }}
+	}
+	cli := paho.NewClient(cc)
+	recvMax := c.receiveMaximum
+	cp := &paho.Connect{
+		ClientID:   c.clientID,
+		CleanStart: c.cleanStart,
+		KeepAlive:  uint16(c.keepAlive / time.Second),
+		Properties: &paho.ConnectProperties{
+			SessionExpiryInterval: &c.sessionExpiry,
+			ReceiveMaximum:        &recvMax,
+			RequestProblemInfo:    true,
+		},
+	}
+	if c.ep.hasUser {
+		cp.UsernameFlag, cp.Username = true, c.ep.username
+	}
+	if c.ep.hasPass {
+		cp.PasswordFlag, cp.Password = true, c.ep.password
+	}
+	ca, err := cli.Connect(dctx, cp)
+	if err != nil {
+		_ = raw.Close()
+		_ = st.Close()
+		if ca != nil && ca.ReasonCode >= 0x80 {
+			return nil, connackErr(c.ep.redacted, c.clientID, ca)
+		}
+		return nil, unavailable(what, err)
+	}
+	if ca.Properties != nil && ca.Properties.MaximumQoS != nil && *ca.Properties.MaximumQoS < 1 {
+		_ = cli.Disconnect(&paho.Disconnect{ReasonCode: 0})
+		return nil, &txbox.ConfigError{Field: "MQTT URL", Reason: fmt.Sprintf("%s supports only QoS 0; txbox needs QoS 1", c.ep.redacted)}
+	}
+	return &conn{cli: cli, net: nc, state: st, ack: ca, gen: c.gen}, nil
+}
+
+// connackErr classifies a refused CONNECT.
+func connackErr(server, clientID string, ca *paho.Connack) error {
+	reason := fmt.Sprintf("CONNACK reason 0x%02x %s", ca.ReasonCode, connackReason(ca.ReasonCode))
+	if ca.Properties != nil && ca.Properties.ReasonString != "" {
+		reason += ": " + ca.Properties.ReasonString
+	}
+	switch ca.ReasonCode {
+	case 0x84, 0x85, 0x86, 0x87, 0x8C, 0x9A:
+		// Unsupported protocol, client id refused, bad credentials, not
+		// authorized, bad auth method: retrying the same settings fails.
+		return &txbox.ConfigError{Field: "MQTT URL", Reason: fmt.Sprintf("%s refused client %q: %s", server, clientID, reason)}
+	}
+	return unavailable("connect to "+server, errors.New(reason))
+}
+
+func connackReason(rc byte) string {
+	switch rc {
+	case 0x80:
+		return "unspecified error"
+	case 0x81:
+		return "malformed packet"
+	case 0x82:
+		return "protocol error"
+	case 0x83:
+		return "implementation specific error"
+	case 0x84:
+		return "unsupported protocol version"
+	case 0x85:
+		return "client identifier not valid"
+	case 0x86:
+		return "bad user name or password"
+	case 0x87:
+		return "not authorized"
+	case 0x88:
+		return "server unavailable"
+	case 0x89:
+		return "server busy"
+	case 0x8A:
+		return "banned"
+	case 0x8C:
+		return "bad authentication method"
+	case 0x97:
+		return "quota exceeded"
+	case 0x9F:
+		return "connection rate exceeded"
+	}
+	return ""
+}
+
+// randomID returns prefix followed by 12 random hex digits.
+func randomID(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// lock is a mutex whose Lock gives up when ctx ends, so that a caller
+// waiting for another's reconnection keeps its deadline.
+type lock chan struct{}
+
+func newLock() lock { return make(lock, 1) }
+
+func (l lock) lock(ctx context.Context) error {
+	select {
+	case l <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l lock) unlock() { <-l }
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func logger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.Default()
+	}
+	return l
+}

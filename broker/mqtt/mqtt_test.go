@@ -1,0 +1,492 @@
+package mqttbroker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/brokertest"
+	mqttbroker "github.com/txbox/txbox/broker/mqtt"
+	"github.com/txbox/txbox/broker/mqtt/mqtttest"
+	"github.com/txbox/txbox/internal/testenv"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// unique returns a name no other test run uses, for topics and client ids
+// on a shared broker.
+func unique(prefix string) string {
+	return fmt.Sprintf("%s%d", prefix, time.Now().UnixNano()%1e12)
+}
+
+func harness(t *testing.T, url string, opts mqttbroker.Options) brokertest.Harness {
+	run := unique("bt")
+	var n atomic.Int64
+	const ackWait = time.Second
+	opts.Logger = quiet
+	return brokertest.Harness{
+		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
+			p, err := mqttbroker.Open(ctx, url, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		NewSubscriber: func(ctx context.Context, t *testing.T, group, topic string) broker.Subscriber {
+			s, err := mqttbroker.OpenSubscriber(ctx, url, mqttbroker.SubscriberOptions{
+				ClientID: run + "-" + group, Topics: []string{topic}, AckWait: ackWait,
+				SessionExpiry: 2 * time.Minute, Logger: quiet,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		Topic: func(*testing.T) string { return fmt.Sprintf("txboxtest/%s/t%d/Order/Created", run, n.Add(1)) },
+		InvalidTopics: []string{
+			"", "txboxtest/+/x", "txboxtest/#", "#", "txboxtest/a\x00b", "txboxtest/a\nb", "txboxtest/\xff",
+			"$SYS/txboxtest",
+		},
+		AckWait:        ackWait,
+		SubscribeFirst: true,
+		PublishRaw: func(ctx context.Context, t *testing.T, topic string, headers map[string]string, body []byte) {
+			props := &paho.PublishProperties{}
+			for k, v := range headers {
+				props.User.Add(k, v)
+			}
+			rawPublish(ctx, t, url, &paho.Publish{QoS: 1, Topic: topic, Properties: props, Payload: body})
+		},
+	}
+}
+
+// TestConformance runs brokertest against a mosquitto process of this
+// test's own, so the broker-down case can stop and restart it. It announces
+// a Maximum Packet Size, which the publisher checks. Persistent is declared
+// because this broker saves its store on a clean shutdown, which is how the
+// harness stops it.
+func TestConformance(t *testing.T) {
+	srv := mqtttest.Start(t, "max_packet_size 65536")
+	h := harness(t, srv.URL, mqttbroker.Options{Persistent: true, ConnectTimeout: 2 * time.Second})
+	h.StopBroker = func(*testing.T) { srv.Stop() }
+	h.StartBroker = func(*testing.T) { srv.Start() }
+	brokertest.Run(t, h)
+	if t.Failed() {
+		t.Logf("mosquitto log:\n%s", srv.Log())
+	}
+}
+
+// TestConformanceSharedBroker runs brokertest against the machine's
+// Mosquitto (TXBOX_TEST_MQTT), as it is configured; the broker-down case is
+// skipped there. Payloads are limited by Options.MaxPayload.
+func TestConformanceSharedBroker(t *testing.T) {
+	url := testenv.URL(t, "TXBOX_TEST_MQTT")
+	brokertest.Run(t, harness(t, url, mqttbroker.Options{MaxPayload: 32 << 10}))
+}
+
+// rawPublish publishes pb with a plain paho client, as a foreign producer.
+func rawPublish(ctx context.Context, t *testing.T, rawURL string, pb *paho.Publish) {
+	t.Helper()
+	cli := rawClient(ctx, t, rawURL, unique("raw"), nil)
+	defer cli.Disconnect(&paho.Disconnect{})
+	resp, err := cli.Publish(ctx, pb)
+	if err != nil {
+		t.Fatalf("raw publish: %v", err)
+	}
+	if resp.ReasonCode >= 0x80 {
+		t.Fatalf("raw publish: reason 0x%02x", resp.ReasonCode)
+	}
+}
+
+func rawClient(ctx context.Context, t *testing.T, rawURL, clientID string, onPublish func(paho.PublishReceived) (bool, error)) *paho.Client {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := paho.ClientConfig{ClientID: clientID, Conn: nc}
+	if onPublish != nil {
+		cfg.OnPublishReceived = []func(paho.PublishReceived) (bool, error){onPublish}
+	}
+	cli := paho.NewClient(cfg)
+	if _, err := cli.Connect(ctx, &paho.Connect{ClientID: clientID, CleanStart: true, KeepAlive: 30}); err != nil {
+		t.Fatal(err)
+	}
+	return cli
+}
+
+func msg(topic, key string, n int) broker.Message {
+	return broker.Message{Event: txbox.MustEvent("Order", key, "Created", map[string]int{"n": n}), Topic: topic, Source: "test"}
+}
+
+func open(t *testing.T, url string, opts mqttbroker.Options) *mqttbroker.Publisher {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quiet
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := mqttbroker.Open(ctx, url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func openSub(t *testing.T, url string, opts mqttbroker.SubscriberOptions) *mqttbroker.Subscriber {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quiet
+	}
+	if opts.SessionExpiry == 0 {
+		opts.SessionExpiry = time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := mqttbroker.OpenSubscriber(ctx, url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestPermanentErrorsNameTheProblem: the last_error an operator reads says
+// which topic, value or size was wrong, and the good messages of the call
+// still go.
+func TestPermanentErrorsNameTheProblem(t *testing.T) {
+	url := testenv.URL(t, "TXBOX_TEST_MQTT")
+	p := open(t, url, mqttbroker.Options{MaxPayload: 1024})
+	prefix := unique("txboxtest/perm")
+	big := msg(prefix+"/big", "k", 1)
+	big.Event.Payload = []byte(`"` + strings.Repeat("x", 2000) + `"`)
+	badHeader := msg(prefix+"/h", "k", 2)
+	badHeader.Event.Headers = map[string]string{"traceparent": "00-abc\r\nInjected: yes"}
+	msgs := []broker.Message{msg(prefix+"/+/x", "k", 0), big, badHeader, msg("$SYS/x", "k", 3), msg(prefix+"/ok", "k", 4)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs := p.Publish(ctx, msgs)
+	want := []string{"wildcard", "configured limit of 1024", "control character", "reserved", ""}
+	for i, w := range want {
+		switch {
+		case w == "" && errs[i] != nil:
+			t.Errorf("message %d: %v, want confirmed", i, errs[i])
+		case w != "" && (!errors.Is(errs[i], txbox.ErrPermanent) || !strings.Contains(errs[i].Error(), w)):
+			t.Errorf("message %d: err = %v, want a permanent error mentioning %q", i, errs[i], w)
+		}
+	}
+}
+
+// TestRequireSubscribers: a message no subscription matched is confirmed
+// and counted, or, with RequireSubscribers, a retryable failure.
+func TestRequireSubscribers(t *testing.T) {
+	url := testenv.URL(t, "TXBOX_TEST_MQTT")
+	topic := unique("txboxtest/nobody/") + "/x"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lax := open(t, url, mqttbroker.Options{})
+	if err := lax.Publish(ctx, []broker.Message{msg(topic, "k", 0)})[0]; err != nil {
+		t.Fatal(err)
+	}
+	if n := lax.NoSubscribers(); n != 1 {
+		t.Errorf("NoSubscribers() = %d, want 1", n)
+	}
+	strict := open(t, url, mqttbroker.Options{RequireSubscribers: true})
+	err := strict.Publish(ctx, []broker.Message{msg(topic, "k", 1)})[0]
+	if err == nil || errors.Is(err, txbox.ErrPermanent) || !strings.Contains(err.Error(), "no subscription") {
+		t.Fatalf("RequireSubscribers: err = %v, want a retryable error about no subscription", err)
+	}
+	openSub(t, url, mqttbroker.SubscriberOptions{ClientID: unique("req"), Topics: []string{topic}})
+	if err := strict.Publish(ctx, []broker.Message{msg(topic, "k", 2)})[0]; err != nil {
+		t.Fatalf("RequireSubscribers with a subscriber: %v", err)
+	}
+}
+
+// TestUnackedComesBackToTheSession: a delivery neither acknowledged nor
+// settled when its process goes (the subscriber closes) is delivered again,
+// marked DUP, to the next connection of the same session; messages
+// published while the consumer was away are queued for it.
+func TestUnackedComesBackToTheSession(t *testing.T) {
+	url := testenv.URL(t, "TXBOX_TEST_MQTT")
+	topic := unique("txboxtest/session/") + "/x"
+	id := unique("sess")
+	opts := mqttbroker.SubscriberOptions{ClientID: id, Topics: []string{topic}, AckWait: -1}
+	s := openSub(t, url, opts)
+	p := open(t, url, mqttbroker.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, second := msg(topic, "k", 0), msg(topic, "k", 1)
+	if err := p.Publish(ctx, []broker.Message{first})[0]; err != nil {
+		t.Fatal(err)
+	}
+	ds, err := s.Receive(ctx, 10)
+	if err != nil || len(ds) != 1 || ds[0].Attempt() != 1 {
+		t.Fatalf("first receive: %d deliveries, %v", len(ds), err)
+	}
+	s.Close() // without Ack: as if the process died
+	if err := p.Publish(ctx, []broker.Message{second})[0]; err != nil {
+		t.Fatal(err)
+	}
+	s = openSub(t, url, opts)
+	var got []string
+	for len(got) < 2 {
+		ds, err := s.Receive(ctx, 10)
+		if err != nil {
+			t.Fatalf("after %v: %v", got, err)
+		}
+		for _, d := range ds {
+			e, err := d.Event()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.ID == first.Event.ID && d.Attempt() != 2 {
+				t.Errorf("redelivered message: Attempt() = %d, want 2 (DUP)", d.Attempt())
+			}
+			got = append(got, e.ID)
+			if err := d.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got[0] != first.Event.ID || got[1] != second.Event.ID {
+		t.Fatalf("after reconnect got %v, want %s then %s", got, first.Event.ID, second.Event.ID)
+	}
+}
+
+// TestNakHoldsLaterAcks: while a Nak'd message waits for its redelivery,
+// later messages are processed and acknowledged; once it is acknowledged,
+// nothing comes back, not even after the session is resumed.
+func TestNakHoldsLaterAcks(t *testing.T) {
+	url := testenv.URL(t, "TXBOX_TEST_MQTT")
+	topic := unique("txboxtest/nak/") + "/x"
+	opts := mqttbroker.SubscriberOptions{ClientID: unique("nak"), Topics: []string{topic}, AckWait: -1}
+	s := openSub(t, url, opts)
+	p := open(t, url, mqttbroker.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var msgs []broker.Message
+	for i := range 5 {
+		msgs = append(msgs, msg(topic, fmt.Sprint("k", i), i))
+	}
+	for i, err := range p.Publish(ctx, msgs) {
+		if err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	seen := 0
+	for seen < 6 {
+		ds, err := s.Receive(ctx, 10)
+		if err != nil {
+			t.Fatalf("after %d: %v", seen, err)
+		}
+		for _, d := range ds {
+			seen++
+			if e, _ := d.Event(); e.ID == msgs[0].Event.ID && d.Attempt() == 1 {
+				if err := d.Nak(ctx, 200*time.Millisecond); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			if err := d.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // let the PUBACKs go
+	s.Close()
+	s = openSub(t, url, opts)
+	qctx, qcancel := context.WithTimeout(ctx, 700*time.Millisecond)
+	defer qcancel()
+	if ds, err := s.Receive(qctx, 10); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("after all were acked, the resumed session got %d deliveries, %v", len(ds), err)
+	}
+}
+
+// TestStructuredMode: an MQTT 3.1.1-style producer sends the JSON event
+// format; the subscriber decodes it.
+func TestStructuredMode(t *testing.T) {
+	url := testenv.URL(t, "TXBOX_TEST_MQTT")
+	topic := unique("txboxtest/structured/") + "/x"
+	s := openSub(t, url, mqttbroker.SubscriberOptions{ClientID: unique("st"), Topics: []string{topic}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body := `{"specversion":"1.0","id":"0190a4c8-0000-7000-8000-000000000001","type":"OrderPlaced","source":"legacy","subject":"o-7",` +
+		`"aggregatetype":"Order","aggregateversion":3,"time":"2024-05-01T10:00:00Z","datacontenttype":"application/json","data":{"total": 12.5}}`
+	rawPublish(ctx, t, url, &paho.Publish{QoS: 1, Topic: topic, Payload: []byte(body),
+		Properties: &paho.PublishProperties{ContentType: "application/cloudevents+json; charset=utf-8"}})
+	ds, err := s.Receive(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := ds[0].Event()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Type != "OrderPlaced" || e.AggregateID != "o-7" || e.AggregateVersion != 3 || string(e.Payload) != `{"total": 12.5}` {
+		t.Fatalf("decoded %+v (payload %s)", e, e.Payload)
+	}
+	_ = ds[0].Ack(ctx)
+}
+
+// TestPasswordNeverShown: the URL's password appears in no error.
+func TestPasswordNeverShown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // refused from now on
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	for _, u := range []string{"mqtt://user:s3cr3t@" + addr, "mqtt://user:s3cr3t@" + addr + "/path", "bogus://user:s3cr3t@x", "mqtt://user:s3cr3t@[::1"} {
+		_, err := mqttbroker.Open(ctx, u, mqttbroker.Options{Logger: quiet})
+		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("Open(%q) = %v: want an error without the password", mqttbroker.RedactURL(u), err)
+		}
+		_, err = mqttbroker.OpenSubscriber(ctx, u, mqttbroker.SubscriberOptions{ClientID: "x", Topics: []string{"x"}, Logger: quiet})
+		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("OpenSubscriber(%q) = %v: want an error without the password", mqttbroker.RedactURL(u), err)
+		}
+	}
+	if _, err := mqttbroker.Open(ctx, "mqtt://user:s3cr3t@"+addr, mqttbroker.Options{Logger: quiet}); !errors.Is(err, txbox.ErrBrokerUnavailable) {
+		t.Errorf("refused connection: %v, want ErrBrokerUnavailable", err)
+	}
+	if _, err := mqttbroker.Open(ctx, "kafka://x", mqttbroker.Options{Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
+		t.Errorf("bad scheme: %v, want a config error", err)
+	}
+}
+
+func TestValidateTopicAndFilter(t *testing.T) {
+	for _, ok := range []string{"a", "a/b", "/a", "a//b", "outbox.Order.Created", "ünïcode/✓"} {
+		if err := mqttbroker.ValidateTopic(ok); err != nil {
+			t.Errorf("ValidateTopic(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "a/+", "#", "a\x00", "\x7f", "a\u0085b", "$SYS/a", "\xc3\x28", "a\uffffb", strings.Repeat("a", 65536)} {
+		if err := mqttbroker.ValidateTopic(bad); err == nil {
+			t.Errorf("ValidateTopic(%q) = nil", bad)
+		}
+	}
+	for _, ok := range []string{"#", "+", "a/#", "a/+/b", "+/+", "$share/g/a/#", "a"} {
+		if err := mqttbroker.ValidateFilter(ok); err != nil {
+			t.Errorf("ValidateFilter(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "a#", "a/#/b", "a+/b", "a/b+", "#/a", "a\x00"} {
+		if err := mqttbroker.ValidateFilter(bad); err == nil {
+			t.Errorf("ValidateFilter(%q) = nil", bad)
+		}
+	}
+}
+
+// TestReceiveMaximumRespected: with a broker that takes only 3 unacknowledged
+// publishes at a time (Mosquitto disconnects a client that sends more), a
+// call of 200 and three concurrent calls still confirm everything, in order
+// per topic.
+func TestReceiveMaximumRespected(t *testing.T) {
+	srv := mqtttest.Start(t, "max_inflight_messages 3")
+	topic := "txboxtest/recvmax/"
+	s := openSub(t, srv.URL, mqttbroker.SubscriberOptions{ClientID: "order", Topics: []string{topic + "#"}, AckWait: -1})
+	p := open(t, srv.URL, mqttbroker.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var msgs []broker.Message
+			for i := range 200 {
+				msgs = append(msgs, msg(fmt.Sprintf("%sg%d", topic, g), "k", i))
+			}
+			for i, err := range p.Publish(ctx, msgs) {
+				if err != nil {
+					t.Errorf("goroutine %d message %d: %v", g, i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	next := map[string]int{}
+	for n := 0; n < 800; {
+		ds, err := s.Receive(ctx, 100)
+		if err != nil {
+			t.Fatalf("after %d: %v", n, err)
+		}
+		for _, d := range ds {
+			e, err := d.Event()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tp := d.Raw().Topic
+			if want := fmt.Sprintf(`{"n":%d}`, next[tp]); string(e.Payload) != want {
+				t.Fatalf("%s: got %s, want %s", tp, e.Payload, want)
+			}
+			next[tp]++
+			n++
+			_ = d.Ack(ctx)
+		}
+	}
+}
+
+// TestAcksOfQueuedMessages: messages the broker queued for a session while
+// its consumer was away arrive right after CONNACK; acknowledging them must
+// reach the broker (paho forgets them; the Subscriber sends their PUBACKs
+// itself), so that a resumed session gets none of them again.
+func TestAcksOfQueuedMessages(t *testing.T) {
+	url := testenv.URL(t, "TXBOX_TEST_MQTT")
+	topic := unique("txboxtest/queued/") + "/x"
+	opts := mqttbroker.SubscriberOptions{ClientID: unique("queued"), Topics: []string{topic}, AckWait: -1}
+	openSub(t, url, opts).Close()
+	p := open(t, url, mqttbroker.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var msgs []broker.Message
+	for i := range 50 {
+		msgs = append(msgs, msg(topic, "k", i))
+	}
+	for i, err := range p.Publish(ctx, msgs) {
+		if err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	s := openSub(t, url, opts)
+	for n := 0; n < len(msgs); {
+		ds, err := s.Receive(ctx, 100)
+		if err != nil {
+			t.Fatalf("after %d: %v", n, err)
+		}
+		for _, d := range ds {
+			if err := d.Ack(ctx); err != nil {
+				t.Fatalf("Ack of delivery %d: %v", n, err)
+			}
+			n++
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // let the PUBACKs go
+	s.Close()
+	s = openSub(t, url, opts)
+	qctx, qcancel := context.WithTimeout(ctx, 700*time.Millisecond)
+	defer qcancel()
+	if ds, err := s.Receive(qctx, 100); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the resumed session got %d acknowledged messages again (%v)", len(ds), err)
+	}
+}

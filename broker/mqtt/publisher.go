@@ -1,0 +1,400 @@
+package mqttbroker
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eclipse/paho.golang/packets"
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/eclipse/paho.golang/paho/session"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+)
+
+// Options configure a Publisher. The zero value works.
+type Options struct {
+	// ClientID of the publisher's connection, which always starts clean.
+	// Default "txbox-relay-" plus random hex. A fixed one (for broker ACLs)
+	// must differ between relay processes: the broker drops the older of
+	// two connections with one client id.
+	ClientID string
+	// TLSConfig for mqtts:// URLs. Default: system roots, TLS 1.2+.
+	TLSConfig *tls.Config
+	// ConnectTimeout bounds dialling and the CONNECT handshake. Default 5s.
+	ConnectTimeout time.Duration
+	// AckTimeout bounds the wait for PUBACKs even when the caller's context
+	// has no deadline. Default 30s.
+	AckTimeout time.Duration
+	// KeepAlive is the MQTT keep-alive; a connection silent for 1.5 times
+	// as long is dropped. Default 30s.
+	KeepAlive time.Duration
+	// MaxPayload, when > 0, fails larger payloads permanently before they
+	// are sent. Set it to the broker's own payload limit (Mosquitto's
+	// message_size_limit, which it reports only as reason 0x83). The
+	// server's Maximum Packet Size, if it announces one, is always checked.
+	MaxPayload int
+	// Persistent declares that the broker keeps confirmed messages across a
+	// restart (for subscriptions that existed when they were published). It
+	// is reported in Capabilities and changes nothing else.
+	Persistent bool
+	// RequireSubscribers makes a PUBACK with reason 0x10 (no matching
+	// subscribers: the broker dropped the message) a retryable failure
+	// instead of a confirmation.
+	RequireSubscribers bool
+	// Logger gets connection events. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Publisher publishes with QoS 1 over one MQTT 5 connection, made at Open
+// and made again, lazily, by the first Publish after it was lost. It never
+// queues while disconnected: a Publish without a connection, or whose
+// connection drops, fails with txbox.ErrBrokerUnavailable at once. It is
+// safe for concurrent use.
+type Publisher struct {
+	ep   endpoint
+	opts Options
+	log  *slog.Logger
+
+	dialing lock
+	mu      sync.Mutex
+	cur     *conn
+	gen     uint64
+	closed  bool
+
+	maxPacket atomic.Uint32
+	noSubs    atomic.Uint64
+}
+
+var _ broker.Publisher = (*Publisher)(nil)
+
+// Open connects to url (mqtt://[user:password@]host[:1883] or mqtts://...,
+// also tcp://, ssl://, tls://; the password is never logged or returned in
+// clear). An unreachable broker is reported with txbox.ErrBrokerUnavailable,
+// a bad URL or refused credentials with a *txbox.ConfigError.
+func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
+	ep, err := parseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	if opts.ClientID == "" {
+		opts.ClientID = randomID("txbox-relay-")
+	}
+	if err := checkString(opts.ClientID); err != nil {
+		return nil, &txbox.ConfigError{Field: "MQTT client id", Reason: err.Error()}
+	}
+	opts.ConnectTimeout = orDefault(opts.ConnectTimeout, DefaultConnectTimeout)
+	opts.AckTimeout = orDefault(opts.AckTimeout, DefaultAckTimeout)
+	opts.KeepAlive = orDefault(opts.KeepAlive, DefaultKeepAlive)
+	opts.Logger = logger(opts.Logger)
+	p := &Publisher{ep: ep, opts: opts, log: opts.Logger, dialing: newLock()}
+	if _, err := p.conn(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// conn returns the live connection, making one if there is none. One
+// caller dials; the others wait for it, within their contexts.
+func (p *Publisher) conn(ctx context.Context) (*conn, error) {
+	p.mu.Lock()
+	c, closed := p.cur, p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil, unavailable("publish", errors.New("publisher is closed"))
+	}
+	if c != nil && !c.dead() {
+		return c, nil
+	}
+	if err := p.dialing.lock(ctx); err != nil {
+		return nil, unavailable("waiting for the connection to "+p.ep.redacted, err)
+	}
+	defer p.dialing.unlock()
+	p.mu.Lock()
+	c = p.cur
+	p.gen++
+	gen := p.gen
+	p.mu.Unlock()
+	if c != nil {
+		if !c.dead() {
+			return c, nil // another caller reconnected
+		}
+		c.close()
+		p.mu.Lock()
+		if p.cur == c {
+			p.cur = nil
+		}
+		p.mu.Unlock()
+	}
+	nc, err := dial(ctx, dialConfig{
+		ep: p.ep, tls: p.opts.TLSConfig, clientID: p.opts.ClientID, cleanStart: true,
+		receiveMaximum: DefaultReceiveMaximum, keepAlive: p.opts.KeepAlive, connectTimeout: p.opts.ConnectTimeout,
+		gen: gen,
+		onLost: func(err error) {
+			p.log.Warn("mqtt: publisher connection lost", "server", p.ep.redacted, "err", err)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		go nc.close()
+		return nil, unavailable("publish", errors.New("publisher is closed"))
+	}
+	if gen > 1 {
+		p.log.Info("mqtt: publisher reconnected", "server", p.ep.redacted)
+	}
+	p.cur = nc
+	p.maxPacket.Store(nc.serverMaxPacket())
+	return nc, nil
+}
+
+// Capabilities: QoS 1 on one connection keeps publish order per topic (an
+// MQTT "ordered topic"); events of one aggregate on different topics (the
+// template holds {event_type}) stay in order because the relay publishes
+// the next event of an aggregate only once the broker acknowledged, and so
+// queued, the one before. The broker redelivers to persistent sessions what
+// they did not acknowledge; MQTT has no dedupe. Persistent is
+// Options.Persistent.
+// MaxPayload is Options.MaxPayload, or else the server's Maximum Packet Size
+// (headers and payload together), or 0 when neither is known.
+func (p *Publisher) Capabilities() broker.Capabilities {
+	limit := p.opts.MaxPayload
+	if mp := int(p.maxPacket.Load()); mp > 0 && (limit <= 0 || mp < limit) {
+		limit = mp
+	}
+	return broker.Capabilities{OrderPerKey: true, Persistent: p.opts.Persistent, NativeDedupe: false, Redelivery: true, MaxPayload: limit}
+}
+
+// NoSubscribers counts confirmed publishes the broker reported (reason
+// 0x10) as matching no subscription: dropped, with nobody to receive them.
+func (p *Publisher) NoSubscribers() uint64 { return p.noSubs.Load() }
+
+// Publish sends every message in slice order without waiting between them,
+// as many unacknowledged at a time as the server's Receive Maximum allows,
+// then waits for each PUBACK.
+//
+// A message that cannot be sent as it is (bad topic, bad attribute value,
+// over a size limit) or that the broker refuses for good (PUBACK reason
+// 0x87, 0x90, 0x95, 0x99) fails with txbox.ErrPermanent and the others go
+// on. Once the connection fails, the rest of the call is not sent and fails
+// with txbox.ErrBrokerUnavailable, so that a later message of a key is not
+// handed over while an earlier one is lost in a broken connection.
+func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error {
+	errs := make([]error, len(msgs))
+	if len(msgs) == 0 {
+		return errs
+	}
+	fail := func(err error) []error {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(unavailable("publish", err))
+	}
+	c, err := p.conn(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	type sent struct {
+		i   int
+		ret chan packets.ControlPacket
+	}
+	var window []sent
+	var broken error
+	for i, m := range msgs {
+		if broken == nil && ctx.Err() != nil {
+			broken = unavailable("publish", ctx.Err())
+		}
+		if broken != nil {
+			errs[i] = broken
+			continue
+		}
+		pb, err := p.encode(m)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		ret := make(chan packets.ControlPacket, 1)
+		// AddToSession waits for a slot under the server's Receive Maximum
+		// and assigns the packet id; the PUBACK will be sent to ret.
+		if err := c.state.AddToSession(ctx, pb, ret); err != nil {
+			if errors.Is(err, session.ErrNoConnection) {
+				broken = unavailable("publish", errors.New("connection lost"))
+			} else {
+				broken = unavailable("waiting for a free in-flight slot (the server's Receive Maximum)", err)
+			}
+			errs[i] = broken
+			continue
+		}
+		if _, err := pb.WriteTo(c.net); err != nil {
+			broken = unavailable(fmt.Sprintf("send event %s", m.Event.ID), err)
+			errs[i] = broken
+			_ = c.cli.Disconnect(&paho.Disconnect{ReasonCode: 0}) // the write may have been partial
+			continue
+		}
+		window = append(window, sent{i: i, ret: ret})
+	}
+	if len(window) == 0 {
+		return errs
+	}
+	wctx, cancel := context.WithTimeout(ctx, p.opts.AckTimeout)
+	defer cancel()
+	for _, s := range window {
+		m := msgs[s.i]
+		select {
+		case r := <-s.ret:
+			errs[s.i] = p.result(m, r)
+			continue
+		default:
+		}
+		select {
+		case r := <-s.ret:
+			errs[s.i] = p.result(m, r)
+		case <-c.cli.Done():
+			select {
+			case r := <-s.ret: // acknowledged just before the connection went
+				errs[s.i] = p.result(m, r)
+			default:
+				errs[s.i] = unavailable(fmt.Sprintf("waiting for the PUBACK of event %s", m.Event.ID), errors.New("connection lost"))
+			}
+		case <-wctx.Done():
+			errs[s.i] = unavailable(fmt.Sprintf("waiting for the PUBACK of event %s", m.Event.ID), wctx.Err())
+		}
+	}
+	return errs
+}
+
+// encode builds the PUBLISH for m, or says why it can never be sent.
+func (p *Publisher) encode(m broker.Message) (*packets.Publish, error) {
+	perm := func(format string, a ...any) error {
+		return txbox.Permanent(fmt.Errorf("mqtt: event %s: "+format, append([]any{m.Event.ID}, a...)...))
+	}
+	if err := ValidateTopic(m.Topic); err != nil {
+		return nil, perm("%v", err)
+	}
+	attrs, err := broker.Attributes(m)
+	if err != nil {
+		return nil, err
+	}
+	props := &packets.Properties{ContentType: broker.ContentJSON}
+	for _, a := range attrs {
+		if a[0] == broker.AttrDataContentType {
+			continue // the binding maps it to Content Type
+		}
+		if err := checkString(a[1]); err != nil {
+			return nil, txbox.Permanent(fmt.Errorf("%w: mqtt: event %s: attribute %s: %v", txbox.ErrInvalidEvent, m.Event.ID, a[0], err))
+		}
+		props.User = append(props.User, packets.User{Key: a[0], Value: a[1]})
+	}
+	if limit := p.opts.MaxPayload; limit > 0 && len(m.Event.Payload) > limit {
+		return nil, perm("payload of %d bytes for %q is over the configured limit of %d", len(m.Event.Payload), m.Topic, limit)
+	}
+	pb := &packets.Publish{QoS: 1, Topic: m.Topic, Properties: props, Payload: m.Event.Payload}
+	if limit := p.maxPacket.Load(); limit > 0 {
+		if size := packetSize(pb); size > int(limit) {
+			return nil, perm("PUBLISH for %q is %d bytes (payload %d), over the server's Maximum Packet Size of %d", m.Topic, size, len(m.Event.Payload), limit)
+		}
+	}
+	return pb, nil
+}
+
+// packetSize is the encoded size of pb.
+func packetSize(pb *packets.Publish) int {
+	n := 0
+	for _, b := range pb.Buffers() {
+		n += len(b)
+	}
+	vbi := 1 // the remaining length's variable byte integer
+	for r := n; r >= 128; r /= 128 {
+		vbi++
+	}
+	return 1 + vbi + n
+}
+
+// result maps a PUBACK (or its absence) to txbox's classes.
+func (p *Publisher) result(m broker.Message, r packets.ControlPacket) error {
+	if r.Type == 0 {
+		// The session state gave up on the packet: the connection closed.
+		return unavailable(fmt.Sprintf("waiting for the PUBACK of event %s", m.Event.ID), errors.New("connection closed"))
+	}
+	pa, ok := r.Content.(*packets.Puback)
+	if !ok {
+		return unavailable(fmt.Sprintf("publish event %s", m.Event.ID), fmt.Errorf("unexpected %s instead of PUBACK", r.PacketType()))
+	}
+	rc := pa.ReasonCode
+	if rc == packets.PubackNoMatchingSubscribers {
+		p.noSubs.Add(1)
+		if p.opts.RequireSubscribers {
+			return fmt.Errorf("mqtt: event %s on %q: broker matched no subscription (PUBACK 0x10) and dropped it", m.Event.ID, m.Topic)
+		}
+		return nil
+	}
+	if rc < 0x80 {
+		return nil
+	}
+	text := fmt.Sprintf("mqtt: broker refused event %s on %q: PUBACK reason 0x%02x %s", m.Event.ID, m.Topic, rc, pubackReason(rc))
+	if pa.Properties != nil && pa.Properties.ReasonString != "" {
+		text += ": " + pa.Properties.ReasonString
+	}
+	switch rc {
+	case packets.PubackNotAuthorized, packets.PubackTopicNameInvalid, 0x95, packets.PubackPayloadFormatInvalid:
+		// Retrying the same topic and bytes cannot succeed; an operator
+		// fixes the ACL, template or payload and replays.
+		return txbox.Permanent(errors.New(text))
+	}
+	// 0x80 unspecified, 0x83 implementation specific (Mosquitto's
+	// message_size_limit, but also other refusals), 0x91 packet id in use,
+	// 0x97 quota exceeded (a full queue or a rate limit, which pass): the
+	// relay's retries and attempt limit decide.
+	return errors.New(text)
+}
+
+func pubackReason(rc byte) string {
+	switch rc {
+	case 0x80:
+		return "unspecified error"
+	case 0x83:
+		return "implementation specific error"
+	case 0x87:
+		return "not authorized"
+	case 0x90:
+		return "topic name invalid"
+	case 0x91:
+		return "packet identifier in use"
+	case 0x95:
+		return "packet too large"
+	case 0x97:
+		return "quota exceeded"
+	case 0x99:
+		return "payload format invalid"
+	}
+	return ""
+}
+
+// Close disconnects. Publishes in flight fail with ErrBrokerUnavailable.
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	c := p.cur
+	p.cur = nil
+	p.mu.Unlock()
+	if c != nil {
+		c.close()
+	}
+	return nil
+}

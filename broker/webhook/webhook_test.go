@@ -1,0 +1,174 @@
+package webhook_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/brokertest"
+	"github.com/txbox/txbox/broker/webhook"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+const secret = "test-secret-0123456789abcdef"
+
+// endpoint is an HTTP server on a fixed 127.0.0.1 port that can be stopped
+// and started again: "/hooks/<topic>" goes to the Receiver subscribed to
+// that topic, is answered 204 when there is none (like a topic nobody
+// subscribed to), and "/hooks/gone/..." is answered 404.
+type endpoint struct {
+	mu        sync.Mutex
+	receivers map[string]*webhook.Receiver
+	addr      string
+	srv       *http.Server
+	requests  atomic.Int64
+}
+
+func newEndpoint(t *testing.T) *endpoint {
+	e := &endpoint{receivers: map[string]*webhook.Receiver{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.addr = ln.Addr().String()
+	e.serve(ln)
+	t.Cleanup(e.stop)
+	return e
+}
+
+func (e *endpoint) URL() string { return "http://" + e.addr + "/hooks" }
+
+func (e *endpoint) serve(ln net.Listener) {
+	srv := &http.Server{Handler: e}
+	e.mu.Lock()
+	e.srv = srv
+	e.mu.Unlock()
+	go func() { _ = srv.Serve(ln) }()
+}
+
+func (e *endpoint) stop() {
+	e.mu.Lock()
+	srv := e.srv
+	e.srv = nil
+	e.mu.Unlock()
+	if srv != nil {
+		_ = srv.Close()
+	}
+}
+
+func (e *endpoint) start(t *testing.T) {
+	var ln net.Listener
+	var err error
+	for range 50 { // the port was ours a moment ago
+		if ln, err = net.Listen("tcp", e.addr); err == nil {
+			e.serve(ln)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("listen again on %s: %v", e.addr, err)
+}
+
+func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	e.requests.Add(1)
+	topic := strings.TrimPrefix(r.URL.Path, "/hooks/")
+	if strings.HasPrefix(topic, "gone/") {
+		http.Error(w, `{"error":"no such hook"}`, http.StatusNotFound)
+		return
+	}
+	e.mu.Lock()
+	rc := e.receivers[topic]
+	e.mu.Unlock()
+	if rc == nil {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	rc.ServeHTTP(w, r)
+}
+
+func (e *endpoint) subscribe(t *testing.T, topic string) *webhook.Receiver {
+	rc, err := webhook.NewReceiver(webhook.ReceiverOptions{Secrets: []string{secret}, PathPrefix: "/hooks/", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mu.Lock()
+	e.receivers[topic] = rc
+	e.mu.Unlock()
+	t.Cleanup(func() {
+		e.mu.Lock()
+		delete(e.receivers, topic)
+		e.mu.Unlock()
+	})
+	return rc
+}
+
+// signedPost posts body with headers, signed, as a foreign sender.
+func signedPost(url string, headers map[string]string, body []byte) (*http.Response, error) {
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	sign(req, "raw-"+strconv.FormatInt(time.Now().UnixNano(), 10), time.Now(), body)
+	return http.DefaultClient.Do(req)
+}
+
+func escapeTopic(topic string) string {
+	segs := strings.Split(topic, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return strings.Join(segs, "/")
+}
+
+func sign(req *http.Request, id string, at time.Time, body []byte) {
+	key, _ := webhook.Key(secret)
+	req.Header.Set(webhook.HeaderID, id)
+	req.Header.Set(webhook.HeaderTimestamp, strconv.FormatInt(at.Unix(), 10))
+	req.Header.Set(webhook.HeaderSignature, webhook.Sign(key, id, at, body))
+}
+
+// TestConformance runs brokertest against Receivers behind an HTTP server
+// of the test's own, which the broker-down case closes and opens again on
+// the same port.
+func TestConformance(t *testing.T) {
+	e := newEndpoint(t)
+	var n atomic.Int64
+	brokertest.Run(t, brokertest.Harness{
+		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
+			p, err := webhook.Open(ctx, e.URL(), webhook.Options{Secret: secret, MaxPayload: 64 << 10, Timeout: 5 * time.Second, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		NewSubscriber: func(_ context.Context, t *testing.T, _, topic string) broker.Subscriber {
+			return e.subscribe(t, topic)
+		},
+		Topic:         func(*testing.T) string { return fmt.Sprintf("bt/t%d/Order Créé", n.Add(1)) },
+		InvalidTopics: []string{"", "a//b", "../admin", "a/./b", "a/", "gone/x"},
+		StopBroker:    func(*testing.T) { e.stop() },
+		StartBroker:   e.start,
+		Synchronous:   true,
+		PublishRaw: func(_ context.Context, t *testing.T, topic string, headers map[string]string, body []byte) {
+			// The request stays open until the subscriber settles it.
+			go func() {
+				if resp, err := signedPost(e.URL()+"/"+escapeTopic(topic), headers, body); err == nil {
+					resp.Body.Close()
+				}
+			}()
+		},
+	})
+}

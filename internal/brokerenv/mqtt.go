@@ -1,0 +1,123 @@
+package brokerenv
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	mqttbroker "github.com/txbox/txbox/broker/mqtt"
+	"github.com/txbox/txbox/broker/mqtt/mqtttest"
+	"github.com/txbox/txbox/internal/scenario"
+)
+
+// MQTT runs each scenario on a mosquitto process of its own (persistence
+// on, unlimited per-client queues), so the broker-down scenario can kill
+// and restart it.
+//
+// An MQTT broker keeps a message only for the subscriptions that exist when
+// it arrives. So the tap — a persistent QoS 1 session on "<prefix>/#" that
+// records and acknowledges everything — is subscribed before anything is
+// published, and so is the session of every consumer a scenario opens
+// later (MQTTDurables), as a deployed consumer's would be. What the tap saw is
+// both Tapped and Stored: the broker holds nothing else.
+type MQTT struct{}
+
+// MQTTDurables are the consumer names whose sessions Setup makes in advance.
+var MQTTDurables = []string{"inventory"}
+
+var mqttQuiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func (MQTT) Setup(t *testing.T) *scenario.Destination {
+	t.Helper()
+	srv := mqtttest.Start(t)
+	prefix := "t" + strings.ReplaceAll(txbox.NewID()[24:], "-", "")
+	filter := prefix + "/#"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	for _, d := range MQTTDurables {
+		s, err := mqttbroker.OpenSubscriber(ctx, srv.URL, mqttbroker.SubscriberOptions{ClientID: d, Topics: []string{filter}, Logger: mqttQuiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = s.Close() // the session stays and queues
+	}
+
+	tap, err := mqttbroker.OpenSubscriber(ctx, srv.URL, mqttbroker.SubscriberOptions{
+		ClientID: "tap-" + prefix, Topics: []string{filter}, ReceiveMaximum: 65535, AckWait: -1, Logger: mqttQuiet,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []scenario.Seen
+	tctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for tctx.Err() == nil {
+			ds, err := tap.Receive(tctx, 1000)
+			if err != nil {
+				if tctx.Err() == nil && !errors.Is(err, context.Canceled) {
+					// The broker is down: try again shortly, as a consumer would.
+					select {
+					case <-time.After(50 * time.Millisecond):
+					case <-tctx.Done():
+					}
+				}
+				continue
+			}
+			mu.Lock()
+			for _, d := range ds {
+				h := d.Raw().Headers
+				seen = append(seen, scenario.Seen{EventID: h["id"], AggregateID: h["subject"], Type: h["type"]})
+			}
+			mu.Unlock()
+			for _, d := range ds {
+				_ = d.Ack(tctx)
+			}
+		}
+	}()
+	t.Cleanup(func() { stop(); <-done; _ = tap.Close() })
+	snapshot := func() []scenario.Seen {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]scenario.Seen(nil), seen...)
+	}
+
+	return &scenario.Destination{
+		URL:   srv.URL,
+		Topic: prefix + "/{aggregate_type}/{event_type}",
+		Publisher: func(t *testing.T) broker.Publisher {
+			p, err := mqttbroker.Open(context.Background(), srv.URL, mqttbroker.Options{Logger: mqttQuiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Close() })
+			return p
+		},
+		Tapped: snapshot,
+		Stored: func(*testing.T) []scenario.Seen { return snapshot() },
+		Stop:   srv.Kill,
+		Start:  srv.Start,
+		// '#' is a wildcard, which a published topic may not hold.
+		PoisonType: "Order#Poison",
+		Subscriber: func(t *testing.T, durable string) broker.Subscriber {
+			s, err := mqttbroker.OpenSubscriber(context.Background(), srv.URL, mqttbroker.SubscriberOptions{
+				ClientID: durable, Topics: []string{filter}, AckWait: 5 * time.Second, Logger: mqttQuiet,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		},
+	}
+}
