@@ -28,12 +28,13 @@ func (t Topic) Validate() error {
 	return nil
 }
 
-// Render fills the placeholders.
+// Render fills the placeholders in one pass: a value is inserted as it is,
+// so an aggregate type that itself reads "{event_type}" is not expanded a
+// second time.
 func (t Topic) Render(e txbox.Event) string {
 	s := string(t)
 	if !strings.Contains(s, "{") {
 		return s
 	}
-	s = strings.ReplaceAll(s, "{aggregate_type}", e.AggregateType)
-	return strings.ReplaceAll(s, "{event_type}", e.Type)
+	return strings.NewReplacer("{aggregate_type}", e.AggregateType, "{event_type}", e.Type).Replace(s)
 }

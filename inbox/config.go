@@ -46,8 +46,17 @@ type Config struct {
 	// delayed by a redelivery, gets in first. Versions must start at 1 and
 	// have no holes; an event that never comes blocks its aggregate (and
 	// only it) until its successors are parked. Events without a version
-	// are not ordered.
+	// are not ordered. A successor that arrives first is held in memory,
+	// unacknowledged (see HoldFor), and runs as soon as its predecessor
+	// commits.
 	Ordered bool
+
+	// HoldFor is how long an Ordered delivery whose predecessor is missing
+	// is held, unacknowledged, waiting for it; then it is sent back for
+	// redelivery. Keep it well below the broker's ack wait. Default 5s.
+	HoldFor time.Duration
+	// MaxHeld caps the deliveries held at once. Default 10000.
+	MaxHeld int
 
 	// BatchSize is how many deliveries one receive takes. Default 64.
 	BatchSize int
@@ -71,6 +80,12 @@ func (c *Config) withDefaults() {
 	if c.BatchSize == 0 {
 		c.BatchSize = 64
 	}
+	if c.HoldFor == 0 {
+		c.HoldFor = 5 * time.Second
+	}
+	if c.MaxHeld == 0 {
+		c.MaxHeld = 10000
+	}
 	if c.ReplayInterval == 0 {
 		c.ReplayInterval = 2 * time.Second
 	}
@@ -87,6 +102,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Name == "" || len(c.Name) > 128:
 		return bad("Name", "required, at most 128 characters")
+	case !plainText(c.Name):
+		return bad("Name", "%q: must be valid UTF-8 without NUL bytes or surrounding spaces", c.Name)
 	case c.Subscriber == nil:
 		return bad("Subscriber", "required")
 	case c.Dialect == nil:

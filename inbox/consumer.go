@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -51,6 +52,7 @@ type Consumer struct {
 	db     txDB
 	handle func(ctx context.Context, native any, e txbox.Event) error
 	ctrs   Counters
+	held   map[string]held // Ordered: deliveries waiting for a predecessor; Run's goroutine only
 }
 
 // txDB begins transactions on the consumer's database; native is the
@@ -86,7 +88,7 @@ func newConsumer(cfg Config, db txDB, h func(context.Context, any, txbox.Event) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: cfg, log: cfg.Logger.With("consumer", cfg.Name), db: db, handle: h}, nil
+	return &Consumer{cfg: cfg, log: cfg.Logger.With("consumer", cfg.Name), db: db, handle: h, held: map[string]held{}}, nil
 }
 
 // Counters exposes the consumer's counters.
@@ -106,6 +108,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		ds, err := c.cfg.Subscriber.Receive(rctx, c.cfg.BatchSize)
 		cancel()
 		if err != nil {
+			c.expireHeld(context.WithoutCancel(ctx), ctx.Err() != nil)
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -117,6 +120,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		c.HandleBatch(context.WithoutCancel(ctx), ds)
 	}
+	c.expireHeld(context.WithoutCancel(ctx), true)
 	return nil
 }
 
@@ -126,7 +130,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 func (c *Consumer) HandleBatch(ctx context.Context, ds []broker.Delivery) {
 	blocked := map[string]time.Duration{}
 	for _, d := range ds {
-		ev, err := d.Event()
+		ev, err := decode(d)
 		if err != nil {
 			c.parkUndecodable(ctx, d, err)
 			continue
@@ -141,11 +145,82 @@ func (c *Consumer) HandleBatch(ctx context.Context, ds []broker.Delivery) {
 			c.settle(ctx, d, false, delay)
 			continue
 		}
-		ack, delay := c.process(ctx, ev, txbox.StatusRetry)
+		if ackFirst {
+			c.settle(ctx, d, true, 0)
+		}
+		ack, delay := c.run(ctx, ev, txbox.StatusRetry, c.cfg.Ordered)
+		if delay == waitMarker {
+			c.hold(ctx, ev, d)
+			continue
+		}
 		if !ack && key != "" {
 			blocked[key] = delay
 		}
 		c.settle(ctx, d, ack, delay)
+		if ack {
+			c.releaseSuccessors(ctx, ev)
+		}
+	}
+	c.expireHeld(ctx, false)
+}
+
+// held is a delivery waiting, unacknowledged, for its predecessor. If the
+// process dies the broker redelivers it; nothing is written for it.
+type held struct {
+	d     broker.Delivery
+	ev    txbox.Event
+	since time.Time
+}
+
+func heldKey(ev txbox.Event, version int64) string {
+	return ev.AggregateType + "\x00" + ev.AggregateID + "\x00" + strconv.FormatInt(version, 10)
+}
+
+// hold keeps an Ordered delivery whose predecessor is missing, so that it
+// runs the moment the predecessor commits instead of after a redelivery
+// round. Past MaxHeld it is sent back instead.
+func (c *Consumer) hold(ctx context.Context, ev txbox.Event, d broker.Delivery) {
+	c.ctrs.Gaps.Add(1)
+	k := heldKey(ev, ev.AggregateVersion)
+	if old, ok := c.held[k]; ok {
+		c.settle(ctx, old.d, false, c.cfg.BackoffBase) // a redelivered copy replaces it
+	} else if len(c.held) >= c.cfg.MaxHeld {
+		c.settle(ctx, d, false, c.cfg.BackoffBase)
+		return
+	}
+	c.held[k] = held{d: d, ev: ev, since: time.Now()}
+}
+
+// releaseSuccessors runs the held successors of an applied event, in order.
+func (c *Consumer) releaseSuccessors(ctx context.Context, ev txbox.Event) {
+	for c.cfg.Ordered && ev.AggregateVersion > 0 {
+		k := heldKey(ev, ev.AggregateVersion+1)
+		h, ok := c.held[k]
+		if !ok {
+			return
+		}
+		delete(c.held, k)
+		ack, delay := c.run(ctx, h.ev, txbox.StatusRetry, true)
+		if delay == waitMarker {
+			c.held[k] = h
+			return
+		}
+		c.settle(ctx, h.d, ack, delay)
+		if !ack {
+			return
+		}
+		ev = h.ev
+	}
+}
+
+// expireHeld sends back deliveries held longer than HoldFor (all of them
+// when all is set), before the broker's ack wait would redeliver them anyway.
+func (c *Consumer) expireHeld(ctx context.Context, all bool) {
+	for k, h := range c.held {
+		if all || time.Since(h.since) > c.cfg.HoldFor {
+			delete(c.held, k)
+			c.settle(ctx, h.d, false, c.cfg.BackoffBase)
+		}
 	}
 }
 
@@ -165,6 +240,16 @@ func (c *Consumer) settle(ctx context.Context, d broker.Delivery, ack bool, dela
 // process runs the inbox transaction for one event. It reports whether the
 // delivery is to be acknowledged, or redelivered after delay.
 func (c *Consumer) process(ctx context.Context, ev txbox.Event, again txbox.Status) (ack bool, delay time.Duration) {
+	return c.run(ctx, ev, again, false)
+}
+
+// waitMarker is the delay run reports for "hold this delivery until its
+// predecessor is applied": a value no backoff produces.
+const waitMarker = time.Duration(-1)
+
+// run is process; with canWait, an Ordered event whose predecessor is
+// missing is neither failed nor settled, and run returns waitMarker.
+func (c *Consumer) run(ctx context.Context, ev txbox.Event, again txbox.Status, canWait bool) (ack bool, delay time.Duration) {
 	tx, native, commit, rollback, err := c.db.begin(ctx)
 	if err != nil {
 		c.log.Warn("begin failed", "event_id", ev.ID, "err", err)
@@ -179,6 +264,13 @@ func (c *Consumer) process(ctx context.Context, ev txbox.Event, again txbox.Stat
 	state, attempts, err := c.cfg.Dialect.InboxAcquire(ctx, tx, c.cfg.Name, ev)
 	if err != nil {
 		c.log.Warn("inbox acquire failed", "event_id", ev.ID, "err", err)
+		if errors.Is(err, txbox.ErrInvalidEvent) {
+			// The store refuses this event's data and always will; any
+			// other error (connection, deadlock) is redelivered.
+			_ = rollback()
+			done = true
+			return c.parkRefused(ctx, ev, err)
+		}
 		return false, c.backoff(1)
 	}
 	switch state {
@@ -191,11 +283,19 @@ func (c *Consumer) process(ctx context.Context, ev txbox.Event, again txbox.Stat
 	if c.cfg.VersionGuard && ev.AggregateVersion > 0 {
 		stale, gap, err := c.checkVersion(ctx, tx, ev)
 		if err != nil {
+			if errors.Is(err, txbox.ErrInvalidEvent) { // as for InboxAcquire
+				_ = rollback()
+				done = true
+				return c.parkRefused(ctx, ev, err)
+			}
 			return false, c.backoff(1)
 		}
 		if gap != nil {
 			_ = rollback()
 			done = true
+			if canWait {
+				return false, waitMarker
+			}
 			return c.fail(ctx, ev, attempts, gap, again)
 		}
 		if stale != "" {
@@ -298,12 +398,12 @@ func (c *Consumer) parkUndecodable(ctx context.Context, d broker.Delivery, cause
 	raw := d.Raw()
 	sum := sha256.New()
 	sum.Write([]byte(raw.Topic))
-	for k, v := range raw.Headers {
-		sum.Write([]byte(k + "\x00" + v + "\x00"))
+	for _, k := range sortedKeys(raw.Headers) { // one id for every redelivery
+		sum.Write([]byte(k + "\x00" + raw.Headers[k] + "\x00"))
 	}
 	sum.Write(raw.Body)
 	id := raw.ID
-	if id == "" || len(id) > 64 {
+	if !usableID(id) {
 		id = "raw-" + hex.EncodeToString(sum.Sum(nil))[:40]
 	}
 	payload, _ := json.Marshal(map[string]any{"topic": raw.Topic, "headers": raw.Headers, "body": string(raw.Body)})

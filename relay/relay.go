@@ -193,6 +193,15 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 	var out outcome
 	lanes, order := r.lanes(b.recs, &out)
 	deadline := b.deadline
+	if markFirst {
+		ids := make([]int64, 0, len(b.recs))
+		for _, rec := range b.recs {
+			ids = append(ids, rec.ID)
+		}
+		if _, err := r.cfg.Store.MarkSent(ctx, b.lease, ids); err != nil {
+			return err
+		}
+	}
 
 	releaseRest := func(why string) {
 		for _, k := range order {
@@ -304,9 +313,12 @@ func (r *Relay) mark(ctx context.Context, lease string, out outcome) error {
 	if len(out.failures) > 0 {
 		n, err := r.cfg.Store.MarkFailed(ctx, lease, out.failures)
 		for _, f := range out.failures {
-			if f.Dead {
+			switch {
+			case err != nil:
+				// Not marked: the rows come back when their lease ends.
+			case f.Dead:
 				r.ctrs.Dead.Add(1)
-			} else {
+			default:
 				r.ctrs.Retried.Add(1)
 			}
 		}

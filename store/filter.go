@@ -55,8 +55,12 @@ func DeadOnly(f Filter) Filter {
 	return f
 }
 
-// Truncate cuts s to at most n bytes on a rune boundary, for last_error.
+// Truncate cuts s to at most n bytes on a rune boundary, for last_error
+// and error_message. The result is Text(s), cut: an error that quotes bad
+// bytes (invalid UTF-8, NUL) must not make the statement recording it fail,
+// or the row would never be marked.
 func Truncate(s string, n int) string {
+	s = Text(s)
 	if len(s) <= n {
 		return s
 	}

@@ -35,7 +35,9 @@ type InboxDialect interface {
 	// InboxAcquire inserts the (event, consumer) row if absent, with status
 	// PROCESSING. When the row exists it locks it and reports its state; a
 	// RETRY or REPLAY row is set to PROCESSING. attempts is how many
-	// attempts failed before this one.
+	// attempts failed before this one. An error wrapping
+	// txbox.ErrInvalidEvent means this store can never record the event
+	// (the consumer parks it); any other error is retried.
 	InboxAcquire(ctx context.Context, tx Tx, consumer string, e txbox.Event) (state InboxState, attempts int, err error)
 	// InboxDone marks the row PROCESSED, or SKIPPED with a note (stale
 	// version), in the handler's transaction.
@@ -50,6 +52,8 @@ type InboxDialect interface {
 	// InboxVersion is the version guard's check-and-set: when version is
 	// above the last applied one for the aggregate it records it and
 	// returns ok; otherwise it changes nothing and returns the last one.
+	// Errors about the aggregate's data wrap txbox.ErrInvalidEvent, as for
+	// InboxAcquire.
 	InboxVersion(ctx context.Context, tx Tx, consumer, aggType, aggID string, version int64) (last int64, ok bool, err error)
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/txbox/txbox"
 )
@@ -53,6 +54,10 @@ func (r Record) Event() (txbox.Event, error) {
 		e.OccurredAt = r.CreatedAt
 	}
 	if len(r.Headers) > 0 && string(r.Headers) != "null" {
+		// json.Unmarshal would quietly turn bad bytes into U+FFFD.
+		if !utf8.Valid(r.Headers) {
+			return e, txbox.Permanent(fmt.Errorf("%w: headers are not valid UTF-8", txbox.ErrInvalidEvent))
+		}
 		var h map[string]string
 		if err := json.Unmarshal(r.Headers, &h); err != nil {
 			return e, txbox.Permanent(fmt.Errorf("%w: headers are not a JSON object of strings: %v", txbox.ErrInvalidEvent, err))
@@ -61,6 +66,11 @@ func (r Record) Event() (txbox.Event, error) {
 	}
 	if err := e.Validate(); err != nil {
 		return e, txbox.Permanent(err)
+	}
+	// Stores that keep any bytes (SQLite) may hand back text no consumer's
+	// inbox could record; the row is refused here, with the reason.
+	if err := CheckText(e); err != nil {
+		return e, err
 	}
 	return e, nil
 }

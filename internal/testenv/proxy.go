@@ -17,8 +17,22 @@ type Proxy struct {
 	ln     net.Listener
 	mu     sync.Mutex
 	cut    bool
+	hole   bool
 	conns  map[net.Conn]struct{}
-	Delay  time.Duration // added before each forwarded chunk, for latency faults
+	lat    time.Duration
+}
+
+// SetDelay adds d of latency before each forwarded chunk (0: none).
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	p.lat = d
+	p.mu.Unlock()
+}
+
+func (p *Proxy) delay() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lat
 }
 
 // NewProxy listens on a free port and forwards to target ("host:port").
@@ -51,10 +65,33 @@ func (p *Proxy) Cut() {
 	clear(p.conns)
 }
 
-// Restore accepts connections again.
+// Blackhole makes every connection half-open: nothing is forwarded in
+// either direction and nothing is closed, so peers see silence, not an
+// error, until their own timeouts fire. Restore ends it (connections that
+// were silenced are closed then, as a middlebox that lost state would).
+func (p *Proxy) Blackhole() {
+	p.mu.Lock()
+	p.hole = true
+	p.mu.Unlock()
+}
+
+func (p *Proxy) holed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hole
+}
+
+// Restore accepts and forwards connections again.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
-	p.cut = false
+	wasHole := p.hole
+	p.cut, p.hole = false, false
+	if wasHole {
+		for c := range p.conns {
+			_ = c.Close()
+		}
+		clear(p.conns)
+	}
 	p.mu.Unlock()
 }
 
@@ -96,8 +133,11 @@ func (p *Proxy) serve(c net.Conn) {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := src.Read(buf)
+			if n > 0 && p.holed() {
+				continue // swallowed: the peer hears nothing
+			}
 			if n > 0 {
-				if d := p.Delay; d > 0 {
+				if d := p.delay(); d > 0 {
 					time.Sleep(d)
 				}
 				if _, werr := dst.Write(buf[:n]); werr != nil {

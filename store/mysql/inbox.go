@@ -85,9 +85,18 @@ func checkFields(fs ...field) error {
 	return nil
 }
 
+// checkEvent checks the consumer name, then the event. A field of the event
+// that cannot be kept wraps txbox.ErrInvalidEvent: it will be refused on
+// every redelivery, so the consumer parks the event instead.
 func checkEvent(consumer string, e txbox.Event) error {
-	return checkFields(field{"event id", e.ID, 64, true}, field{"consumer name", consumer, 128, true},
-		field{"event type", e.Type, 128, false}, field{"aggregate type", e.AggregateType, 64, false}, field{"aggregate id", e.AggregateID, 128, false})
+	if err := checkFields(field{"consumer name", consumer, 128, true}); err != nil {
+		return err
+	}
+	if err := checkFields(field{"event id", e.ID, 64, true}, field{"event type", e.Type, 128, false},
+		field{"aggregate type", e.AggregateType, 64, false}, field{"aggregate id", e.AggregateID, 128, false}); err != nil {
+		return fmt.Errorf("%w: %w", txbox.ErrInvalidEvent, err)
+	}
+	return nil
 }
 
 // InboxAcquire implements store.InboxDialect. The upsert inserts the row
@@ -224,8 +233,11 @@ func (d Dialect) InboxVersion(ctx context.Context, tx store.Tx, consumer, aggTyp
 		return 0, false, err
 	}
 	t += "_versions"
-	if err := checkFields(field{"consumer name", consumer, 128, true}, field{"aggregate type", aggType, 64, true}, field{"aggregate id", aggID, 128, true}); err != nil {
+	if err := checkFields(field{"consumer name", consumer, 128, true}); err != nil {
 		return 0, false, err
+	}
+	if err := checkFields(field{"aggregate type", aggType, 64, true}, field{"aggregate id", aggID, 128, true}); err != nil {
+		return 0, false, fmt.Errorf("%w: %w", txbox.ErrInvalidEvent, err)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO `+t+` (consumer_name, aggregate_type, aggregate_id, version, updated_at)
 		VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = version`,

@@ -26,6 +26,7 @@ func RunInbox(t *testing.T, h Harness) {
 		{"InboxConsumersAreIndependent", testInboxConsumers},
 		{"InboxCleanup", testInboxCleanup},
 		{"InboxConcurrentDeliveries", testInboxConcurrent},
+		{"InboxBadBytesInError", testInboxBadBytesInError},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := open(t, h)

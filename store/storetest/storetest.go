@@ -52,6 +52,7 @@ func Run(t *testing.T, h Harness) {
 		{"DeepBlockedAggregateDoesNotStarveOthers", testDeepBlocked},
 		{"ConcurrentClaimers", testConcurrentClaimers},
 		{"ConcurrentMigrate", testConcurrentMigrate},
+		{"BadBytesInLastError", testBadBytesInLastError},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, h) })

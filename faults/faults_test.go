@@ -1,0 +1,166 @@
+package faults
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/txbox/txbox/internal/testenv"
+)
+
+var (
+	duration = flag.Duration("faults.duration", 90*time.Second, "how long producers write while faults are injected (long mode: 30m)")
+	seedFlag = flag.Uint64("faults.seed", 0, "seed of the fault schedule and the producers (0: from the clock)")
+	rate     = flag.Float64("faults.rate", 200, "events per second written by the producers")
+)
+
+// TestMain turns this test binary into a consumer process when the harness
+// starts it so.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if os.Getenv("TXBOX_FAULTS_CONSUMER") == "1" {
+		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		if err := RunConsumer(); err != nil {
+			fmt.Fprintln(os.Stderr, "consumer:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	os.Exit(m.Run())
+}
+
+// run is one harness run; it returns the checker's report and the faults
+// it injected.
+type runOpts struct {
+	relayBin, consumerBin string
+	duration              time.Duration
+	scale                 int
+	quiesce               time.Duration
+	seed                  uint64
+}
+
+func harness(t *testing.T, o runOpts) (Report, map[Kind]int) {
+	w := NewWorld(t, o.relayBin)
+	if o.consumerBin != "" {
+		w.self = o.consumerBin
+	}
+	for i := range 2 {
+		w.StartRelay(i)
+		w.StartConsumer(i)
+	}
+	ctx := context.Background()
+	pctx, stopProducers := context.WithTimeout(ctx, o.duration)
+	defer stopProducers()
+	prod := Produce(pctx, w, 4, *rate, o.seed, 0.1)
+	injected := make(chan map[Kind]int, 1)
+	go func() { injected <- Inject(ctx, w, Schedule(o.seed, o.duration, ShortMinimums, o.scale), t.Logf) }()
+	done := <-injected
+	prod.Wait()
+	// Bring back anything a fault left down, then let the flow drain.
+	w.NATS.Start()
+	w.PGProxy.Restore()
+	w.NATProxy.Restore()
+	for i := range 2 {
+		w.StartRelay(i)
+		w.StartConsumer(i)
+	}
+	deadline := time.Now().Add(o.quiesce)
+	var outbox, applied int
+	for time.Now().Before(deadline) {
+		_ = w.Prod.QueryRow(ctx, `SELECT count(*) FROM outbox_event`).Scan(&outbox)
+		_ = w.Cons.QueryRow(ctx, `SELECT count(*) FROM effects`).Scan(&applied)
+		if applied >= outbox && outbox > 0 {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	time.Sleep(4 * time.Second) // past the ack wait: late redeliveries must be absorbed too
+	rep, err := Check(ctx, w, prod)
+	if err != nil {
+		t.Fatalf("checker: %v", err)
+	}
+	prod.mu.Lock()
+	t.Logf("producers: %d committed, %d rolled back on purpose, %d errors", prod.Committed, len(prod.RolledBack), prod.Errors)
+	prod.mu.Unlock()
+	return rep, done
+}
+
+func seed() uint64 {
+	if *seedFlag != 0 {
+		return *seedFlag
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+// TestFaults is the harness: nothing lost, nothing applied twice, no
+// reorder, under every kind of fault, at least the short mode's minimums.
+func TestFaults(t *testing.T) {
+	s := seed()
+	t.Logf("seed %d (replay: go test ./faults -run TestFaults -args -faults.seed %d -faults.duration %v)", s, s, *duration)
+	scale := max(1, int(*duration/(90*time.Second)))
+	rep, done := harness(t, runOpts{relayBin: testenv.Binary(t), duration: *duration, scale: scale, quiesce: 3 * time.Minute, seed: s})
+	t.Logf("faults injected: %v", done)
+	t.Logf("report:\n%s", rep)
+	for k, n := range ShortMinimums {
+		if done[k] < n {
+			t.Errorf("only %d of %d %s faults were injected", done[k], n, k)
+		}
+	}
+	if f := rep.Failed(); len(f) > 0 {
+		t.Fatalf("VIOLATIONS: %s (seed %d)", strings.Join(f, ", "), s)
+	}
+	if rep.Committed < 1000 {
+		t.Fatalf("only %d events committed: the run proved too little", rep.Committed)
+	}
+}
+
+// TestSabotagedBuildsAreCaught builds the deliberately broken variants and
+// shows the checker reports them.
+func TestSabotagedBuildsAreCaught(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	dir := t.TempDir()
+	root := moduleRoot(t)
+	build := func(out, pkg string, args ...string) string {
+		p := filepath.Join(dir, out)
+		cmd := exec.Command("go", append(append([]string{}, args...), "-o", p, pkg)...)
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", out, err, b)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name, relay, consumer string
+	}{
+		{"RelayMarksSentBeforeAck", build("txbox-markfirst", "./cmd/txbox", "build", "-tags", "txbox_sabotage_mark_first"), ""},
+		{"InboxAcksBeforeCommit", testenv.Binary(t), build("faults-ackfirst.test", "./faults", "test", "-c", "-tags", "txbox_sabotage_ack_first")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := seed()
+			rep, _ := harness(t, runOpts{relayBin: c.relay, consumerBin: c.consumer, duration: 30 * time.Second, scale: 1, quiesce: 20 * time.Second, seed: s})
+			t.Logf("report of the broken build:\n%s", rep)
+			if len(rep.Failed()) == 0 {
+				t.Fatalf("the checker did not catch the broken build %s (seed %d)", c.name, s)
+			}
+			t.Logf("caught: %s", strings.Join(rep.Failed(), ", "))
+		})
+	}
+}
+
+func moduleRoot(t *testing.T) string {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out)))
+}

@@ -1,0 +1,261 @@
+// Package faults is the fault-injection harness and its checker: producers
+// write orders and events in transactions, two relay processes and two
+// consumer processes deliver and apply them, and a seeded schedule kills
+// processes, restarts the broker, terminates database backends and cuts,
+// slows and half-opens connections. The checker then reads the producers'
+// database, the stream and the consumers' database and reports what was
+// lost, duplicated, applied twice or applied out of order.
+//
+// Run the short mode with `go test ./faults`; the long mode with
+// `go test ./faults -run TestFaults -timeout 60m -args -faults.duration 30m`.
+package faults
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/testenv"
+	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/postgres"
+)
+
+// World is everything one harness run owns: two fresh databases, a
+// nats-server, proxies in front of both, and the processes.
+type World struct {
+	t        *testing.T
+	Admin    *pgx.Conn // the server's test database, for CREATE/DROP and backend termination
+	ProdURL  string    // producers' database, direct
+	ConsURL  string    // consumers' database, direct
+	Prod     *pgxpool.Pool
+	Cons     *pgxpool.Pool
+	NATS     *testenv.NATSServer
+	PGProxy  *testenv.Proxy
+	NATProxy *testenv.Proxy
+	Tables   store.Tables
+	Stream   string
+	Subjects string
+	Topic    string
+
+	mu     sync.Mutex
+	procs  map[string]*proc
+	relay  string // txbox binary
+	self   string // this test binary, re-run as a consumer
+	broken []string
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	args []string
+	env  []string
+	bin  string
+	out  *strings.Builder
+}
+
+// NewWorld sets everything up; it is torn down when t ends. relayBin is the
+// txbox binary to run as relays (a sabotaged build in the broken tests).
+func NewWorld(t *testing.T, relayBin string) *World {
+	t.Helper()
+	ctx := context.Background()
+	base := testenv.URL(t, "TXBOX_TEST_POSTGRES")
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &World{t: t, Admin: admin, procs: map[string]*proc{}, relay: relayBin, self: os.Args[0]}
+	t.Cleanup(func() { w.stopAll(); admin.Close(context.Background()) })
+	id := strings.ReplaceAll(txbox.NewID()[24:], "-", "")
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, db := range []struct {
+		name string
+		dst  *string
+	}{{"txbox_faults_prod_" + id, &w.ProdURL}, {"txbox_faults_cons_" + id, &w.ConsURL}} {
+		if _, err := admin.Exec(ctx, "CREATE DATABASE "+db.name); err != nil {
+			t.Fatal(err)
+		}
+		name := db.name
+		t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
+		v := *u
+		v.Path = "/" + db.name
+		*db.dst = v.String()
+	}
+	if w.Prod, err = pgxpool.New(ctx, w.ProdURL); err != nil {
+		t.Fatal(err)
+	}
+	if w.Cons, err = pgxpool.New(ctx, w.ConsURL); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Prod.Close(); w.Cons.Close() })
+	w.Tables = store.Tables{}.WithDefaults()
+	for _, p := range []*pgxpool.Pool{w.Prod, w.Cons} {
+		s, err := postgres.New(p, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Prod.Exec(ctx, `CREATE TABLE orders (id TEXT PRIMARY KEY, version BIGINT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	// The consumers' business table: one row per applied event, with the
+	// order of application, so the checker sees doubles and reorders.
+	if _, err := w.Cons.Exec(ctx, `CREATE TABLE effects (
+		event_id TEXT PRIMARY KEY, aggregate_id TEXT NOT NULL, version BIGINT NOT NULL,
+		applied_seq BIGSERIAL, applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(), n INT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	w.NATS = testenv.StartNATS(t)
+	w.NATProxy = testenv.NewProxy(t, fmt.Sprintf("127.0.0.1:%d", w.NATS.Port))
+	pgHost := u.Host
+	if u.Port() == "" {
+		pgHost += ":5432"
+	}
+	w.PGProxy = testenv.NewProxy(t, pgHost)
+	w.Stream, w.Subjects, w.Topic = "FAULTS", "faults.>", "faults.{aggregate_type}.{event_type}"
+	return w
+}
+
+// viaProxy rewrites a database URL to go through the PostgreSQL proxy and
+// names the application, so backends can be told apart.
+func (w *World) viaProxy(raw, app string) string {
+	u, _ := url.Parse(raw)
+	u.Host = w.PGProxy.Addr()
+	q := u.Query()
+	q.Set("application_name", app)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func (w *World) natsViaProxy() string { return "nats://" + w.NATProxy.Addr() }
+
+// StartRelay starts (or restarts) relay i.
+func (w *World) StartRelay(i int) {
+	name := fmt.Sprintf("relay-%d", i)
+	args := []string{"relay", "--db", w.viaProxy(w.ProdURL, "txbox-relay"), "--broker", w.natsViaProxy(),
+		"--nats-stream", w.Stream, "--nats-subjects", w.Subjects, "--nats-create-stream", "--topic", w.Topic,
+		"--relay-id", name, "--batch-size", "200", "--lease", "3s", "--publish-timeout", "1s", "--poll-interval", "20ms",
+		"--backoff-base", "100ms", "--backoff-max", "2s", "--max-attempts", "1000", "--log-level", "warn"}
+	w.start(name, w.relay, args, nil)
+}
+
+// StartConsumer starts (or restarts) consumer i: this test binary in
+// consumer mode (see TestMain).
+func (w *World) StartConsumer(i int) {
+	name := fmt.Sprintf("consumer-%d", i)
+	env := []string{"TXBOX_FAULTS_CONSUMER=1", "FAULTS_DB=" + w.viaProxy(w.ConsURL, "txbox-consumer"),
+		"FAULTS_NATS=" + w.natsViaProxy(), "FAULTS_STREAM=" + w.Stream, "FAULTS_NAME=" + name}
+	w.start(name, w.self, []string{"-test.run=^$"}, env)
+}
+
+func (w *World) start(name, bin string, args, env []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p, ok := w.procs[name]; ok {
+		select {
+		case <-p.done:
+		default:
+			return // running
+		}
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out := &strings.Builder{}
+	lw := &lockedWriter{b: out}
+	cmd.Stdout, cmd.Stderr = lw, lw
+	if err := cmd.Start(); err != nil {
+		w.t.Fatalf("start %s: %v", name, err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{}), args: args, env: env, bin: bin, out: out}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	w.procs[name] = p
+}
+
+// Kill SIGKILLs a process and waits for it to be gone.
+func (w *World) Kill(name string) {
+	w.mu.Lock()
+	p := w.procs[name]
+	w.mu.Unlock()
+	if p == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// Running reports whether a process is alive.
+func (w *World) Running(name string) bool {
+	w.mu.Lock()
+	p := w.procs[name]
+	w.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (w *World) stopAll() {
+	w.mu.Lock()
+	names := make([]string, 0, len(w.procs))
+	for n := range w.procs {
+		names = append(names, n)
+	}
+	w.mu.Unlock()
+	for _, n := range names {
+		w.mu.Lock()
+		p := w.procs[n]
+		w.mu.Unlock()
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			_ = p.cmd.Process.Signal(syscall.SIGKILL)
+			<-p.done
+		}
+		if w.t.Failed() {
+			w.t.Logf("output of %s (last 2000 bytes):\n%s", n, tailString(p.out.String(), 2000))
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 1<<20 {
+		return len(p), nil // bounded: a chatty process cannot eat memory
+	}
+	return l.b.Write(p)
+}
+
+func tailString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
