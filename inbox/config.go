@@ -58,6 +58,16 @@ type Config struct {
 	// MaxHeld caps the deliveries held at once. Default 10000.
 	MaxHeld int
 
+	// TxBatch is how many deliveries share one database transaction. 1 (the
+	// default) is one transaction per event. Above 1, each event runs under
+	// a SAVEPOINT inside the shared transaction: a failing event is rolled
+	// back to its savepoint alone and retried as usual, the others commit
+	// together, and only then are their deliveries acknowledged. Later
+	// events of a failing event's aggregate in the same transaction are sent
+	// back unapplied. Ordered gaps are not held in this mode; they are
+	// retried with backoff.
+	TxBatch int
+
 	// BatchSize is how many deliveries one receive takes. Default 64.
 	BatchSize int
 	// ReplayInterval is how often the consumer looks for replay requests.
@@ -79,6 +89,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 64
+	}
+	if c.TxBatch == 0 {
+		c.TxBatch = 1
 	}
 	if c.HoldFor == 0 {
 		c.HoldFor = 5 * time.Second
@@ -114,6 +127,8 @@ func (c *Config) Validate() error {
 		return bad("BackoffMax", "need 0 < BackoffBase (%v) <= BackoffMax (%v)", c.BackoffBase, c.BackoffMax)
 	case c.Ordered && !c.VersionGuard:
 		return bad("Ordered", "needs VersionGuard")
+	case c.TxBatch < 1 || c.TxBatch > 10000:
+		return bad("TxBatch", "%d is outside 1..10000", c.TxBatch)
 	case c.BatchSize < 1 || c.BatchSize > 10000:
 		return bad("BatchSize", "%d is outside 1..10000", c.BatchSize)
 	}

@@ -128,6 +128,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 // fails, the later events of that aggregate in the batch are sent back too,
 // unprocessed, so they do not overtake it.
 func (c *Consumer) HandleBatch(ctx context.Context, ds []broker.Delivery) {
+	if c.cfg.TxBatch > 1 {
+		c.handleSharedTx(ctx, ds)
+		return
+	}
 	blocked := map[string]time.Duration{}
 	for _, d := range ds {
 		ev, err := decode(d)
@@ -255,79 +259,192 @@ func (c *Consumer) run(ctx context.Context, ev txbox.Event, again txbox.Status, 
 		c.log.Warn("begin failed", "event_id", ev.ID, "err", err)
 		return false, c.backoff(1)
 	}
-	done := false
-	defer func() {
-		if !done {
-			_ = rollback()
+	st := c.apply(ctx, tx, native, ev)
+	if st.kind == stepCommit {
+		if err := commit(); err != nil {
+			c.log.Warn("commit failed", "event_id", ev.ID, "err", err)
+			return false, c.backoff(1)
 		}
-	}()
+	} else {
+		_ = rollback()
+	}
+	return c.settleStep(ctx, ev, st, again, canWait)
+}
+
+// handleSharedTx is HandleBatch with TxBatch > 1: up to TxBatch events per
+// transaction, each under its own savepoint.
+func (c *Consumer) handleSharedTx(ctx context.Context, ds []broker.Delivery) {
+	type item struct {
+		d  broker.Delivery
+		ev txbox.Event
+	}
+	var items []item
+	for _, d := range ds {
+		ev, err := decode(d)
+		if err != nil {
+			c.parkUndecodable(ctx, d, err)
+			continue
+		}
+		if ackFirst {
+			c.settle(ctx, d, true, 0)
+		}
+		items = append(items, item{d, ev})
+	}
+	for len(items) > 0 {
+		n := min(len(items), c.cfg.TxBatch)
+		chunk := items[:n]
+		items = items[n:]
+		evs := make([]txbox.Event, n)
+		for i, it := range chunk {
+			evs[i] = it.ev
+		}
+		steps := c.applyShared(ctx, evs)
+		for i, it := range chunk {
+			ack, delay := c.settleStep(ctx, it.ev, steps[i], txbox.StatusRetry, false)
+			c.settle(ctx, it.d, ack, delay)
+		}
+	}
+}
+
+// applyShared runs events in one transaction, each under a savepoint, and
+// commits. When the transaction as a whole fails, every event is sent back.
+func (c *Consumer) applyShared(ctx context.Context, evs []txbox.Event) []step {
+	steps := make([]step, len(evs))
+	all := func(err error) []step {
+		for i := range steps {
+			steps[i] = step{kind: stepInfra, err: err}
+		}
+		return steps
+	}
+	tx, native, commit, rollback, err := c.db.begin(ctx)
+	if err != nil {
+		return all(err)
+	}
+	failed := map[string]bool{}
+	for i, ev := range evs {
+		key := ev.AggregateType + "\x00" + ev.AggregateID
+		if failed[key] {
+			// An earlier event of this aggregate failed: do not overtake it.
+			steps[i] = step{kind: stepInfra, err: errors.New("held back behind a failed event of its aggregate")}
+			continue
+		}
+		sp := "txbox_sp_" + strconv.Itoa(i)
+		if _, err := tx.Exec(ctx, "SAVEPOINT "+sp); err != nil {
+			_ = rollback()
+			return all(err)
+		}
+		steps[i] = c.apply(ctx, tx, native, ev)
+		end := "RELEASE SAVEPOINT "
+		if k := steps[i].kind; k != stepCommit && k != stepAck {
+			end = "ROLLBACK TO SAVEPOINT "
+			failed[key] = true
+		}
+		if _, err := tx.Exec(ctx, end+sp); err != nil {
+			_ = rollback()
+			return all(err)
+		}
+	}
+	if err := commit(); err != nil {
+		c.log.Warn("commit of a shared transaction failed", "events", len(evs), "err", err)
+		return all(err)
+	}
+	return steps
+}
+
+// stepKind is what the inbox transaction decided for one event.
+type stepKind int
+
+const (
+	stepCommit  stepKind = iota // processed or skipped as stale: commit, then acknowledge
+	stepAck                     // duplicate or parked: nothing to commit; acknowledge
+	stepFail                    // handler error or a gap: roll back, record the attempt
+	stepRefused                 // the store refuses the event's data: roll back, park it
+	stepInfra                   // any other store error: roll back, redeliver
+)
+
+type step struct {
+	kind     stepKind
+	attempts int   // failed attempts before this one
+	err      error // the handler's, the gap's, or the store's
+	stale    string
+	dup      bool
+	gap      bool
+}
+
+// apply is the inbox transaction's body for one event, on tx: the
+// insert-if-absent, the version guard, the handler and the processed mark.
+// It never commits or rolls back; the caller does, per what it returns.
+func (c *Consumer) apply(ctx context.Context, tx store.Tx, native any, ev txbox.Event) step {
 	state, attempts, err := c.cfg.Dialect.InboxAcquire(ctx, tx, c.cfg.Name, ev)
 	if err != nil {
 		c.log.Warn("inbox acquire failed", "event_id", ev.ID, "err", err)
 		if errors.Is(err, txbox.ErrInvalidEvent) {
 			// The store refuses this event's data and always will; any
 			// other error (connection, deadlock) is redelivered.
-			_ = rollback()
-			done = true
-			return c.parkRefused(ctx, ev, err)
+			return step{kind: stepRefused, err: err}
 		}
-		return false, c.backoff(1)
+		return step{kind: stepInfra, err: err}
 	}
 	switch state {
 	case store.InboxDuplicate:
-		c.ctrs.Duplicates.Add(1)
-		return true, 0
+		return step{kind: stepAck, dup: true}
 	case store.InboxParked:
-		return true, 0
+		return step{kind: stepAck}
 	}
 	if c.cfg.VersionGuard && ev.AggregateVersion > 0 {
 		stale, gap, err := c.checkVersion(ctx, tx, ev)
-		if err != nil {
-			if errors.Is(err, txbox.ErrInvalidEvent) { // as for InboxAcquire
-				_ = rollback()
-				done = true
-				return c.parkRefused(ctx, ev, err)
-			}
-			return false, c.backoff(1)
-		}
-		if gap != nil {
-			_ = rollback()
-			done = true
-			if canWait {
-				return false, waitMarker
-			}
-			return c.fail(ctx, ev, attempts, gap, again)
-		}
-		if stale != "" {
+		switch {
+		case err != nil && errors.Is(err, txbox.ErrInvalidEvent): // as for InboxAcquire
+			return step{kind: stepRefused, err: err}
+		case err != nil:
+			return step{kind: stepInfra, err: err}
+		case gap != nil:
+			return step{kind: stepFail, attempts: attempts, err: gap, gap: true}
+		case stale != "":
 			if err := c.cfg.Dialect.InboxDone(ctx, tx, c.cfg.Name, ev.ID, txbox.StatusSkipped, stale); err != nil {
-				return false, c.backoff(1)
+				return step{kind: stepInfra, err: err}
 			}
-			if err := commit(); err != nil {
-				return false, c.backoff(1)
-			}
-			done = true
-			c.ctrs.Stale.Add(1)
-			c.log.Debug("stale event skipped", "event_id", ev.ID, "version", ev.AggregateVersion, "note", stale)
-			return true, 0
+			return step{kind: stepCommit, stale: stale}
 		}
 	}
 	if herr := c.safeHandle(ctx, native, ev); herr != nil {
-		_ = rollback()
-		done = true
-		return c.fail(ctx, ev, attempts, herr, again)
+		return step{kind: stepFail, attempts: attempts, err: herr}
 	}
 	if err := c.cfg.Dialect.InboxDone(ctx, tx, c.cfg.Name, ev.ID, txbox.StatusProcessed, ""); err != nil {
-		return false, c.backoff(1)
+		return step{kind: stepInfra, err: err}
 	}
-	if err := commit(); err != nil {
-		done = true
-		c.log.Warn("commit failed", "event_id", ev.ID, "err", err)
-		return false, c.backoff(1)
-	}
-	done = true
-	c.ctrs.Processed.Add(1)
-	return true, 0
+	return step{kind: stepCommit}
 }
+
+// settleStep turns a step whose transaction has ended into the delivery's
+// fate: acknowledge, or redeliver after a delay (waitMarker: hold it).
+func (c *Consumer) settleStep(ctx context.Context, ev txbox.Event, st step, again txbox.Status, canWait bool) (bool, time.Duration) {
+	switch st.kind {
+	case stepCommit:
+		if st.stale != "" {
+			c.ctrs.Stale.Add(1)
+			c.log.Debug("stale event skipped", "event_id", ev.ID, "version", ev.AggregateVersion, "note", st.stale)
+		} else {
+			c.ctrs.Processed.Add(1)
+		}
+		return true, 0
+	case stepAck:
+		if st.dup {
+			c.ctrs.Duplicates.Add(1)
+		}
+		return true, 0
+	case stepFail:
+		if st.gap && canWait {
+			return false, waitMarker
+		}
+		return c.fail(ctx, ev, st.attempts, st.err, again)
+	case stepRefused:
+		return c.parkRefused(ctx, ev, st.err)
+	default:
+		return false, c.backoff(1)
+	}
+}
+
 
 // checkVersion runs the version guard in the handler's transaction. It
 // returns a note when the event is stale, or an error when Ordered is on

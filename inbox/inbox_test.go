@@ -486,3 +486,46 @@ func TestOrderedAppliesInVersionOrder(t *testing.T) {
 		}
 	}
 }
+
+// TxBatch: many deliveries in one transaction, each under a savepoint. A
+// handler that fails (after writing) is rolled back alone and retried; one
+// that always fails is parked; the others commit once each.
+func TestSharedTransactionSavepoints(t *testing.T) {
+	e := newEnv(t)
+	var evs []txbox.Event
+	for i := range 60 {
+		evs = append(evs, txbox.MustEvent("Order", fmt.Sprintf("o-%d", i), "OrderCreated", nil))
+	}
+	flaky, poison := evs[10], evs[20]
+	e.write(evs...)
+	e.relay()
+	var flakyCalls atomic.Int32
+	c := e.consumer(inbox.Config{Name: "inventory", Subscriber: e.subscriber("inventory", 30*time.Second), TxBatch: 25, MaxAttempts: 3},
+		func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {
+			if err := e.applyEffect(ctx, tx, ev); err != nil {
+				return err
+			}
+			switch {
+			case ev.ID == poison.ID:
+				return errors.New("always fails")
+			case ev.ID == flaky.ID && flakyCalls.Add(1) <= 2:
+				return errors.New("fails twice")
+			}
+			return nil
+		})
+	waitFor(t, 20*time.Second, "59 applied and one parked", func() bool {
+		return c.Counters().Processed.Load() == 59 && c.Counters().Parked.Load() == 1
+	})
+	got := e.effectCounts()
+	if len(got) != 59 || got[poison.ID] != 0 || got[flaky.ID] != 1 {
+		t.Fatalf("effects: %d rows, poison %d, flaky %d", len(got), got[poison.ID], got[flaky.ID])
+	}
+	for id, n := range got {
+		if n != 1 {
+			t.Fatalf("%s applied %d times", id, n)
+		}
+	}
+	if r := e.inboxRow("inventory", flaky.ID); r.Status != txbox.StatusProcessed || r.RetryCount != 2 {
+		t.Fatalf("flaky row: %+v", r)
+	}
+}
