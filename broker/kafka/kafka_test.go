@@ -1,0 +1,91 @@
+package kafkabroker_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/brokertest"
+	kafkabroker "github.com/txbox/txbox/broker/kafka"
+	"github.com/txbox/txbox/broker/kafka/kafkatest"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func msg(topic, key string, n int) broker.Message {
+	return broker.Message{Event: txbox.MustEvent("Order", key, "Created", map[string]int{"n": n}), Topic: topic, Source: "test"}
+}
+
+func open(t *testing.T, kc *kafkatest.Cluster, opts kafkabroker.Options) *kafkabroker.Publisher {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quiet
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := kafkabroker.Open(ctx, kc.URL(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// TestConformance runs brokertest against an in-process kfake cluster (there
+// is no Kafka server here): its own, so the broker-down case can stop and
+// restart it on the same port with its data directory.
+func TestConformance(t *testing.T) {
+	kc := kafkatest.Start(t)
+	var n atomic.Int64
+	const ackWait = time.Second
+	brokertest.Run(t, brokertest.Harness{
+		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
+			p, err := kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		NewSubscriber: func(ctx context.Context, t *testing.T, group, topic string) broker.Subscriber {
+			s, err := kafkabroker.OpenSubscriber(ctx, kc.URL(), kafkabroker.SubscriberOptions{
+				Group: group, Topics: []string{topic}, AckWait: ackWait, Logger: quiet,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		Topic: func(t *testing.T) string {
+			topic := fmt.Sprintf("bt.t%d.Order.Created", n.Add(1))
+			if err := kc.CreateTopic(topic, 3, nil); err != nil {
+				t.Fatal(err)
+			}
+			return topic
+		},
+		InvalidTopics: []string{
+			"", "bt.a b", ".", "..", "bt/x", "bt.ünï", "bt.x:y", string(make([]byte, 250)),
+			fmt.Sprintf("bt.missing%d", time.Now().UnixNano()), // valid, but no such topic
+		},
+		AckWait:     ackWait,
+		StopBroker:  func(*testing.T) { kc.Stop() },
+		StartBroker: func(*testing.T) { kc.Start() },
+		PublishRaw: func(ctx context.Context, t *testing.T, topic string, headers map[string]string, body []byte) {
+			cl := kc.Client(t)
+			r := &kgo.Record{Topic: topic, Value: body}
+			for k, v := range headers {
+				r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+			}
+			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		},
+	})
+}

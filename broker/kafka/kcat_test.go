@@ -1,0 +1,77 @@
+package kafkabroker_test
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	kafkabroker "github.com/txbox/txbox/broker/kafka"
+	"github.com/txbox/txbox/broker/kafka/kafkatest"
+)
+
+// TestKcatReadsTheEvent: a stock command-line client (kcat, librdkafka)
+// reads what the publisher wrote: the ce_ headers, content-type, the key and
+// the payload bytes. Skipped, with the reason, when kcat is not installed
+// (Debian: apt-get install kcat); it is an optional tool, not a service, so
+// TXBOX_REQUIRE_SERVICES does not turn the skip into a failure.
+func TestKcatReadsTheEvent(t *testing.T) {
+	bin, err := exec.LookPath("kcat")
+	if err != nil {
+		if bin, err = exec.LookPath("kafkacat"); err != nil {
+			t.Skip("skipped: kcat is not installed (Debian package kcat), so no stock command-line client read the record")
+		}
+	}
+	kc := kafkatest.Start(t)
+	p := open(t, kc, kafkabroker.Options{CreateTopics: true, Partitions: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e := txbox.Event{
+		ID: txbox.NewID(), Type: "InvoiceIssued", AggregateType: "Invoice", AggregateID: "inv-42",
+		AggregateVersion: 2, OccurredAt: time.Date(2025, 6, 1, 8, 0, 0, 5000, time.UTC),
+		Headers: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		Payload: []byte(`{"amount": 99.5, "currency": "EUR", "note": "naïve"}`),
+	}
+	if err := p.Publish(ctx, []broker.Message{{Event: e, Topic: "outbox.Invoice.InvoiceIssued", Source: "billing"}})[0]; err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, bin, "-C", "-b", kc.Addr(), "-t", "outbox.Invoice.InvoiceIssued",
+		"-o", "beginning", "-c", "1", "-e", "-q", "-J").Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("kcat: %v\n%s%s", err, out, stderr)
+	}
+	var rec struct {
+		Topic   string   `json:"topic"`
+		Key     string   `json:"key"`
+		Payload string   `json:"payload"`
+		Headers []string `json:"headers"` // name, value, name, value, ...
+	}
+	if err := json.Unmarshal(out, &rec); err != nil {
+		t.Fatalf("kcat -J output %q: %v", out, err)
+	}
+	t.Logf("kcat: %s", out)
+	h := map[string]string{}
+	for i := 0; i+1 < len(rec.Headers); i += 2 {
+		h[rec.Headers[i]] = rec.Headers[i+1]
+	}
+	want := map[string]string{
+		"ce_specversion": "1.0", "ce_id": e.ID, "ce_type": "InvoiceIssued", "ce_source": "billing",
+		"ce_subject": "inv-42", "ce_time": "2025-06-01T08:00:00.000005Z", "content-type": "application/json",
+		"ce_aggregatetype": "Invoice", "ce_aggregateversion": "2", "ce_traceparent": e.Headers["traceparent"],
+	}
+	for k, v := range want {
+		if h[k] != v {
+			t.Errorf("kcat sees header %s = %q, want %q", k, h[k], v)
+		}
+	}
+	if rec.Key != "inv-42" || rec.Payload != string(e.Payload) {
+		t.Errorf("kcat sees key %q payload %q", rec.Key, rec.Payload)
+	}
+}

@@ -1,0 +1,490 @@
+package kafkabroker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+)
+
+// Options configure a Publisher. The zero value publishes to topics that
+// must exist, with Kafka's default size limit.
+type Options struct {
+	// CreateTopics creates a missing topic the first time a message is
+	// published to it, with Partitions and ReplicationFactor. Without it a
+	// missing topic is a permanent error for the message (the relay parks
+	// it as DEAD with the topic's name), as Kafka clusters usually run with
+	// auto.create.topics.enable=false.
+	CreateTopics bool
+	// Partitions of a created topic. 0 means the broker's default
+	// (num.partitions; needs Kafka 2.4 or later).
+	Partitions int32
+	// ReplicationFactor of a created topic. 0 means the broker's default
+	// (default.replication.factor; needs Kafka 2.4 or later).
+	ReplicationFactor int16
+	// MaxMessageBytes bounds one record batch before compression, which
+	// bounds one record: key, headers and payload together. The publisher
+	// also reads each topic's max.message.bytes when it first publishes to
+	// it and uses the smaller of the two for that topic. Default 1,000,012,
+	// Kafka's default; allowed 512..1 GiB.
+	MaxMessageBytes int
+	// DeliveryTimeout bounds how long a record may wait in the client for
+	// its acknowledgement even when the caller's context has no deadline.
+	// Default 30s.
+	DeliveryTimeout time.Duration
+	// DialTimeout bounds dialling one broker. Default 5s.
+	DialTimeout time.Duration
+	// ClientID is the client id the brokers log. Default "txbox-publisher".
+	ClientID string
+	// Logger gets topic creation and franz-go's warnings. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// KgoOptions are added to the client's: TLS (kgo.DialTLSConfig), SASL
+	// (kgo.SASL), compression, and so on. They may not disable idempotent
+	// writes; acks=all and the cancellation behaviour described in the
+	// package documentation are enforced after them.
+	KgoOptions []kgo.Opt
+}
+
+// Publisher publishes to Kafka. It is safe for concurrent use.
+type Publisher struct {
+	cl   *kgo.Client
+	opts Options
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	topics map[string]int // topics known to exist -> their record limit
+
+	limits    sync.Map    // topic -> int32, read by franz-go's ProducerBatchMaxBytesFn
+	suspect   atomic.Bool // the last call found the cluster unreachable
+	closeOnce sync.Once
+}
+
+var _ broker.Publisher = (*Publisher)(nil)
+
+// Open connects to the brokers (see ParseBrokers for the accepted forms)
+// and checks that one answers. An unreachable cluster is reported with
+// txbox.ErrBrokerUnavailable, a bad broker list or option with a
+// *txbox.ConfigError.
+func Open(ctx context.Context, brokers string, opts Options) (*Publisher, error) {
+	seeds, err := ParseBrokers(brokers)
+	if err != nil {
+		return nil, err
+	}
+	if opts.MaxMessageBytes == 0 {
+		opts.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if opts.MaxMessageBytes < 512 || opts.MaxMessageBytes > 1<<30 {
+		return nil, &txbox.ConfigError{Field: "Kafka MaxMessageBytes", Reason: fmt.Sprintf("%d is outside 512..%d", opts.MaxMessageBytes, 1<<30)}
+	}
+	if opts.Partitions < 0 || opts.ReplicationFactor < 0 {
+		return nil, &txbox.ConfigError{Field: "Kafka topic creation", Reason: "partitions and replication factor must be positive, or 0 for the broker's default"}
+	}
+	opts.DeliveryTimeout = orDefault(opts.DeliveryTimeout, DefaultDeliveryTimeout)
+	opts.DialTimeout = orDefault(opts.DialTimeout, DefaultDialTimeout)
+	if opts.ClientID == "" {
+		opts.ClientID = "txbox-publisher"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	p := &Publisher{opts: opts, log: opts.Logger, topics: map[string]int{}}
+
+	kopts := []kgo.Opt{
+		kgo.SeedBrokers(seeds...),
+		kgo.ClientID(opts.ClientID),
+		kgo.DialTimeout(opts.DialTimeout),
+		kgo.WithLogger(kgoLogger{opts.Logger}),
+		kgo.MetadataMinAge(time.Second),
+		// Every Publish waits for its records, so lingering only adds
+		// latency; records handed over while a request is in flight are
+		// batched anyway.
+		kgo.ProducerLinger(0),
+	}
+	kopts = append(kopts, opts.KgoOptions...)
+	kopts = append(kopts,
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.AllowIdempotentProduceCancellation(),
+		kgo.RecordDeliveryTimeout(opts.DeliveryTimeout),
+		kgo.ProduceRequestTimeout(min(opts.DeliveryTimeout, 10*time.Second)),
+		kgo.ProducerBatchMaxBytesFn(p.batchMax),
+	)
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return nil, &txbox.ConfigError{Field: "Kafka client options", Reason: err.Error()}
+	}
+	if off, _ := cl.OptValue(kgo.DisableIdempotentWrite).(bool); off {
+		cl.Close()
+		return nil, &txbox.ConfigError{Field: "Kafka client options", Reason: "idempotent writes must stay enabled (remove kgo.DisableIdempotentWrite)"}
+	}
+	if err := ping(ctx, cl, seeds, opts.DialTimeout); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	p.cl = cl
+	return p, nil
+}
+
+// batchMax is franz-go's per-topic batch limit: the smaller of
+// MaxMessageBytes and the topic's max.message.bytes, learnt before the first
+// record for the topic is produced.
+func (p *Publisher) batchMax(topic string) int32 {
+	if v, ok := p.limits.Load(topic); ok {
+		return v.(int32)
+	}
+	return int32(p.opts.MaxMessageBytes)
+}
+
+// Capabilities: Kafka keeps per-key order (one partition per key) and
+// persists what it acknowledged with acks=all; it does not drop a republished
+// event (the idempotent producer only drops the client's own retries).
+// MaxPayload is MaxMessageBytes; a topic may allow less.
+func (p *Publisher) Capabilities() broker.Capabilities {
+	return broker.Capabilities{OrderPerKey: true, Persistent: true, NativeDedupe: false, Redelivery: true, MaxPayload: p.opts.MaxMessageBytes}
+}
+
+// Client is the underlying franz-go client, for health checks and metrics.
+func (p *Publisher) Client() *kgo.Client { return p.cl }
+
+// Close fails what the client still holds and closes its connections.
+func (p *Publisher) Close() error {
+	p.closeOnce.Do(p.cl.Close)
+	return nil
+}
+
+type produced struct {
+	i   int
+	err error
+}
+
+// Publish hands every message to the client in slice order without waiting
+// between them, then waits for each acknowledgement, or for ctx.
+//
+// A message that can never be sent as it is fails with txbox.ErrPermanent
+// and the others go on. Once the cluster is found unreachable, the rest of
+// the call is not handed over and fails with txbox.ErrBrokerUnavailable; so
+// do the messages still unacknowledged when ctx ends (see the package
+// documentation for what happens to them in the client).
+//
+// A Kafka client retries an unreachable cluster internally rather than
+// failing, so a call during an outage would use its whole deadline. After a
+// call that found the cluster unreachable, the next one therefore first
+// asks any broker for its API versions; if none answers (connection
+// refused), every message fails at once with txbox.ErrBrokerUnavailable,
+// so that the relay's retries are not held up behind one another.
+func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) (errs []error) {
+	errs = make([]error, len(msgs))
+	if len(msgs) == 0 {
+		return errs
+	}
+	if p.suspect.Load() && ctx.Err() == nil {
+		if err := p.cl.Ping(ctx); err != nil {
+			err = unavailable("no broker answers", err)
+			for i := range errs {
+				errs[i] = err
+			}
+			return errs
+		}
+		p.suspect.Store(false)
+	}
+	defer func() {
+		for _, err := range errs {
+			if errors.Is(err, txbox.ErrBrokerUnavailable) {
+				p.suspect.Store(true)
+				return
+			}
+		}
+	}()
+	results := make(chan produced, len(msgs)) // promises never block, even after we return
+	pending := map[int]bool{}
+	sizes := make([]int, len(msgs))
+	var broken error
+	for i, m := range msgs {
+		if broken == nil && ctx.Err() != nil {
+			broken = unavailable("publish", ctx.Err())
+		}
+		if broken != nil {
+			errs[i] = broken
+			continue
+		}
+		rec, err := encode(m)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		sizes[i] = recordSize(rec)
+		limit, err := p.topicLimit(ctx, m.Topic)
+		if err != nil {
+			errs[i] = err
+			if errors.Is(err, txbox.ErrBrokerUnavailable) {
+				broken = err
+			}
+			continue
+		}
+		if sizes[i] > limit {
+			errs[i] = tooLarge(m, sizes[i], limit, nil)
+			continue
+		}
+		pending[i] = true
+		p.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { results <- produced{i, err} })
+	}
+	settle := func(r produced) {
+		delete(pending, r.i)
+		if r.err != nil {
+			errs[r.i] = p.classify(msgs[r.i], sizes[r.i], r.err)
+		}
+	}
+	for len(pending) > 0 {
+		// A settled record wins over an ended ctx: a confirmed message
+		// must not be reported as failed.
+		select {
+		case r := <-results:
+			settle(r)
+			continue
+		default:
+		}
+		select {
+		case r := <-results:
+			settle(r)
+		case <-ctx.Done():
+			for i := range pending {
+				errs[i] = unavailable(fmt.Sprintf("no acknowledgement for event %s on %q before the deadline", msgs[i].Event.ID, msgs[i].Topic), ctx.Err())
+			}
+			return errs
+		}
+	}
+	return errs
+}
+
+// encode builds the record for m, or says why it can never be sent.
+func encode(m broker.Message) (*kgo.Record, error) {
+	if err := ValidateTopic(m.Topic); err != nil {
+		return nil, txbox.Permanent(fmt.Errorf("kafka: event %s: %w", m.Event.ID, err))
+	}
+	attrs, err := broker.Attributes(m)
+	if err != nil {
+		return nil, err
+	}
+	hs := make([]kgo.RecordHeader, 0, len(attrs))
+	for _, a := range attrs {
+		if a[0] == broker.AttrDataContentType {
+			// The binding maps datacontenttype to content-type, and only
+			// there.
+			hs = append(hs, kgo.RecordHeader{Key: HeaderContentType, Value: []byte(a[1])})
+			continue
+		}
+		hs = append(hs, kgo.RecordHeader{Key: HeaderPrefix + a[0], Value: []byte(a[1])})
+	}
+	return &kgo.Record{Topic: m.Topic, Key: []byte(m.Event.AggregateID), Value: m.Event.Payload, Headers: hs}, nil
+}
+
+// recordSize is what the record adds to a batch: franz-go's count plus the
+// record and batch framing, so a record over it is refused before it is
+// handed over, with the same verdict franz-go would give.
+func recordSize(r *kgo.Record) int {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value) + 10
+	}
+	return n + 40 + 61 // record framing (varints, attributes) + batch header
+}
+
+func tooLarge(m broker.Message, size, limit int, cause error) error {
+	var err error
+	if size > limit {
+		err = fmt.Errorf("kafka: event %s for %q is about %d bytes (payload %d + key and headers), over the topic's limit of %d bytes (max.message.bytes)",
+			m.Event.ID, m.Topic, size, len(m.Event.Payload), limit)
+	} else {
+		err = fmt.Errorf("kafka: the broker refused event %s for %q as too large: it is about %d bytes (payload %d + key and headers), under the limit of %d bytes known here; the topic's max.message.bytes or the broker's message.max.bytes must be lower",
+			m.Event.ID, m.Topic, size, len(m.Event.Payload), limit)
+	}
+	if cause != nil {
+		err = fmt.Errorf("%w: %w", err, cause)
+	}
+	return txbox.Permanent(err)
+}
+
+// classify maps a produce failure to txbox's classes.
+func (p *Publisher) classify(m broker.Message, size int, err error) error {
+	var kerrE *kerr.Error
+	switch {
+	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
+		limit := p.knownLimit(m.Topic)
+		p.forget(m.Topic) // the topic's limit may have changed: look it up again
+		return tooLarge(m, size, limit, err)
+	case errors.Is(err, kerr.InvalidTopicException):
+		return txbox.Permanent(fmt.Errorf("kafka: the cluster refuses topic %q: %w", m.Topic, err))
+	case errors.Is(err, kerr.TopicAuthorizationFailed):
+		return txbox.Permanent(fmt.Errorf("kafka: not authorized to write to topic %q: %w", m.Topic, err))
+	case errors.Is(err, kerr.InvalidRecord):
+		return txbox.Permanent(fmt.Errorf("kafka: the cluster refuses event %s on %q as an invalid record: %w", m.Event.ID, m.Topic, err))
+	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
+		// It existed when we looked; it may have been deleted, or a new
+		// topic is not visible everywhere yet. The next call looks again
+		// and decides.
+		p.forget(m.Topic)
+		return fmt.Errorf("kafka: topic %q is unknown to the partition leader: %w", m.Topic, err)
+	case errors.As(err, &kerrE) && !kerrE.Retriable:
+		// The cluster answered and said no for a reason that is not this
+		// message's (cluster authorization, broker configuration): retry.
+		return fmt.Errorf("kafka: the cluster refused event %s on %q: %w", m.Event.ID, m.Topic, err)
+	default:
+		// Context ends, record timeouts, connection errors, retriable
+		// broker errors that outlasted the deadline, a closed client.
+		return unavailable(fmt.Sprintf("publish event %s to %q", m.Event.ID, m.Topic), err)
+	}
+}
+
+func (p *Publisher) forget(topic string) {
+	p.mu.Lock()
+	delete(p.topics, topic)
+	p.mu.Unlock()
+}
+
+func (p *Publisher) knownLimit(topic string) int {
+	return int(p.batchMax(topic))
+}
+
+// topicLimit checks, once per topic, that the topic exists (creating it
+// with CreateTopics) and learns its record limit.
+func (p *Publisher) topicLimit(ctx context.Context, topic string) (int, error) {
+	p.mu.Lock()
+	limit, ok := p.topics[topic]
+	p.mu.Unlock()
+	if ok {
+		return limit, nil
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	req.AllowAutoTopicCreation = false
+	resp, err := req.RequestWith(ctx, p.cl)
+	if err != nil {
+		return 0, unavailable(fmt.Sprintf("look up topic %q", topic), err)
+	}
+	var code error = kerr.UnknownTopicOrPartition
+	for _, t := range resp.Topics {
+		if t.Topic != nil && *t.Topic == topic {
+			code = kerr.ErrorForCode(t.ErrorCode)
+		}
+	}
+	switch {
+	case code == nil:
+	case errors.Is(code, kerr.UnknownTopicOrPartition) && p.opts.CreateTopics:
+		if err := p.createTopic(ctx, topic); err != nil {
+			return 0, err
+		}
+	case errors.Is(code, kerr.UnknownTopicOrPartition):
+		return 0, txbox.Permanent(fmt.Errorf("kafka: topic %q does not exist; create it, or let txbox create topics (--kafka-create-topics, Options.CreateTopics): %w", topic, code))
+	case errors.Is(code, kerr.InvalidTopicException):
+		return 0, txbox.Permanent(fmt.Errorf("kafka: the cluster refuses topic %q: %w", topic, code))
+	case errors.Is(code, kerr.TopicAuthorizationFailed):
+		return 0, txbox.Permanent(fmt.Errorf("kafka: not authorized to use topic %q: %w", topic, code))
+	case kerr.IsRetriable(code):
+		// LEADER_NOT_AVAILABLE and the like: the topic exists; producing
+		// waits for its leader within the deadline.
+	default:
+		return 0, fmt.Errorf("kafka: look up topic %q: %w", topic, code)
+	}
+	limit = p.describeLimit(ctx, topic)
+	p.limits.Store(topic, int32(limit))
+	p.mu.Lock()
+	p.topics[topic] = limit
+	p.mu.Unlock()
+	return limit, nil
+}
+
+// createTopic creates topic; one that exists already (another relay was
+// first) is fine.
+func (p *Publisher) createTopic(ctx context.Context, topic string) error {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic = topic
+	rt.NumPartitions, rt.ReplicationFactor = -1, -1
+	if p.opts.Partitions > 0 {
+		rt.NumPartitions = p.opts.Partitions
+	}
+	if p.opts.ReplicationFactor > 0 {
+		rt.ReplicationFactor = p.opts.ReplicationFactor
+	}
+	req.Topics = append(req.Topics, rt)
+	if d, ok := ctx.Deadline(); ok {
+		req.TimeoutMillis = int32(max(time.Until(d).Milliseconds(), 1))
+	}
+	resp, err := req.RequestWith(ctx, p.cl)
+	if err != nil {
+		return unavailable(fmt.Sprintf("create topic %q", topic), err)
+	}
+	if len(resp.Topics) != 1 {
+		return fmt.Errorf("kafka: create topic %q: %d topics in the answer", topic, len(resp.Topics))
+	}
+	t := resp.Topics[0]
+	code := kerr.ErrorForCode(t.ErrorCode)
+	switch {
+	case code == nil:
+		p.log.Info("kafka: created topic", "topic", topic, "partitions", t.NumPartitions, "replication_factor", t.ReplicationFactor)
+		return nil
+	case errors.Is(code, kerr.TopicAlreadyExists):
+		return nil
+	case kerr.IsRetriable(code):
+		return fmt.Errorf("kafka: create topic %q: %w", topic, code)
+	default:
+		msg := ""
+		if t.ErrorMessage != nil {
+			msg = " (" + *t.ErrorMessage + ")"
+		}
+		return txbox.Permanent(fmt.Errorf("kafka: cannot create topic %q with %s partitions and replication factor %s: %w%s",
+			topic, orBrokerDefault(int(p.opts.Partitions)), orBrokerDefault(int(p.opts.ReplicationFactor)), code, msg))
+	}
+}
+
+func orBrokerDefault(n int) string {
+	if n <= 0 {
+		return "the broker's default"
+	}
+	return strconv.Itoa(n)
+}
+
+// describeLimit reads the topic's max.message.bytes; without an answer it
+// keeps MaxMessageBytes and lets the broker judge.
+func (p *Publisher) describeLimit(ctx context.Context, topic string) int {
+	limit := p.opts.MaxMessageBytes
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	rr := kmsg.NewDescribeConfigsRequestResource()
+	rr.ResourceType = kmsg.ConfigResourceTypeTopic
+	rr.ResourceName = topic
+	rr.ConfigNames = []string{"max.message.bytes"}
+	req.Resources = append(req.Resources, rr)
+	resp, err := req.RequestWith(ctx, p.cl)
+	if err != nil {
+		p.log.Debug("kafka: cannot read max.message.bytes", "topic", topic, "err", err)
+		return limit
+	}
+	for _, r := range resp.Resources {
+		if kerr.ErrorForCode(r.ErrorCode) != nil {
+			continue
+		}
+		for _, c := range r.Configs {
+			if c.Name != "max.message.bytes" || c.Value == nil {
+				continue
+			}
+			if n, err := strconv.Atoi(strings.TrimSpace(*c.Value)); err == nil && n >= 512 && n < limit {
+				limit = n
+			}
+		}
+	}
+	return limit
+}

@@ -1,0 +1,289 @@
+package kafkabroker_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	kafkabroker "github.com/txbox/txbox/broker/kafka"
+	"github.com/txbox/txbox/broker/kafka/kafkatest"
+)
+
+func subscribe(t *testing.T, kc *kafkatest.Cluster, group string, opts kafkabroker.SubscriberOptions) *kafkabroker.Subscriber {
+	t.Helper()
+	opts.Group = group
+	if opts.Logger == nil {
+		opts.Logger = quiet
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := kafkabroker.OpenSubscriber(ctx, kc.URL(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// receiveN collects n deliveries within d.
+func receiveN(t *testing.T, s broker.Subscriber, n int, d time.Duration) []broker.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var out []broker.Delivery
+	for len(out) < n {
+		ds, err := s.Receive(ctx, n-len(out))
+		if err != nil {
+			t.Fatalf("after %d of %d: %v", len(out), n, err)
+		}
+		out = append(out, ds...)
+	}
+	return out
+}
+
+func quietFor(t *testing.T, s broker.Subscriber, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	ds, err := s.Receive(ctx, 10)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("expected nothing, got %d deliveries, %v", len(ds), err)
+	}
+}
+
+func payloads(t *testing.T, ds []broker.Delivery) []string {
+	t.Helper()
+	var out []string
+	for _, d := range ds {
+		e, err := d.Event()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, string(e.Payload))
+	}
+	return out
+}
+
+func publishAll(t *testing.T, p broker.Publisher, msgs ...broker.Message) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, err := range p.Publish(ctx, msgs) {
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+}
+
+// TestAckCommitsWatermark: acknowledging later records of a partition while
+// an earlier one is out commits nothing past the earlier one; once it is
+// acknowledged, the group resumes after all of them.
+func TestAckCommitsWatermark(t *testing.T) {
+	kc := kafkatest.Start(t)
+	if err := kc.CreateTopic("wm", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	p := open(t, kc, kafkabroker.Options{})
+	publishAll(t, p, msg("wm", "a", 0), msg("wm", "b", 1), msg("wm", "c", 2))
+	ctx := context.Background()
+
+	s := subscribe(t, kc, "svc", kafkabroker.SubscriberOptions{Topics: []string{"wm"}})
+	ds := receiveN(t, s, 3, 10*time.Second)
+	if err := ds[1].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ds[2].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	// #0 was never acknowledged: the group starts at it again, and the
+	// acknowledged later ones come with it (the inbox drops them).
+	s = subscribe(t, kc, "svc", kafkabroker.SubscriberOptions{Topics: []string{"wm"}})
+	ds = receiveN(t, s, 3, 10*time.Second)
+	if got := payloads(t, ds); got[0] != `{"n":0}` {
+		t.Fatalf("after reopening: %v, want #0 first", got)
+	}
+	if a := ds[0].Attempt(); a != 1 {
+		t.Errorf("Attempt() after reopening = %d, want 1 (counted per subscriber)", a)
+	}
+	for _, d := range ds {
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Errorf("second Ack = %v, want a no-op", err)
+		}
+	}
+	s.Close()
+
+	s = subscribe(t, kc, "svc", kafkabroker.SubscriberOptions{Topics: []string{"wm"}})
+	publishAll(t, p, msg("wm", "d", 3))
+	if got := payloads(t, receiveN(t, s, 1, 10*time.Second)); got[0] != `{"n":3}` {
+		t.Fatalf("after acking everything: %v, want only the new #3", got)
+	}
+}
+
+// TestNakRedeliversFromMemoryAndFromKafka: a Nak'd record comes back after
+// its delay while later records flow; if the subscriber goes away first,
+// Kafka delivers it again from the uncommitted offset.
+func TestNakRedeliversFromMemoryAndFromKafka(t *testing.T) {
+	kc := kafkatest.Start(t)
+	if err := kc.CreateTopic("nak", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	p := open(t, kc, kafkabroker.Options{})
+	publishAll(t, p, msg("nak", "a", 0), msg("nak", "b", 1))
+	ctx := context.Background()
+	s := subscribe(t, kc, "svc", kafkabroker.SubscriberOptions{Topics: []string{"nak"}, AckWait: -1})
+	ds := receiveN(t, s, 2, 10*time.Second)
+	if err := ds[0].Nak(ctx, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := ds[1].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	again := receiveN(t, s, 1, 5*time.Second)
+	if el := time.Since(start); el < 250*time.Millisecond {
+		t.Errorf("redelivered after %v, before the 300ms delay", el)
+	}
+	if got := payloads(t, again); got[0] != `{"n":0}` || again[0].Attempt() != 2 {
+		t.Fatalf("redelivery %v attempt %d, want #0 attempt 2", got, again[0].Attempt())
+	}
+	// Nak again, then go away before the delay: Kafka has it.
+	if err := again[0].Nak(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = subscribe(t, kc, "svc", kafkabroker.SubscriberOptions{Topics: []string{"nak"}})
+	ds = receiveN(t, s, 2, 10*time.Second)
+	if got := payloads(t, ds); got[0] != `{"n":0}` || got[1] != `{"n":1}` {
+		t.Fatalf("after reopening: %v, want #0 and the acknowledged #1 again", got)
+	}
+}
+
+// TestReceiveWaitsForFirstMessage: a waiting Receive returns as soon as one
+// record exists, without waiting to fill its batch.
+func TestReceiveWaitsForFirstMessage(t *testing.T) {
+	kc := kafkatest.Start(t)
+	if err := kc.CreateTopic("wait", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	p := open(t, kc, kafkabroker.Options{})
+	s := subscribe(t, kc, "svc", kafkabroker.SubscriberOptions{Topics: []string{"wait"}})
+	published := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := p.Publish(ctx, []broker.Message{msg("wait", "k", 0)})[0]; err != nil {
+			t.Error(err)
+		}
+		published <- time.Now()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ds, err := s.Receive(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := <-published
+	if len(ds) != 1 {
+		t.Errorf("Receive returned %d deliveries, want 1", len(ds))
+	}
+	if lag := time.Since(at); lag > 2*time.Second {
+		t.Errorf("Receive returned %v after the publish", lag)
+	}
+	raw := ds[0].Raw() // ID is topic/partition/offset
+	if !strings.HasPrefix(raw.ID, "wait/") || !strings.HasSuffix(raw.ID, "/0") || raw.Headers["ce_type"] != "Created" || raw.Headers["content-type"] != "application/json" {
+		t.Errorf("Raw() = %+v", raw)
+	}
+}
+
+// TestTwoMembersShareTheWork: two subscribers of one group split the
+// partitions; every record is delivered, and acknowledged records do not
+// come back when one member leaves.
+func TestTwoMembersShareTheWork(t *testing.T) {
+	kc := kafkatest.Start(t)
+	if err := kc.CreateTopic("share", 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	p := open(t, kc, kafkabroker.Options{})
+	a := subscribe(t, kc, "svc", kafkabroker.SubscriberOptions{Topics: []string{"share"}})
+	b := subscribe(t, kc, "svc", kafkabroker.SubscriberOptions{Topics: []string{"share"}})
+	var msgs []broker.Message
+	for i := range 40 {
+		msgs = append(msgs, msg("share", string(rune('a'+i%8)), i))
+	}
+	publishAll(t, p, msgs...)
+	seen := map[string]int{}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for len(seen) < 40 {
+		for _, s := range []*kafkabroker.Subscriber{a, b} {
+			rctx, rcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			ds, err := s.Receive(rctx, 40)
+			rcancel()
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatal(err)
+			}
+			for _, d := range ds {
+				e, err := d.Event()
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen[e.ID]++
+				if err := d.Ack(ctx); err != nil {
+					t.Logf("ack: %v", err) // a rebalance may take the partition away
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("received %d of 40", len(seen))
+		}
+	}
+	a.Close()
+	quietFor(t, b, time.Second)
+}
+
+// TestUndecodable: a record that is not a txbox CloudEvent fails to decode
+// permanently and keeps its position as Raw().ID.
+func TestUndecodable(t *testing.T) {
+	kc := kafkatest.Start(t)
+	if err := kc.CreateTopic("raw", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	cl := kc.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, rawRecord("raw", map[string]string{"ce_specversion": "1.0", "ce_id": "x", "ce_type": "T", "ce_time": "noon"}, `{}`)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, rawRecord("raw", map[string]string{"ce_specversion": "1.0", "ce_id": "x", "CE_ID": "y", "ce_type": "T"}, `{}`)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	s := subscribe(t, kc, "svc", kafkabroker.SubscriberOptions{Topics: []string{"raw"}})
+	for i, d := range receiveN(t, s, 2, 10*time.Second) {
+		if _, err := d.Event(); !errors.Is(err, txbox.ErrPermanent) {
+			t.Errorf("record %d: Event() = %v, want a permanent error", i, err)
+		}
+		if id := d.Raw().ID; id != "raw/0/"+string(rune('0'+i)) {
+			t.Errorf("record %d: Raw().ID = %q", i, id)
+		}
+	}
+}
+
+func rawRecord(topic string, headers map[string]string, body string) *kgo.Record {
+	r := &kgo.Record{Topic: topic, Value: []byte(body)}
+	for k, v := range headers {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+	}
+	return r
+}

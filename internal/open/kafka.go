@@ -1,0 +1,52 @@
+package open
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+
+	"github.com/spf13/pflag"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	kafkabroker "github.com/txbox/txbox/broker/kafka"
+)
+
+var kafkaFlags struct {
+	createTopics      bool
+	partitions        int
+	replicationFactor int
+	maxMessageBytes   int
+}
+
+func init() {
+	registerPublisher(publisherDef{
+		schemes: []string{"kafka"},
+		flags: func(f *pflag.FlagSet) {
+			f.BoolVar(&kafkaFlags.createTopics, "kafka-create-topics", false, "create a missing Kafka topic on its first message (else such a message goes to DEAD)")
+			f.IntVar(&kafkaFlags.partitions, "kafka-partitions", 0, "partitions of topics created with --kafka-create-topics (0: the broker's num.partitions)")
+			f.IntVar(&kafkaFlags.replicationFactor, "kafka-replication-factor", 0, "replication factor of topics created with --kafka-create-topics (0: the broker's default.replication.factor)")
+			f.IntVar(&kafkaFlags.maxMessageBytes, "kafka-max-message-bytes", kafkabroker.DefaultMaxMessageBytes, "largest record (key, headers and payload) to send; a topic's max.message.bytes may lower it")
+		},
+		open: func(ctx context.Context, raw string, log *slog.Logger) (broker.Publisher, error) {
+			if kafkaFlags.partitions < 0 || kafkaFlags.partitions > math.MaxInt32 {
+				return nil, &txbox.ConfigError{Field: "--kafka-partitions", Reason: fmt.Sprintf("%d is not a partition count (0 for the broker's default)", kafkaFlags.partitions)}
+			}
+			if kafkaFlags.replicationFactor < 0 || kafkaFlags.replicationFactor > math.MaxInt16 {
+				return nil, &txbox.ConfigError{Field: "--kafka-replication-factor", Reason: fmt.Sprintf("%d is not a replication factor (0 for the broker's default)", kafkaFlags.replicationFactor)}
+			}
+			if kafkaFlags.maxMessageBytes < 512 || kafkaFlags.maxMessageBytes > 1<<30 {
+				return nil, &txbox.ConfigError{Field: "--kafka-max-message-bytes", Reason: fmt.Sprintf("%d is outside 512..%d", kafkaFlags.maxMessageBytes, 1<<30)}
+			}
+			return kafkabroker.Open(ctx, raw, kafkabroker.Options{
+				CreateTopics:      kafkaFlags.createTopics,
+				Partitions:        int32(kafkaFlags.partitions),
+				ReplicationFactor: int16(kafkaFlags.replicationFactor),
+				MaxMessageBytes:   kafkaFlags.maxMessageBytes,
+				ClientID:          "txbox-relay",
+				Logger:            log,
+			})
+		},
+	})
+}
