@@ -44,6 +44,13 @@ type Counters struct {
 	LeaseLost atomic.Int64 // marks refused because another relay took the row
 	Errors    atomic.Int64 // store errors in the loop
 	LastClaim atomic.Int64 // unix nanoseconds of the last successful claim
+
+	// Time spent per phase, in nanoseconds, summed over batches: where a
+	// relay's time goes (claims run one at a time; publishes and marks of
+	// up to Workers batches overlap).
+	ClaimNanos   atomic.Int64
+	PublishNanos atomic.Int64
+	MarkNanos    atomic.Int64
 }
 
 // New validates cfg and returns a relay.
@@ -71,7 +78,12 @@ func (r *Relay) Config() Config { return r.cfg }
 // that includes the leases of this relay's own batches in flight.
 func (r *Relay) Run(ctx context.Context) error {
 	r.log.Info("relay started", "batch", r.cfg.BatchSize, "workers", r.cfg.Workers, "poll", r.cfg.PollInterval, "lease", r.cfg.Lease, "topic", string(r.cfg.Topic))
-	defer r.log.Info("relay stopped")
+	defer func() {
+		c := &r.ctrs
+		r.log.Info("relay stopped", "published", c.Published.Load(), "dead", c.Dead.Load(), "retried", c.Retried.Load(),
+			"claim_time", time.Duration(c.ClaimNanos.Load()), "publish_time", time.Duration(c.PublishNanos.Load()),
+			"mark_time", time.Duration(c.MarkNanos.Load()))
+	}()
 	slots := make(chan struct{}, r.cfg.Workers)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -161,6 +173,7 @@ func (r *Relay) claim(ctx context.Context) (batch, error) {
 	b := batch{lease: fmt.Sprintf("%s#%d", r.cfg.ID, r.seq.Add(1))}
 	claimedAt := time.Now()
 	recs, err := r.cfg.Store.Claim(ctx, store.ClaimRequest{Lease: b.lease, Limit: r.cfg.BatchSize, LeaseFor: r.cfg.Lease})
+	r.ctrs.ClaimNanos.Add(int64(time.Since(claimedAt)))
 	if err != nil {
 		return b, err
 	}
@@ -224,9 +237,11 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 		for i, k := range order {
 			msgs[i] = lanes[k][0].msg
 		}
-		pctx, cancel := context.WithDeadline(ctx, minTime(deadline, time.Now().Add(r.cfg.PublishTimeout)))
+		pubStart := time.Now()
+		pctx, cancel := context.WithDeadline(ctx, minTime(deadline, pubStart.Add(r.cfg.PublishTimeout)))
 		errs := r.cfg.Publisher.Publish(pctx, msgs)
 		cancel()
+		r.ctrs.PublishNanos.Add(int64(time.Since(pubStart)))
 		if len(errs) != len(msgs) {
 			return fmt.Errorf("relay: publisher returned %d results for %d messages", len(errs), len(msgs))
 		}
@@ -258,6 +273,8 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 		}
 		order = next
 	}
+	markStart := time.Now()
+	defer func() { r.ctrs.MarkNanos.Add(int64(time.Since(markStart))) }()
 	return r.mark(ctx, b.lease, out)
 }
 
