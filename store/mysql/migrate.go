@@ -1,36 +1,23 @@
 package mysql
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"database/sql"
 	"embed"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"regexp"
-	"sort"
-	"strconv"
 	"strings"
-	"text/template"
 	"time"
+
+	"github.com/txbox/txbox/store"
 )
 
 //go:embed sql/*.sql
 var migrationFS embed.FS
 
-type migration struct {
-	version    int
-	name       string
-	statements []string
-}
-
-func (s *Store) migrations() ([]migration, error) {
-	ents, err := fs.ReadDir(migrationFS, "sql")
-	if err != nil {
-		return nil, err
-	}
+func (s *Store) migrations() ([]store.Migration, error) {
 	vars := map[string]string{
 		"Outbox":     s.tables.Qualified(s.tables.Outbox),
 		"OutboxName": s.tables.Outbox,
@@ -40,28 +27,7 @@ func (s *Store) migrations() ([]migration, error) {
 		"InboxName":  s.tables.Inbox,
 		"Schema":     s.tables.Schema,
 	}
-	var out []migration
-	for _, e := range ents {
-		n, err := strconv.Atoi(strings.SplitN(e.Name(), "_", 2)[0])
-		if err != nil {
-			return nil, fmt.Errorf("migration %s: bad name", e.Name())
-		}
-		raw, err := migrationFS.ReadFile("sql/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		t, err := template.New(e.Name()).Option("missingkey=error").Parse(string(raw))
-		if err != nil {
-			return nil, err
-		}
-		var b bytes.Buffer
-		if err := t.Execute(&b, vars); err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: n, name: e.Name(), statements: splitStatements(b.String())})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	return out, nil
+	return store.LoadMigrations(migrationFS, "sql", vars)
 }
 
 // splitStatements cuts a migration file into statements: full-line "--"
@@ -143,21 +109,21 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	for _, m := range ms {
 		var n int
-		if err := c.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+versions+` WHERE version = ?`, m.version).Scan(&n); err != nil {
+		if err := c.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+versions+` WHERE version = ?`, m.Version).Scan(&n); err != nil {
 			return fmt.Errorf("mysql: migrate: %w", err)
 		}
 		if n > 0 {
 			continue
 		}
-		for _, stmt := range m.statements {
+		for _, stmt := range splitStatements(m.SQL) {
 			if err := s.migrateStatement(ctx, c, stmt); err != nil {
-				return fmt.Errorf("mysql: migrate: %s: %w", m.name, err)
+				return fmt.Errorf("mysql: migrate: %s: %w", m.Name, err)
 			}
 		}
-		if _, err := c.ExecContext(ctx, `INSERT INTO `+versions+` (version, name) VALUES (?, ?)`, m.version, m.name); err != nil {
+		if _, err := c.ExecContext(ctx, `INSERT INTO `+versions+` (version, name) VALUES (?, ?)`, m.Version, m.Name); err != nil {
 			return fmt.Errorf("mysql: migrate: %w", err)
 		}
-		s.log.Info("migration applied", "version", m.version, "name", m.name)
+		s.log.Info("migration applied", "version", m.Version, "name", m.Name)
 	}
 	return nil
 }

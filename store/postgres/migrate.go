@@ -1,33 +1,18 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
-	"text/template"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/txbox/txbox/store"
 )
 
 //go:embed sql/*.sql
 var migrationFS embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-func (s *Store) migrations() ([]migration, error) {
-	ents, err := fs.ReadDir(migrationFS, "sql")
-	if err != nil {
-		return nil, err
-	}
+func (s *Store) migrations() ([]store.Migration, error) {
 	vars := map[string]string{
 		"Outbox":     s.tables.Qualified(s.tables.Outbox),
 		"OutboxName": s.tables.Outbox,
@@ -35,28 +20,7 @@ func (s *Store) migrations() ([]migration, error) {
 		"InboxName":  s.tables.Inbox,
 		"Schema":     s.tables.Schema,
 	}
-	var out []migration
-	for _, e := range ents {
-		n, err := strconv.Atoi(strings.SplitN(e.Name(), "_", 2)[0])
-		if err != nil {
-			return nil, fmt.Errorf("migration %s: bad name", e.Name())
-		}
-		raw, err := migrationFS.ReadFile("sql/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		t, err := template.New(e.Name()).Option("missingkey=error").Parse(string(raw))
-		if err != nil {
-			return nil, err
-		}
-		var b bytes.Buffer
-		if err := t.Execute(&b, vars); err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: n, name: e.Name(), sql: b.String()})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	return out, nil
+	return store.LoadMigrations(migrationFS, "sql", vars)
 }
 
 // Migrate applies the embedded migrations that are not yet recorded. It takes
@@ -84,19 +48,19 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 		for _, m := range ms {
 			var done bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+versions+` WHERE version = $1)`, m.version).Scan(&done); err != nil {
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+versions+` WHERE version = $1)`, m.Version).Scan(&done); err != nil {
 				return err
 			}
 			if done {
 				continue
 			}
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return fmt.Errorf("migrate: %s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migrate: %s: %w", m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO `+versions+` (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO `+versions+` (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
 				return err
 			}
-			s.log.Info("migration applied", "version", m.version, "name", m.name)
+			s.log.Info("migration applied", "version", m.Version, "name", m.Name)
 		}
 		return nil
 	})

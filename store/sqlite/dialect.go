@@ -2,9 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/txbox/txbox"
@@ -23,7 +21,6 @@ func (Dialect) Name() string { return "sqlite" }
 // limit of 32766 bound variables per statement.
 const insertChunk = 1000
 
-const insertCols = 9
 
 // InsertEvents writes events in multi-row INSERTs. created_at is set here,
 // with microsecond precision, from the host clock (which is the database's
@@ -37,23 +34,10 @@ func (d Dialect) InsertEvents(ctx context.Context, tx store.Tx, events []txbox.E
 		return &txbox.ConfigError{Field: "Tables.Schema", Reason: "SQLite store does not support a schema; leave it empty"}
 	}
 	now := micros(time.Now())
-	row := "(" + strings.Repeat("?, ", insertCols-1) + "?)"
-	for len(events) > 0 {
-		n := min(len(events), insertChunk)
-		chunk := events[:n]
-		events = events[n:]
-		var b strings.Builder
-		b.WriteString(`INSERT INTO ` + t.Outbox + ` (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, headers, occurred_at, created_at) VALUES `)
-		args := make([]any, 0, n*insertCols)
-		for i, e := range chunk {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(row)
-			headers, err := headersJSON(e.Headers)
-			if err != nil {
-				return err
-			}
+	err := store.MultiInsert(ctx, tx, t.Outbox, append(store.EventColumns[:len(store.EventColumns):len(store.EventColumns)], "created_at"),
+		len(events), insertChunk, func(int) string { return "?" },
+		func(i int) ([]any, error) {
+			e := events[i]
 			occurred := now
 			if !e.OccurredAt.IsZero() {
 				occurred = micros(e.OccurredAt)
@@ -62,23 +46,11 @@ func (d Dialect) InsertEvents(ctx context.Context, tx store.Tx, events []txbox.E
 			if len(e.Payload) == 0 {
 				payload = "null"
 			}
-			args = append(args, e.ID, e.AggregateType, e.AggregateID, e.AggregateVersion, e.Type, payload, headers, occurred, now)
-		}
-		if _, err := tx.Exec(ctx, b.String(), args...); err != nil {
-			return fmt.Errorf("sqlite: insert events: %w", err)
-		}
+			return []any{e.ID, e.AggregateType, e.AggregateID, e.AggregateVersion, e.Type, payload,
+				store.EncodeHeaders(e.Headers), occurred, now}, nil
+		})
+	if err != nil {
+		return fmt.Errorf("sqlite: insert events: %w", err)
 	}
 	return nil
-}
-
-// headersJSON encodes headers for the headers column; nil when empty.
-func headersJSON(h map[string]string) (any, error) {
-	if len(h) == 0 {
-		return nil, nil
-	}
-	b, err := json.Marshal(h)
-	if err != nil {
-		return nil, err
-	}
-	return string(b), nil
 }
