@@ -21,7 +21,6 @@ func (Dialect) Name() string { return "sqlite" }
 // limit of 32766 bound variables per statement.
 const insertChunk = 1000
 
-
 // InsertEvents writes events in multi-row INSERTs. created_at is set here,
 // with microsecond precision, from the host clock (which is the database's
 // clock: SQLite runs in this process); SQL defaults have only milliseconds.
