@@ -52,11 +52,21 @@ func main() {
 		log.Fatal(err)
 	}
 
-	sub, err := natsbroker.OpenSubscriber(ctx, *natsURL, natsbroker.SubscriberOptions{
-		Stream: *stream, Durable: "inventory", FilterSubjects: []string{"outbox.Order.OrderCreated"}, AckWait: 30 * time.Second,
-	})
-	if err != nil {
-		log.Fatal(err)
+	// The stream is created by the relay (--nats-create-stream); a consumer
+	// that starts first waits for it instead of exiting.
+	var sub *natsbroker.Subscriber
+	for attempt := 0; ; attempt++ {
+		sub, err = natsbroker.OpenSubscriber(ctx, *natsURL, natsbroker.SubscriberOptions{
+			Stream: *stream, Durable: "inventory", FilterSubjects: []string{"outbox.Order.OrderCreated"}, AckWait: 30 * time.Second,
+		})
+		if err == nil {
+			break
+		}
+		if attempt >= 60 || ctx.Err() != nil {
+			log.Fatal(err)
+		}
+		log.Printf("waiting for the stream: %v", err)
+		time.Sleep(500 * time.Millisecond)
 	}
 	defer sub.Close()
 
