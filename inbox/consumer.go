@@ -445,7 +445,6 @@ func (c *Consumer) settleStep(ctx context.Context, ev txbox.Event, st step, agai
 	}
 }
 
-
 // checkVersion runs the version guard in the handler's transaction. It
 // returns a note when the event is stale, or an error when Ordered is on
 // and the event's predecessor has not been applied yet. What it records is
