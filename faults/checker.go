@@ -91,7 +91,9 @@ func Check(ctx context.Context, w *World, prod *Production) (Report, error) {
 		}
 	}
 	committed := map[string]outboxRow{}
-	rows, err := w.Prod.Query(ctx, `SELECT event_id, aggregate_id, aggregate_version, created_at FROM outbox_event`)
+	// Delivered rows live in the archive, the rest in the outbox table.
+	rows, err := w.Prod.Query(ctx, `SELECT event_id, aggregate_id, aggregate_version, created_at FROM outbox_event
+		UNION ALL SELECT event_id, aggregate_id, aggregate_version, created_at FROM outbox_event_sent`)
 	if err != nil {
 		return r, err
 	}

@@ -75,7 +75,7 @@ func harness(t *testing.T, o runOpts) (Report, map[Kind]int) {
 	deadline := time.Now().Add(o.quiesce)
 	var outbox, applied int
 	for time.Now().Before(deadline) {
-		_ = w.Prod.QueryRow(ctx, `SELECT count(*) FROM outbox_event`).Scan(&outbox)
+		_ = w.Prod.QueryRow(ctx, `SELECT (SELECT count(*) FROM outbox_event) + (SELECT count(*) FROM outbox_event_sent)`).Scan(&outbox)
 		_ = w.Cons.QueryRow(ctx, `SELECT count(*) FROM effects`).Scan(&applied)
 		if applied >= outbox && outbox > 0 {
 			break

@@ -41,6 +41,14 @@ type Config struct {
 	// Lease is how long claimed rows stay reserved for this relay. Another
 	// relay may take them over after that. Default 30s.
 	Lease time.Duration
+	// Claims chooses how claimed rows are reserved. "" or "auto": by the
+	// open transaction of the claim where the store can (PostgreSQL: the row
+	// locks are the reservation, nothing is written to take it, and a dead
+	// relay's rows are free the moment its connection drops), else by a
+	// lease written into the rows. "lease": always a lease, for poolers
+	// that cannot keep a transaction on one connection (PgBouncer statement
+	// pooling) or to hold rows visibly as PROCESSING.
+	Claims string
 	// PublishTimeout bounds one publish round. Default 10s; it must leave
 	// room inside Lease so a relay never publishes a row whose lease it no
 	// longer holds.
@@ -132,6 +140,8 @@ func (c Config) ValidateSettings() error {
 		return bad("BackoffBase", "%v must be positive", c.BackoffBase)
 	case c.BackoffMax < c.BackoffBase:
 		return bad("BackoffMax", "%v is below BackoffBase %v", c.BackoffMax, c.BackoffBase)
+	case c.Claims != "" && c.Claims != "auto" && c.Claims != "lease":
+		return bad("Claims", "%q: want auto or lease", c.Claims)
 	case len(c.ID) > 100:
 		return bad("ID", "longer than 100 characters")
 	}

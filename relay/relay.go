@@ -29,6 +29,7 @@ import (
 // Relay runs the delivery loop. Create it with New and run it with Run.
 type Relay struct {
 	cfg  Config
+	txc  store.TxClaimer // nil: lease claims
 	log  *slog.Logger
 	seq  atomic.Uint64
 	ctrs Counters
@@ -59,7 +60,11 @@ func New(cfg Config) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Relay{cfg: cfg, log: cfg.Logger.With("relay", cfg.ID)}, nil
+	r := &Relay{cfg: cfg, log: cfg.Logger.With("relay", cfg.ID)}
+	if txc, ok := cfg.Store.(store.TxClaimer); ok && cfg.Claims != "lease" {
+		r.txc = txc
+	}
+	return r, nil
 }
 
 // Counters exposes the relay's counters.
@@ -77,7 +82,7 @@ func (r *Relay) Config() Config { return r.cfg }
 // claim never takes rows of an aggregate whose earlier row is leased, and
 // that includes the leases of this relay's own batches in flight.
 func (r *Relay) Run(ctx context.Context) error {
-	r.log.Info("relay started", "batch", r.cfg.BatchSize, "workers", r.cfg.Workers, "poll", r.cfg.PollInterval, "lease", r.cfg.Lease, "topic", string(r.cfg.Topic))
+	r.log.Info("relay started", "claims", r.claimKind(), "batch", r.cfg.BatchSize, "workers", r.cfg.Workers, "poll", r.cfg.PollInterval, "lease", r.cfg.Lease, "topic", string(r.cfg.Topic))
 	defer func() {
 		c := &r.ctrs
 		r.log.Info("relay stopped", "published", c.Published.Load(), "dead", c.Dead.Load(), "retried", c.Retried.Load(),
@@ -161,18 +166,36 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	return len(b.recs), r.deliver(ctx, b, nil)
 }
 
-// batch is one claim: its fencing token, rows, and the time past which it
-// must not publish.
+// batch is one claim: its fencing token or open transaction, rows, and the
+// time past which it must not publish.
 type batch struct {
 	lease    string
+	tx       store.Claim // set for transaction-held claims
 	recs     []store.Record
 	deadline time.Time
+}
+
+func (r *Relay) claimKind() string {
+	if r.txc != nil {
+		return "transaction"
+	}
+	return "lease"
 }
 
 func (r *Relay) claim(ctx context.Context) (batch, error) {
 	b := batch{lease: fmt.Sprintf("%s#%d", r.cfg.ID, r.seq.Add(1))}
 	claimedAt := time.Now()
-	recs, err := r.cfg.Store.Claim(ctx, store.ClaimRequest{Lease: b.lease, Limit: r.cfg.BatchSize, LeaseFor: r.cfg.Lease})
+	var recs []store.Record
+	var err error
+	if r.txc != nil {
+		// The transaction holds the rows for as long as it is open; the
+		// deadline below only bounds how long it stays open.
+		if b.tx, err = r.txc.ClaimTx(ctx, r.cfg.BatchSize); err == nil {
+			recs = b.tx.Records()
+		}
+	} else {
+		recs, err = r.cfg.Store.Claim(ctx, store.ClaimRequest{Lease: b.lease, Limit: r.cfg.BatchSize, LeaseFor: r.cfg.Lease})
+	}
 	r.ctrs.ClaimNanos.Add(int64(time.Since(claimedAt)))
 	if err != nil {
 		return b, err
@@ -211,7 +234,11 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 		for _, rec := range b.recs {
 			ids = append(ids, rec.ID)
 		}
-		if _, err := r.cfg.Store.MarkSent(ctx, b.lease, ids); err != nil {
+		if b.tx != nil {
+			if err := b.tx.Finish(ctx, ids, nil); err != nil {
+				return err
+			}
+		} else if _, err := r.cfg.Store.MarkSent(ctx, b.lease, ids); err != nil {
 			return err
 		}
 	}
@@ -275,6 +302,12 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 	}
 	markStart := time.Now()
 	defer func() { r.ctrs.MarkNanos.Add(int64(time.Since(markStart))) }()
+	if b.tx != nil {
+		if markFirst {
+			return nil // the sabotaged build committed before publishing
+		}
+		return r.finish(ctx, b.tx, out)
+	}
 	return r.mark(ctx, b.lease, out)
 }
 
@@ -348,6 +381,26 @@ func (r *Relay) mark(ctx context.Context, lease string, out outcome) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// finish records a transaction-held batch's outcome and commits; released
+// rows are simply not named. If the commit fails nothing is recorded: the
+// rows come back unchanged and are delivered again.
+func (r *Relay) finish(ctx context.Context, tx store.Claim, out outcome) error {
+	err := tx.Finish(ctx, out.sent, out.failures)
+	r.ctrs.Published.Add(int64(len(out.sent)))
+	r.ctrs.Released.Add(int64(len(out.release)))
+	if err != nil {
+		return err
+	}
+	for _, f := range out.failures {
+		if f.Dead {
+			r.ctrs.Dead.Add(1)
+		} else {
+			r.ctrs.Retried.Add(1)
+		}
+	}
+	return nil
 }
 
 func (r *Relay) lost(n int64, err error) {

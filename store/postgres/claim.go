@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/txbox/txbox/store"
 )
@@ -12,12 +13,17 @@ import (
 // queries holds this dialect's relay SQL, built once per table name.
 type queries struct {
 	table      string
-	claim      string // fallback: head-based
-	claimScan  string // fast path: window scan
+	sent       string // archive of delivered rows
+	claim      string // lease, fallback: head-based
+	claimScan  string // lease, fast path: window scan
+	txClaim    string // transaction-held, fast path
+	txHeads    string // transaction-held, fallback
 	windowFull string
-	markSent   string
-	markFailed string
+	markSent   string // lease-fenced
+	markFailed string // lease-fenced
 	release    string
+	txSent     string // rows this transaction holds
+	txFailed   string
 }
 
 // deliverable is true for a row a claimer may take now.
@@ -27,30 +33,65 @@ const deliverable = `(%[1]s.status = 'PENDING'
 
 const unsent = `%[1]s.status IN ('PENDING', 'RETRY', 'PROCESSING')`
 
-func buildQueries(table string, deleteSent bool) queries {
+// allCols is every column of the outbox and of its archive, in one order.
+const allCols = `id, event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, headers,
+	status, retry_count, next_retry_at, locked_by, locked_until, occurred_at, created_at, sent_at, last_error`
+
+func buildQueries(table, sent string, deleteSent bool) queries {
 	d := func(alias string) string { return fmt.Sprintf(deliverable, alias) }
 	u := func(alias string) string { return fmt.Sprintf(unsent, alias) }
-	q := queries{table: table}
+	q := queries{table: table, sent: sent}
 
-	// The claim, in one statement (so in one transaction):
+	// A claim is one statement in two halves. The first finds candidates,
+	// cand(id, aggregate_type, aggregate_id): deliverable rows, each one
+	// preceded in its aggregate only by deliverable candidates. The second,
+	// lockTail, locks the $1 lowest candidate ids with SKIP LOCKED, checking
+	// each again on its latest version, and keeps of each aggregate only the
+	// prefix it got: a candidate below the last locked id that was skipped
+	// (held by another claim) or changed meanwhile ends its aggregate's run
+	// there instead of leaving a gap.
 	//
+	// The fast path's candidates come from one window of the $2 lowest
+	// unsent ids: every earlier unsent row of an aggregate in the window is
+	// in the window too, so a row is a candidate when it is deliverable and
+	// lies below its aggregate's first undeliverable row. Hash joins on the
+	// few undeliverable rows; no sort of the window.
+	//
+	// held lists the rows this process's other open claims hold: they count
+	// as undeliverable here, so their aggregates' later rows are not even
+	// tried. Tried, they would be locked and then left out, and stay locked
+	// (PostgreSQL cannot unlock one row) until this claim ends.
+	scanCand := func(held string) string {
+		return `win0 AS (
+	SELECT w.id, w.aggregate_type, w.aggregate_id, coalesce(` + d("w") + `, false) AS ok
+	FROM ` + table + ` w
+	WHERE ` + u("w") + `
+	ORDER BY w.id
+	LIMIT $2
+), win AS (
+	SELECT w.id, w.aggregate_type, w.aggregate_id, w.ok AND h.id IS NULL AS ok
+	FROM win0 w LEFT JOIN unnest(` + held + `::bigint[]) AS h(id) ON h.id = w.id
+), bad AS (
+	SELECT aggregate_type, aggregate_id, min(id) AS first_id FROM win WHERE NOT ok GROUP BY 1, 2
+), cand AS (
+	SELECT w.id, w.aggregate_type, w.aggregate_id
+	FROM win w LEFT JOIN bad b ON b.aggregate_type = w.aggregate_type AND b.aggregate_id = w.aggregate_id
+	WHERE w.ok AND (b.first_id IS NULL OR w.id < b.first_id)
+)`
+	}
+
+	// The fallback's candidates, for when the window is full of rows that
+	// cannot be taken (a deep blocked or held aggregate at the front):
 	// heads: the first unsent row of each aggregate, if it is deliverable,
-	//   oldest first, locked with SKIP LOCKED so concurrent claimers split the
-	//   work. An aggregate whose first unsent row waits in RETRY or is leased
-	//   to another relay has no head, so nothing of it is taken: that is how a
-	//   failing event blocks only its own aggregate, across relay processes.
-	// runs: behind each head, the following unsent rows of its aggregate while
-	//   they stay deliverable (a prefix, so order cannot break), at most $2.
-	// picked: the $1 lowest ids of all runs; a prefix of each run again.
-	// locked/final: the picked rows are locked, then checked again on their
-	//   latest version, and each aggregate keeps only the prefix that is
-	//   still deliverable. A row changed meanwhile (the holder of an expired
-	//   lease marking it) ends its run there instead of leaving a gap.
-	//
-	// No other claimer can want the run rows: it would need their head,
-	// which we hold. coalesce keeps a row with a NULL next_retry_at or
-	// locked_until (hand-written) from counting as deliverable.
-	q.claim = `WITH heads AS (
+	//   oldest first, locked with SKIP LOCKED so concurrent claimers split
+	//   the work. An aggregate whose first unsent row waits in RETRY or is
+	//   held by another relay has no head, so nothing of it is taken: that is
+	//   how a failing event blocks only its own aggregate, across processes.
+	// runs: behind each head, the following unsent rows of its aggregate
+	//   while they stay deliverable (a prefix), at most $2.
+	// coalesce keeps a row with a NULL next_retry_at or locked_until
+	// (hand-written) from counting as deliverable.
+	headCand := `heads AS (
 	SELECT o.id, o.aggregate_type, o.aggregate_id
 	FROM ` + table + ` o
 	WHERE ` + u("o") + ` AND ` + d("o") + `
@@ -61,8 +102,8 @@ func buildQueries(table string, deleteSent bool) queries {
 	ORDER BY o.id
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED
-), runs AS (
-	SELECT r.id FROM heads h CROSS JOIN LATERAL (
+), cand AS (
+	SELECT r.id, h.aggregate_type, h.aggregate_id FROM heads h CROSS JOIN LATERAL (
 		SELECT x.id, bool_and(x.ok) OVER (ORDER BY x.id) AS prefix_ok FROM (
 			SELECT e.id, coalesce(` + d("e") + `, false) AS ok
 			FROM ` + table + ` e
@@ -72,72 +113,71 @@ func buildQueries(table string, deleteSent bool) queries {
 			LIMIT $2) x
 	) r
 	WHERE r.prefix_ok
-), picked AS (
-	SELECT id FROM runs ORDER BY id LIMIT $1
-), locked AS (
-	SELECT l.id, l.aggregate_type, l.aggregate_id, coalesce(` + d("l") + `, false) AS ok
+)`
+
+	lockTail := `, locked AS (
+	SELECT ` + prefixed("l", cols) + `
 	FROM ` + table + ` l
-	WHERE l.id IN (SELECT id FROM picked)
+	WHERE l.id = ANY(ARRAY(SELECT id FROM cand)) AND ` + u("l") + ` AND coalesce(` + d("l") + `, false)
 	ORDER BY l.id
-	FOR UPDATE
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED
+), top AS (
+	SELECT max(id) AS m FROM locked
+), missed AS (
+	SELECT c.aggregate_type, c.aggregate_id, min(c.id) AS first_id
+	FROM cand c CROSS JOIN top LEFT JOIN locked k ON k.id = c.id
+	WHERE c.id < top.m AND k.id IS NULL
+	GROUP BY 1, 2
 ), final AS (
-	SELECT id FROM (
-		SELECT id, bool_and(ok) OVER (PARTITION BY aggregate_type, aggregate_id ORDER BY id) AS prefix_ok FROM locked
-	) f WHERE f.prefix_ok
-)
+	SELECT k.* FROM locked k
+	LEFT JOIN missed m ON m.aggregate_type = k.aggregate_type AND m.aggregate_id = k.aggregate_id
+	WHERE m.first_id IS NULL OR k.id < m.first_id
+)`
+
+	// A lease claim writes the lease into the rows, so the claim commits at
+	// once and the lease outlives the statement.
+	lease := `
 UPDATE ` + table + ` t
 SET status = 'PROCESSING', locked_by = $3, locked_until = now() + $4 * interval '1 millisecond'
 WHERE t.id = ANY(ARRAY(SELECT id FROM final))
 RETURNING ` + prefixed("t", cols)
+	q.claimScan = `WITH ` + scanCand(`'{}'`) + lockTail + lease
+	q.claim = `WITH ` + headCand + lockTail + lease
 
-	// The fast path reads the $5 lowest unsent rows once, in id order. Every
-	// earlier unsent row of an aggregate in that window is in the window
-	// too, so "deliverable, and every earlier unsent row of my aggregate is
-	// deliverable" is a running bool_and per aggregate. Candidates are
-	// locked with SKIP LOCKED and checked again on their latest version; a
-	// candidate that was skipped or changed ends its aggregate's prefix.
-	q.claimScan = `WITH win AS (
-	SELECT w.id, w.aggregate_type, w.aggregate_id, coalesce(` + d("w") + `, false) AS ok
-	FROM ` + table + ` w
-	WHERE ` + u("w") + `
-	ORDER BY w.id
-	LIMIT $5
-), pre AS (
-	SELECT id, aggregate_type, aggregate_id,
-	       bool_and(ok) OVER (PARTITION BY aggregate_type COLLATE "C", aggregate_id COLLATE "C" ORDER BY id) AS prefix_ok
-	FROM win
-), cand AS (
-	SELECT id, aggregate_type, aggregate_id FROM pre WHERE prefix_ok ORDER BY id LIMIT $1
-), locked AS (
-	SELECT l.id, coalesce(` + d("l") + `, false) AS ok
-	FROM ` + table + ` l
-	WHERE l.id IN (SELECT id FROM cand)
-	FOR UPDATE SKIP LOCKED
-), final AS (
-	SELECT id FROM (
-		SELECT c.id, bool_and(coalesce(k.ok, false)) OVER (PARTITION BY c.aggregate_type COLLATE "C", c.aggregate_id COLLATE "C" ORDER BY c.id) AS prefix_ok
-		FROM cand c LEFT JOIN locked k ON k.id = c.id
-	) f WHERE f.prefix_ok
-)
-UPDATE ` + table + ` t
-SET status = 'PROCESSING', locked_by = $3, locked_until = now() + $4 * interval '1 millisecond'
-WHERE t.id = ANY(ARRAY(SELECT id FROM final)) AND $2::int >= 0
-RETURNING ` + prefixed("t", cols)
+	// A transaction-held claim returns the locked rows as they are; the
+	// open transaction is the lease.
+	q.txClaim = `WITH ` + scanCand(`$3`) + lockTail + `
+SELECT * FROM final ORDER BY id`
+	q.txHeads = `WITH ` + headCand + lockTail + `
+SELECT * FROM final ORDER BY id`
 	q.windowFull = `SELECT count(*) = $1 FROM (SELECT 1 FROM ` + table + ` w WHERE ` + u("w") + ` ORDER BY w.id LIMIT $1) x`
 
-	if deleteSent {
-		q.markSent = `DELETE FROM ` + table + ` WHERE id = ANY($1) AND locked_by = $2 AND status = 'PROCESSING'`
-	} else {
-		q.markSent = `UPDATE ` + table + ` SET status = 'SENT', sent_at = now(), locked_by = NULL, locked_until = NULL,
-			next_retry_at = NULL WHERE id = ANY($1) AND locked_by = $2 AND status = 'PROCESSING'`
+	// Marking sent moves the rows into the archive in one statement (or
+	// deletes them). The lease-fenced form only touches rows this lease
+	// still holds.
+	fence := ` AND locked_by = $2 AND status = 'PROCESSING'`
+	move := func(where string) string {
+		if deleteSent {
+			return `DELETE FROM ` + table + ` WHERE ` + where
+		}
+		return `WITH d AS (DELETE FROM ` + table + ` WHERE ` + where + ` RETURNING *)
+INSERT INTO ` + sent + ` (` + allCols + `)
+SELECT id, event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, headers,
+	'SENT', retry_count, NULL, NULL, NULL, occurred_at, created_at, now(), last_error FROM d`
 	}
-	q.markFailed = `UPDATE ` + table + ` t SET
+	q.markSent = move(`id = ANY($1)` + fence)
+	q.txSent = move(`id = ANY($1)`)
+
+	failed := `UPDATE ` + table + ` t SET
 		status = CASE WHEN f.dead THEN 'DEAD' ELSE 'RETRY' END,
 		retry_count = t.retry_count + 1,
 		next_retry_at = CASE WHEN f.dead THEN NULL ELSE now() + f.delay_ms * interval '1 millisecond' END,
 		last_error = f.err, locked_by = NULL, locked_until = NULL
 	FROM unnest($1::bigint[], $2::bool[], $3::bigint[], $4::text[]) AS f(id, dead, delay_ms, err)
-	WHERE t.id = f.id AND t.locked_by = $5 AND t.status = 'PROCESSING'`
+	WHERE t.id = f.id`
+	q.markFailed = failed + ` AND t.locked_by = $5 AND t.status = 'PROCESSING'`
+	q.txFailed = failed
 	q.release = `UPDATE ` + table + ` SET status = CASE WHEN retry_count > 0 THEN 'RETRY' ELSE 'PENDING' END,
 		next_retry_at = CASE WHEN retry_count > 0 THEN now() ELSE NULL END,
 		locked_by = NULL, locked_until = NULL
@@ -156,7 +196,7 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Reco
 	}
 	run := min(req.Limit, MaxRun)
 	window := min(req.Limit*ScanFactor, MaxWindow)
-	recs, err := s.claimWith(ctx, s.q.claimScan, req.Limit, run, req.Lease, req.LeaseFor.Milliseconds(), window)
+	recs, err := s.claimWith(ctx, s.q.claimScan, req.Limit, window, req.Lease, req.LeaseFor.Milliseconds())
 	if err != nil || len(recs) == req.Limit {
 		return recs, err
 	}
@@ -172,9 +212,16 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Reco
 	}
 	more, err := s.claimWith(ctx, s.q.claim, req.Limit-len(recs), run, req.Lease, req.LeaseFor.Milliseconds())
 	recs = append(recs, more...)
-	slices.SortFunc(recs, func(a, b store.Record) int { return cmp.Compare(a.ID, b.ID) })
+	sortByID(recs)
 	return recs, err
 }
+
+func sortByID(recs []store.Record) {
+	slices.SortFunc(recs, func(a, b store.Record) int { return cmp.Compare(a.ID, b.ID) })
+}
+
+// rollbackTimeout bounds ending a claim that is being given up.
+const rollbackTimeout = 5 * time.Second
 
 // ScanFactor and MaxWindow size the fast path's window: Limit*ScanFactor
 // rows, at most MaxWindow, so rows in flight at the front do not hide the
@@ -193,7 +240,7 @@ func (s *Store) claimWith(ctx context.Context, query string, args ...any) ([]sto
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}
-	slices.SortFunc(recs, func(a, b store.Record) int { return cmp.Compare(a.ID, b.ID) })
+	sortByID(recs)
 	return recs, nil
 }
 

@@ -19,6 +19,8 @@ func (s *Store) migrations() ([]store.Migration, error) {
 		"Inbox":      s.tables.Qualified(s.tables.Inbox),
 		"InboxName":  s.tables.Inbox,
 		"Schema":     s.tables.Schema,
+		"Sent":       s.tables.Qualified(s.tables.Outbox + "_sent"),
+		"SentName":   s.tables.Outbox + "_sent",
 	}
 	return store.LoadMigrations(migrationFS, "sql", vars)
 }

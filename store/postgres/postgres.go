@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,9 +25,9 @@ import (
 // Options configure the store. The zero value is usable.
 type Options struct {
 	Tables store.Tables // default outbox_event / inbox_event in the search path
-	// DeleteSent deletes a row when the broker confirmed it instead of keeping
-	// it as SENT. Keeping is the default: operators can see what was sent, and
-	// the partial indexes keep claims fast anyway; `txbox cleanup` trims it.
+	// DeleteSent deletes a row when the broker confirmed it instead of moving
+	// it to the <outbox>_sent archive. Archiving is the default: operators can
+	// see what was sent, and `txbox cleanup` trims the archive.
 	DeleteSent bool
 	Logger     *slog.Logger // default slog.Default()
 }
@@ -43,6 +44,7 @@ type Store struct {
 	opts   Options
 	log    *slog.Logger
 	q      queries
+	held   heldRows // rows of this store's open transaction claims
 }
 
 // Open connects to url (postgres://...) and returns a store that owns the
@@ -82,7 +84,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 		opts.Logger = slog.Default()
 	}
 	s := &Store{pool: pool, tables: t, opts: opts, log: opts.Logger}
-	s.q = buildQueries(t.Qualified(t.Outbox), opts.DeleteSent)
+	s.q = buildQueries(t.Qualified(t.Outbox), t.Qualified(t.Outbox+"_sent"), opts.DeleteSent)
 	return s, nil
 }
 
@@ -161,18 +163,23 @@ func (s *Store) MarkFailed(ctx context.Context, lease string, fs []store.Failure
 	if len(fs) == 0 {
 		return 0, nil
 	}
-	ids := make([]int64, len(fs))
-	dead := make([]bool, len(fs))
-	delay := make([]int64, len(fs))
-	msgs := make([]string, len(fs))
-	for i, f := range fs {
-		ids[i], dead[i], delay[i], msgs[i] = f.ID, f.Dead, f.Delay.Milliseconds(), store.Truncate(f.Error, 2000)
-	}
+	ids, dead, delay, msgs := failureArrays(fs)
 	tag, err := s.pool.Exec(ctx, s.q.markFailed, ids, dead, delay, msgs, lease)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: mark failed: %w", err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+func failureArrays(fs []store.Failure) (ids []int64, dead []bool, delay []int64, msgs []string) {
+	ids = make([]int64, len(fs))
+	dead = make([]bool, len(fs))
+	delay = make([]int64, len(fs))
+	msgs = make([]string, len(fs))
+	for i, f := range fs {
+		ids[i], dead[i], delay[i], msgs[i] = f.ID, f.Dead, f.Delay.Milliseconds(), store.Truncate(f.Error, 2000)
+	}
+	return ids, dead, delay, msgs
 }
 
 func (s *Store) Release(ctx context.Context, lease string, ids []int64) (int64, error) {
@@ -188,7 +195,8 @@ func (s *Store) Release(ctx context.Context, lease string, ids []int64) (int64, 
 
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	st := store.Stats{Counts: map[txbox.Status]int64{}}
-	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM `+s.q.table+` GROUP BY status`)
+	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM `+s.q.table+` GROUP BY status
+		UNION ALL SELECT 'SENT', count(*) FROM `+s.q.sent)
 	if err != nil {
 		return st, fmt.Errorf("postgres: stats: %w", err)
 	}
@@ -199,7 +207,9 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 			rows.Close()
 			return st, err
 		}
-		st.Counts[txbox.Status(status)] = n
+		if n > 0 {
+			st.Counts[txbox.Status(status)] += n
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -222,13 +232,26 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 
 func ph(n int) string { return "$" + strconv.Itoa(n) }
 
+// List reads the outbox table and, unless the filter asks for a status that
+// is never archived, the archive of SENT rows.
 func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error) {
 	where, args := store.FilterSQL(f, ph, 1)
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+cols+` FROM `+s.q.table+` WHERE `+where+` ORDER BY id LIMIT `+strconv.Itoa(limit), args...)
+	lim := strconv.Itoa(limit)
+	// The outbox table may hold SENT rows too: earlier versions kept them
+	// in place.
+	parts := []string{`(SELECT ` + cols + ` FROM ` + s.q.table + ` WHERE ` + where + ` ORDER BY id LIMIT ` + lim + `)`}
+	if f.Status == "" || f.Status == txbox.StatusSent {
+		parts = append(parts, `(SELECT `+cols+` FROM `+s.q.sent+` WHERE `+where+` ORDER BY id LIMIT `+lim+`)`)
+	}
+	q := strings.Join(parts, " UNION ALL ")
+	if len(parts) > 1 {
+		q += ` ORDER BY id LIMIT ` + lim
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list: %w", err)
 	}
@@ -254,29 +277,39 @@ func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
 	return tag.RowsAffected(), nil
 }
 
-// Cleanup deletes in bounded batches: one unbounded DELETE takes locks on
-// every row at once and deadlocks with the relay under load
+// Cleanup deletes SENT rows sent before now - age from the archive (and
+// from the outbox table, where earlier versions kept them),
+// batch rows per statement: one unbounded DELETE takes locks on every row at
+// once and deadlocks with the relay under load
 // (NServiceBus.Persistence.Sql#778).
 func (s *Store) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = 1000
 	}
 	var total int64
-	for {
-		tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.q.table+` WHERE id IN (
-			SELECT id FROM `+s.q.table+` WHERE status = 'SENT' AND sent_at < now() - $1 * interval '1 millisecond'
-			LIMIT $2 FOR UPDATE SKIP LOCKED)`, age.Milliseconds(), batch)
-		if err != nil {
-			return total, fmt.Errorf("postgres: cleanup: %w", err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(batch) {
-			return total, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return total, err
+	for _, stmt := range []string{
+		`DELETE FROM ` + s.q.sent + ` WHERE id IN (
+			SELECT id FROM ` + s.q.sent + ` WHERE sent_at < now() - $1 * interval '1 millisecond'
+			LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+		`DELETE FROM ` + s.q.table + ` WHERE id IN (
+			SELECT id FROM ` + s.q.table + ` WHERE status = 'SENT' AND sent_at < now() - $1 * interval '1 millisecond'
+			LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+	} {
+		for {
+			tag, err := s.pool.Exec(ctx, stmt, age.Milliseconds(), batch)
+			if err != nil {
+				return total, fmt.Errorf("postgres: cleanup: %w", err)
+			}
+			total += tag.RowsAffected()
+			if tag.RowsAffected() < int64(batch) {
+				break
+			}
+			if err := ctx.Err(); err != nil {
+				return total, err
+			}
 		}
 	}
+	return total, nil
 }
 
 // redactErr keeps a parse error useful without echoing the URL, which may

@@ -53,6 +53,7 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentClaimers", testConcurrentClaimers},
 		{"ConcurrentMigrate", testConcurrentMigrate},
 		{"BadBytesInLastError", testBadBytesInLastError},
+		{"TxClaims", runTxClaims},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, h) })

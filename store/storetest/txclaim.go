@@ -1,0 +1,284 @@
+package storetest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/store"
+)
+
+// runTxClaims runs the cases of store.TxClaimer when the store has it: the
+// same rules as lease claims (lowest ids, per-aggregate prefix, a failure
+// blocks only its aggregate), with the open transaction as the lease.
+func runTxClaims(t *testing.T, h Harness) {
+	if _, ok := h.Open(t).(store.TxClaimer); !ok {
+		t.Skip("store has no transaction-held claims (store.TxClaimer)")
+	}
+	cases := []struct {
+		name string
+		fn   func(*testing.T, Harness)
+	}{
+		{"HoldsRowsUntilEnded", testTxHolds},
+		{"BlocksOnlyItsAggregate", testTxBlocksAggregate},
+		{"FinishOutcome", testTxFinish},
+		{"LeasesAndTransactionsRespectEachOther", testTxWithLeases},
+		{"DeepBlockedAggregate", testTxDeepBlocked},
+		{"Concurrent", testTxConcurrent},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, h) })
+	}
+}
+
+func claimTx(t *testing.T, s store.Store, limit int) store.Claim {
+	t.Helper()
+	c, err := s.(store.TxClaimer).ClaimTx(ctxT(t), limit)
+	if err != nil {
+		t.Fatalf("claim tx: %v", err)
+	}
+	t.Cleanup(c.Abort)
+	return c
+}
+
+func testTxHolds(t *testing.T, h Harness) {
+	s := open(t, h)
+	in := []txbox.Event{ev("a", 1), ev("b", 1), ev("a", 2)}
+	in[0].Headers = map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+	write(t, h, s, in...)
+	c1 := claimTx(t, s, 10)
+	got := c1.Records()
+	if len(got) != 3 || got[0].EventID != in[0].ID || got[1].EventID != in[1].ID || got[2].EventID != in[2].ID {
+		t.Fatalf("claim: want the 3 rows in id order, got %v", eventIDs(got))
+	}
+	if e, err := got[0].Event(); err != nil || e.Headers["traceparent"] != in[0].Headers["traceparent"] || string(e.Payload) != string(in[0].Payload) {
+		t.Fatalf("round trip: %+v %v", e, err)
+	}
+	if c2 := claimTx(t, s, 10); len(c2.Records()) != 0 {
+		t.Fatalf("rows held by an open claim were claimed again: %v", eventIDs(c2.Records()))
+	}
+	if got := claim(t, s, "L", 10, time.Minute); len(got) != 0 {
+		t.Fatalf("a lease claim took rows held by an open claim: %v", eventIDs(got))
+	}
+	c1.Abort()
+	c3 := claimTx(t, s, 10)
+	if len(c3.Records()) != 3 {
+		t.Fatalf("after Abort the rows must be claimable again, got %d", len(c3.Records()))
+	}
+	for _, r := range c3.Records() {
+		if r.Status != txbox.StatusPending || r.RetryCount != 0 {
+			t.Fatalf("an aborted claim changed row %d: %s/%d", r.ID, r.Status, r.RetryCount)
+		}
+	}
+}
+
+func testTxBlocksAggregate(t *testing.T, h Harness) {
+	s := open(t, h)
+	a1, a2, a3, b1 := ev("a", 1), ev("a", 2), ev("a", 3), ev("b", 1)
+	write(t, h, s, a1, a2, a3, b1)
+	c1 := claimTx(t, s, 1)
+	if r := c1.Records(); len(r) != 1 || r[0].EventID != a1.ID {
+		t.Fatalf("limit 1 must take a1, got %v", eventIDs(r))
+	}
+	c2 := claimTx(t, s, 10)
+	if r := c2.Records(); len(r) != 1 || r[0].EventID != b1.ID {
+		t.Fatalf("while a1 is held only b1 may be claimed, got %d rows", len(r))
+	}
+	if err := c1.Finish(ctxT(t), []int64{c1.Records()[0].ID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	c3 := claimTx(t, s, 10)
+	if r := c3.Records(); len(r) != 2 || r[0].EventID != a2.ID || r[1].EventID != a3.ID {
+		t.Fatalf("after a1 is sent a2, a3 follow (b1 still held), got %d rows", len(r))
+	}
+}
+
+func testTxFinish(t *testing.T, h Harness) {
+	s := open(t, h)
+	ctx := ctxT(t)
+	a1, a2, b1, c1, d1 := ev("a", 1), ev("a", 2), ev("b", 1), ev("c", 1), ev("d", 1)
+	write(t, h, s, a1, a2, b1, c1, d1)
+	c := claimTx(t, s, 10)
+	r := c.Records()
+	if len(r) != 5 {
+		t.Fatalf("claimed %d", len(r))
+	}
+	// a1 fails for an hour (a2 is handed back unnamed), b1 is sent, c1 is
+	// dead, d1 is handed back.
+	err := c.Finish(ctx, []int64{r[2].ID}, []store.Failure{
+		{ID: r[0].ID, Error: "broker down", Delay: time.Hour},
+		{ID: r[3].ID, Error: "bad subject", Dead: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finish(ctx, []int64{r[1].ID}, nil); err == nil {
+		t.Fatal("Finish on an ended claim must fail")
+	}
+	st, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[txbox.Status]int64{txbox.StatusSent: 1, txbox.StatusDead: 1, txbox.StatusRetry: 1, txbox.StatusPending: 2}
+	for k, v := range want {
+		if st.Counts[k] != v {
+			t.Fatalf("count %s = %d, want %d (all: %v)", k, st.Counts[k], v, st.Counts)
+		}
+	}
+	sent, err := s.List(ctx, store.Filter{Status: txbox.StatusSent})
+	if err != nil || len(sent) != 1 || sent[0].EventID != b1.ID || sent[0].SentAt == nil {
+		t.Fatalf("list SENT: %v %v", eventIDs(sent), err)
+	}
+	failed, err := s.List(ctx, store.Filter{Status: txbox.StatusRetry})
+	if err != nil || len(failed) != 1 || failed[0].RetryCount != 1 || failed[0].LastError != "broker down" || failed[0].NextRetryAt == nil {
+		t.Fatalf("list RETRY: %+v %v", failed, err)
+	}
+	next := claimTx(t, s, 10)
+	if r := next.Records(); len(r) != 1 || r[0].EventID != d1.ID {
+		t.Fatalf("a2 waits behind a1's retry; only d1 may be claimed, got %v", eventIDs(r))
+	}
+}
+
+func testTxWithLeases(t *testing.T, h Harness) {
+	s := open(t, h)
+	a1, a2, b1, b2 := ev("a", 1), ev("a", 2), ev("b", 1), ev("b", 2)
+	write(t, h, s, a1, b1, a2, b2)
+	leased := claim(t, s, "L", 1, time.Minute)
+	if len(leased) != 1 || leased[0].EventID != a1.ID {
+		t.Fatalf("lease claim: %v", eventIDs(leased))
+	}
+	c := claimTx(t, s, 1)
+	if r := c.Records(); len(r) != 1 || r[0].EventID != b1.ID {
+		t.Fatalf("transaction claim next to a lease: want b1, got %v", eventIDs(r))
+	}
+	if got := claim(t, s, "L2", 10, time.Minute); len(got) != 0 {
+		t.Fatalf("a2 waits behind leased a1 and b2 behind held b1; got %v", eventIDs(got))
+	}
+}
+
+func testTxDeepBlocked(t *testing.T, h Harness) {
+	s := open(t, h)
+	ctx := ctxT(t)
+	var in []txbox.Event
+	for i := range 120 {
+		in = append(in, ev("hot", i))
+	}
+	write(t, h, s, in...)
+	head := claimTx(t, s, 1)
+	if err := head.Finish(ctx, nil, []store.Failure{{ID: head.Records()[0].ID, Error: "down", Delay: time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	other := ev("cold", 0)
+	write(t, h, s, other)
+	for range 3 {
+		c := claimTx(t, s, 5)
+		if r := c.Records(); len(r) != 1 || r[0].EventID != other.ID {
+			t.Fatalf("claim behind a blocked 120-row aggregate returned %d rows, want the other aggregate's row", len(r))
+		}
+		c.Abort()
+	}
+}
+
+// testTxConcurrent: claimers holding their claims for a while never get the
+// same row, and no claimer gets a row of an aggregate before the claim
+// holding the aggregate's previous row began to commit.
+func testTxConcurrent(t *testing.T, h Harness) {
+	s := open(t, h)
+	const aggs, perAgg, workers = 30, 20, 4
+	var in []txbox.Event
+	for n := range perAgg {
+		for a := range aggs {
+			in = append(in, ev(fmt.Sprintf("agg-%d", a), n))
+		}
+	}
+	write(t, h, s, in...)
+	ctx := ctxT(t)
+	var (
+		mu       sync.Mutex
+		clock    int64
+		seen     = map[string]int{}
+		finished = map[int64]int64{} // row id -> clock when its commit began
+		lastID   = map[string]int64{}
+		failed   error
+		wg       sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if failed == nil {
+			failed = err
+		}
+		mu.Unlock()
+	}
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			empty := 0
+			for i := 0; i < 2000 && empty < 30; i++ {
+				c, err := s.(store.TxClaimer).ClaimTx(ctx, 1+rand.IntN(40))
+				if err != nil {
+					fail(err)
+					return
+				}
+				recs := c.Records()
+				if len(recs) == 0 {
+					empty++
+					time.Sleep(3 * time.Millisecond)
+					continue
+				}
+				empty = 0
+				mu.Lock()
+				clock++
+				for _, r := range recs {
+					seen[r.EventID]++
+					if prev := lastID[r.AggregateID]; prev != 0 {
+						if r.ID <= prev {
+							failed = fmt.Errorf("aggregate %s: id %d handed out after %d", r.AggregateID, r.ID, prev)
+						} else if done, ok := finished[prev]; !ok && !contains(recs, prev) {
+							failed = fmt.Errorf("aggregate %s: id %d handed out while %d was still held", r.AggregateID, r.ID, prev)
+						} else if ok && done > clock {
+							failed = fmt.Errorf("aggregate %s: clock went backwards", r.AggregateID)
+						}
+					}
+					lastID[r.AggregateID] = r.ID
+				}
+				mu.Unlock()
+				time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
+				mu.Lock()
+				clock++
+				for _, r := range recs {
+					finished[r.ID] = clock
+				}
+				mu.Unlock()
+				if err := c.Finish(ctx, ids(recs), nil); err != nil {
+					fail(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	if len(seen) != len(in) {
+		t.Fatalf("claimed %d distinct events of %d", len(seen), len(in))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("event %s claimed %d times", id, n)
+		}
+	}
+}
+
+func contains(recs []store.Record, id int64) bool {
+	for _, r := range recs {
+		if r.ID == id {
+			return true
+		}
+	}
+	return false
+}
