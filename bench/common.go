@@ -112,8 +112,12 @@ func (e *benchEnv) close() {
 func (e *benchEnv) relayArgs() []string {
 	return []string{"relay", "--db", e.pg, "--outbox-table", e.tables.Outbox, "--inbox-table", e.tables.Inbox,
 		"--broker", e.natsU, "--nats-stream", e.stream, "--topic", e.prefix + ".{aggregate_type}.{event_type}",
-		"--log-level", "error"}
+		"--log-level", relayLogLevel}
 }
+
+// relayLogLevel is the --log-level of relay child processes; drain's
+// --relay-log info shows each relay's time per phase when it stops.
+var relayLogLevel = "error"
 
 func (e *benchEnv) storedMsgs(ctx context.Context) uint64 {
 	s, err := e.js.Stream(ctx, e.stream)

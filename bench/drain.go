@@ -160,6 +160,7 @@ func drainCmd(args []string) error {
 	which := fs.String("only", strings.Join(drainNames, ","), "contenders, comma separated: "+strings.Join(drainNames, ", "))
 	timeout := fs.Duration("timeout", 30*time.Minute, "longest one drain may take")
 	stall := fs.Duration("stall", 2*time.Minute, "fail a drain whose stream count has not moved for this long")
+	fs.StringVar(&relayLogLevel, "relay-log", relayLogLevel, "log level of the txbox relay processes (info: time per phase at stop)")
 	var wm wmOpts
 	fs.IntVar(&wm.perTx, "wm-events-per-tx", 1, "Watermill backlog: events per writing transaction id (0: the whole backlog in the one inserting transaction)")
 	fs.DurationVar(&wm.poll, "wm-poll", 10*time.Millisecond, "Watermill SQL subscriber PollInterval (only waited when a query finds nothing)")

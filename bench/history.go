@@ -16,7 +16,7 @@ import (
 )
 
 // history answers: does the claim slow down as delivered history grows?
-// It drains the same backlog (claim + MarkSent, the relay's store work) on a
+// It drains the same backlog (claim + mark, the relay's store work) on a
 // fresh table and after `history` rows went through the full
 // insert -> claim -> mark path, and reports medians of `runs` drains.
 func history(args []string) error {
@@ -104,7 +104,12 @@ func fill(ctx context.Context, s store.Store, n int, tag string) error {
 	return nil
 }
 
+// drainStore does the relay's store work without a broker: transaction
+// claims where the store has them (as the relay does), else lease claims.
 func drainStore(ctx context.Context, s store.Store, batch int) (int, error) {
+	if tc, ok := s.(store.TxClaimer); ok {
+		return drainStoreTx(ctx, tc, batch)
+	}
 	total := 0
 	for i := 0; ; i++ {
 		lease := fmt.Sprintf("bench-%d", i)
@@ -120,6 +125,28 @@ func drainStore(ctx context.Context, s store.Store, batch int) (int, error) {
 			ids[j] = r.ID
 		}
 		if _, err := s.MarkSent(ctx, lease, ids); err != nil {
+			return total, err
+		}
+		total += len(recs)
+	}
+}
+
+func drainStoreTx(ctx context.Context, s store.TxClaimer, batch int) (int, error) {
+	total := 0
+	for {
+		c, err := s.ClaimTx(ctx, batch)
+		if err != nil {
+			return total, err
+		}
+		recs := c.Records()
+		if len(recs) == 0 {
+			return total, nil
+		}
+		ids := make([]int64, len(recs))
+		for j, r := range recs {
+			ids[j] = r.ID
+		}
+		if err := c.Finish(ctx, ids, nil); err != nil {
 			return total, err
 		}
 		total += len(recs)

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -36,9 +37,32 @@ type globals struct {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newRoot().ExecuteContext(ctx); err != nil {
+	stopProfile := cpuProfile(os.Getenv("TXBOX_CPUPROFILE"))
+	err := newRoot().ExecuteContext(ctx)
+	stopProfile()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "txbox:", oneLine(err))
 		os.Exit(exitCode(err))
+	}
+}
+
+// cpuProfile writes a CPU profile of the whole run to path (TXBOX_CPUPROFILE),
+// for finding where a relay's time goes; "" does nothing.
+func cpuProfile(path string) func() {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "txbox: TXBOX_CPUPROFILE:", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
 	}
 }
 
@@ -74,7 +98,7 @@ func newRoot() *cobra.Command {
 	f.StringVar(&g.schema, "schema", "", "schema (PostgreSQL) holding the tables; default: search path")
 	f.StringVar(&g.outbox, "outbox-table", "outbox_event", "outbox table name")
 	f.StringVar(&g.inbox, "inbox-table", "inbox_event", "inbox table name")
-	f.BoolVar(&g.deleteSent, "delete-sent", false, "delete rows once the broker confirmed them instead of keeping them as SENT")
+	f.BoolVar(&g.deleteSent, "delete-sent", false, "delete rows once the broker confirmed them instead of moving them to the <outbox>_sent archive (MySQL, PostgreSQL) or keeping them as SENT (SQLite)")
 	f.StringVar(&g.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&g.logFormat, "log-format", "text", "text or json")
 

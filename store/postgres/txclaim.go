@@ -26,10 +26,14 @@ func (s *Store) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
 		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}
 	c := &txClaim{s: s, conn: conn}
-	window := min(limit*ScanFactor, MaxWindow)
+	// The window covers this store's rows in flight, which sit at the front
+	// and cannot be taken, and a margin for other processes' claims and
+	// blocked aggregates; the fallback below covers the rest.
+	held := s.held.ids()
+	window := min(len(held)+limit*txScanFactor, MaxWindow)
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(s.q.txClaim, limit, window, s.held.ids())
+	b.Queue(s.q.txClaim, limit, window, held)
 	br := conn.SendBatch(ctx, b)
 	_, err = br.Exec()
 	if err == nil {
@@ -52,6 +56,10 @@ func (s *Store) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
 	}
 	return c, nil
 }
+
+// txScanFactor sizes a transaction claim's window beyond the rows this store
+// holds: limit*txScanFactor rows.
+const txScanFactor = 3
 
 // more runs the head-based claim in the same transaction when the window
 // was full of rows that could not be taken: deliverable rows may lie beyond
