@@ -130,7 +130,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			defer func() { <-slots; wg.Done() }()
 			if err := r.deliver(work, b, ctx.Done()); err != nil {
 				r.ctrs.Errors.Add(1)
-				r.log.Warn("marking a batch failed; its leases will expire and it will be delivered again", "err", err)
+				r.log.Warn("marking a batch failed; its rows will be delivered again (lease claims: once their leases expire)", "err", err)
 			}
 		}()
 		if len(b.recs) < r.cfg.BatchSize {
