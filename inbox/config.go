@@ -65,7 +65,11 @@ type Config struct {
 	// together, and only then are their deliveries acknowledged. Later
 	// events of a failing event's aggregate in the same transaction are sent
 	// back unapplied. Ordered gaps are not held in this mode; they are
-	// retried with backoff.
+	// retried with backoff. TxBatch is bounded by BatchSize: one receive's
+	// deliveries at most share a transaction. On PostgreSQL each event that
+	// writes is a subtransaction; above 64 per transaction the server's
+	// per-session subtransaction cache overflows, which slows every
+	// session's snapshots while it lasts, so keep TxBatch at 64 or below.
 	TxBatch int
 
 	// BatchSize is how many deliveries one receive takes. Default 64.

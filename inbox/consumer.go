@@ -4,7 +4,11 @@
 //
 // The inbox transaction is Consumer.process: begin; insert-if-absent; a
 // duplicate is acknowledged and skipped; else the handler runs; the row is
-// marked processed; commit; only then is the broker acknowledged. A handler
+// marked processed; commit; only then is the broker acknowledged. (With
+// PostgreSQL the insert writes the row already marked processed, so a first
+// delivery costs one inbox statement besides the handler's; and an adapter
+// that can, NATS, sends the ack without waiting for the broker to confirm
+// it: a lost ack is a redelivery, which the inbox absorbs.) A handler
 // error rolls everything back, the attempt and its error are recorded in a
 // short transaction of their own, and the event is redelivered with backoff;
 // after MaxAttempts it is parked (DEAD) and acknowledged so the stream keeps
@@ -53,12 +57,52 @@ type Consumer struct {
 	handle func(ctx context.Context, native any, e txbox.Event) error
 	ctrs   Counters
 	held   map[string]held // Ordered: deliveries waiting for a predecessor; Run's goroutine only
+
+	// Optional capabilities of the dialect (postgres.Dialect has both).
+	acqDone  processedAcquirer
+	batchIns batchInserter
+}
+
+// processedAcquirer is a store.InboxDialect that can write the inbox row
+// PROCESSED in the statement that claims it (InboxAcquire + InboxDone in
+// one), so that a first delivery whose handler succeeds costs one inbox
+// statement. The transaction (or savepoint) is rolled back when the
+// handler fails, as always.
+type processedAcquirer interface {
+	InboxAcquireProcessed(ctx context.Context, tx store.Tx, consumer string, e txbox.Event) (store.InboxState, int, error)
+}
+
+// batchInserter inserts the rows of many first deliveries, already
+// PROCESSED, in one statement at the start of a shared transaction
+// (TxBatch), and deletes those of events that were not applied after all.
+type batchInserter interface {
+	InboxInsertProcessed(ctx context.Context, tx store.Tx, consumer string, evs []txbox.Event) (fresh []bool, err error)
+	InboxForget(ctx context.Context, tx store.Tx, consumer string, eventIDs []string) error
+}
+
+// asyncAcker is a delivery whose acknowledgement can be sent without
+// waiting for the broker's confirmation (natsbroker). The inbox uses it
+// after the commit: a lost ack only brings a redelivery, which the inbox
+// row absorbs, and the next event's transaction does not wait for it.
+type asyncAcker interface {
+	AckAsync() error
 }
 
 // txDB begins transactions on the consumer's database; native is the
 // driver's own transaction (*sql.Tx or pgx.Tx) handed to the handler.
+// beginShared begins a transaction for many events (TxBatch), with the
+// savepoints that keep them apart.
 type txDB interface {
 	begin(ctx context.Context) (tx store.Tx, native any, commit, rollback func() error, err error)
+	beginShared(ctx context.Context) (tx store.Tx, native any, sp savepoints, commit, rollback func() error, err error)
+}
+
+// savepoints gives each event of a shared transaction a savepoint: mark
+// starts the next event's (releasing the previous one), undo rolls back to
+// the current one. An error from either leaves the transaction unusable.
+type savepoints interface {
+	mark(ctx context.Context) error
+	undo(ctx context.Context) error
 }
 
 // NewSQL returns a consumer whose handler gets a *sql.Tx.
@@ -80,7 +124,7 @@ func NewPgx(db PgxBeginner, cfg Config, h func(ctx context.Context, tx pgx.Tx, e
 	if db == nil {
 		return nil, &txbox.ConfigError{Field: "db", Reason: "required"}
 	}
-	return newConsumer(cfg, pgxDB{db}, func(ctx context.Context, native any, e txbox.Event) error { return h(ctx, native.(pgx.Tx), e) })
+	return newConsumer(cfg, pgxDB{db: db, known: &sqlSet{}}, func(ctx context.Context, native any, e txbox.Event) error { return h(ctx, native.(pgx.Tx), e) })
 }
 
 func newConsumer(cfg Config, db txDB, h func(context.Context, any, txbox.Event) error) (*Consumer, error) {
@@ -88,7 +132,10 @@ func newConsumer(cfg Config, db txDB, h func(context.Context, any, txbox.Event) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: cfg, log: cfg.Logger.With("consumer", cfg.Name), db: db, handle: h, held: map[string]held{}}, nil
+	c := &Consumer{cfg: cfg, log: cfg.Logger.With("consumer", cfg.Name), db: db, handle: h, held: map[string]held{}}
+	c.acqDone, _ = cfg.Dialect.(processedAcquirer)
+	c.batchIns, _ = cfg.Dialect.(batchInserter)
+	return c, nil
 }
 
 // Counters exposes the consumer's counters.
@@ -230,7 +277,9 @@ func (c *Consumer) expireHeld(ctx context.Context, all bool) {
 
 func (c *Consumer) settle(ctx context.Context, d broker.Delivery, ack bool, delay time.Duration) {
 	var err error
-	if ack {
+	if a, ok := d.(asyncAcker); ok && ack {
+		err = a.AckAsync()
+	} else if ack {
 		err = d.Ack(ctx)
 	} else {
 		err = d.Nak(ctx, delay)
@@ -259,7 +308,7 @@ func (c *Consumer) run(ctx context.Context, ev txbox.Event, again txbox.Status, 
 		c.log.Warn("begin failed", "event_id", ev.ID, "err", err)
 		return false, c.backoff(1)
 	}
-	st := c.apply(ctx, tx, native, ev)
+	st := c.apply(ctx, tx, native, ev, false)
 	if st.kind == stepCommit {
 		if err := commit(); err != nil {
 			c.log.Warn("commit failed", "event_id", ev.ID, "err", err)
@@ -308,6 +357,13 @@ func (c *Consumer) handleSharedTx(ctx context.Context, ds []broker.Delivery) {
 
 // applyShared runs events in one transaction, each under a savepoint, and
 // commits. When the transaction as a whole fails, every event is sent back.
+//
+// With a dialect that can (postgres), the inbox rows of all first
+// deliveries are inserted, PROCESSED, by one statement before the first
+// savepoint; the rows of events that then fail or are held back are deleted
+// again before the commit. Each event then costs its savepoint and its
+// handler, and with pgx the savepoint travels with the handler's first
+// statement.
 func (c *Consumer) applyShared(ctx context.Context, evs []txbox.Event) []step {
 	steps := make([]step, len(evs))
 	all := func(err error) []step {
@@ -316,30 +372,54 @@ func (c *Consumer) applyShared(ctx context.Context, evs []txbox.Event) []step {
 		}
 		return steps
 	}
-	tx, native, commit, rollback, err := c.db.begin(ctx)
+	tx, native, sp, commit, rollback, err := c.db.beginShared(ctx)
 	if err != nil {
 		return all(err)
 	}
+	var fresh []bool
+	if c.batchIns != nil {
+		if fresh, err = c.batchIns.InboxInsertProcessed(ctx, tx, c.cfg.Name, evs); err != nil {
+			// One event the store refuses fails the whole statement: start
+			// over without it, and let each event find out on its own.
+			c.log.Debug("inserting a batch of inbox rows failed; one at a time", "events", len(evs), "err", err)
+			_ = rollback()
+			fresh = nil
+			if tx, native, sp, commit, rollback, err = c.db.beginShared(ctx); err != nil {
+				return all(err)
+			}
+		}
+	}
+	var forget []string
 	failed := map[string]bool{}
 	for i, ev := range evs {
+		inserted := fresh != nil && fresh[i]
 		key := ev.AggregateType + "\x00" + ev.AggregateID
 		if failed[key] {
 			// An earlier event of this aggregate failed: do not overtake it.
 			steps[i] = step{kind: stepInfra, err: errors.New("held back behind a failed event of its aggregate")}
+			if inserted {
+				forget = append(forget, ev.ID)
+			}
 			continue
 		}
-		sp := "txbox_sp_" + strconv.Itoa(i)
-		if _, err := tx.Exec(ctx, "SAVEPOINT "+sp); err != nil {
+		if err := sp.mark(ctx); err != nil {
 			_ = rollback()
 			return all(err)
 		}
-		steps[i] = c.apply(ctx, tx, native, ev)
-		end := "RELEASE SAVEPOINT "
+		steps[i] = c.apply(ctx, tx, native, ev, inserted)
 		if k := steps[i].kind; k != stepCommit && k != stepAck {
-			end = "ROLLBACK TO SAVEPOINT "
+			if err := sp.undo(ctx); err != nil {
+				_ = rollback()
+				return all(err)
+			}
 			failed[key] = true
+			if inserted {
+				forget = append(forget, ev.ID)
+			}
 		}
-		if _, err := tx.Exec(ctx, end+sp); err != nil {
+	}
+	if len(forget) > 0 {
+		if err := c.batchIns.InboxForget(ctx, tx, c.cfg.Name, forget); err != nil {
 			_ = rollback()
 			return all(err)
 		}
@@ -373,9 +453,22 @@ type step struct {
 
 // apply is the inbox transaction's body for one event, on tx: the
 // insert-if-absent, the version guard, the handler and the processed mark.
+// inserted says the row was inserted, PROCESSED, already (applyShared).
 // It never commits or rolls back; the caller does, per what it returns.
-func (c *Consumer) apply(ctx context.Context, tx store.Tx, native any, ev txbox.Event) step {
-	state, attempts, err := c.cfg.Dialect.InboxAcquire(ctx, tx, c.cfg.Name, ev)
+func (c *Consumer) apply(ctx context.Context, tx store.Tx, native any, ev txbox.Event, inserted bool) step {
+	var state store.InboxState
+	var attempts int
+	var err error
+	marked := true // the row says PROCESSED already, to be rolled back if the handler fails
+	switch {
+	case inserted:
+		state = store.InboxFresh
+	case c.acqDone != nil:
+		state, attempts, err = c.acqDone.InboxAcquireProcessed(ctx, tx, c.cfg.Name, ev)
+	default:
+		marked = false
+		state, attempts, err = c.cfg.Dialect.InboxAcquire(ctx, tx, c.cfg.Name, ev)
+	}
 	if err != nil {
 		c.log.Warn("inbox acquire failed", "event_id", ev.ID, "err", err)
 		if errors.Is(err, txbox.ErrInvalidEvent) {
@@ -410,8 +503,10 @@ func (c *Consumer) apply(ctx context.Context, tx store.Tx, native any, ev txbox.
 	if herr := c.safeHandle(ctx, native, ev); herr != nil {
 		return step{kind: stepFail, attempts: attempts, err: herr}
 	}
-	if err := c.cfg.Dialect.InboxDone(ctx, tx, c.cfg.Name, ev.ID, txbox.StatusProcessed, ""); err != nil {
-		return step{kind: stepInfra, err: err}
+	if !marked {
+		if err := c.cfg.Dialect.InboxDone(ctx, tx, c.cfg.Name, ev.ID, txbox.StatusProcessed, ""); err != nil {
+			return step{kind: stepInfra, err: err}
+		}
 	}
 	return step{kind: stepCommit}
 }
@@ -582,7 +677,18 @@ func (s sqlDB) begin(ctx context.Context) (store.Tx, any, func() error, func() e
 	return store.SQLTx(tx), tx, tx.Commit, tx.Rollback, nil
 }
 
-type pgxDB struct{ db PgxBeginner }
+func (s sqlDB) beginShared(ctx context.Context) (store.Tx, any, savepoints, func() error, func() error, error) {
+	tx, native, commit, rollback, err := s.begin(ctx)
+	if err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	return tx, native, &eagerSavepoints{tx: tx}, commit, rollback, nil
+}
+
+type pgxDB struct {
+	db    PgxBeginner
+	known *sqlSet // SQL texts a savepoint may ride with (spTx)
+}
 
 func (p pgxDB) begin(ctx context.Context) (store.Tx, any, func() error, func() error, error) {
 	tx, err := p.db.Begin(ctx)
@@ -591,4 +697,14 @@ func (p pgxDB) begin(ctx context.Context) (store.Tx, any, func() error, func() e
 	}
 	bg := context.WithoutCancel(ctx)
 	return postgres.Tx(tx), tx, func() error { return tx.Commit(bg) }, func() error { return tx.Rollback(bg) }, nil
+}
+
+func (p pgxDB) beginShared(ctx context.Context) (store.Tx, any, savepoints, func() error, func() error, error) {
+	tx, err := p.db.Begin(ctx)
+	if err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	bg := context.WithoutCancel(ctx)
+	st := &spTx{Tx: tx, known: p.known}
+	return postgres.Tx(st), st, st, func() error { return tx.Commit(bg) }, func() error { return tx.Rollback(bg) }, nil
 }

@@ -195,8 +195,15 @@ func TestOneEventDeliveredFiveTimes(t *testing.T) {
 		// leaves behind: the row unsent, so it is published again. Past the
 		// stream's 1s duplicate window, JetStream stores the copy too.
 		time.Sleep(1100 * time.Millisecond)
-		if _, err := e.s.Pool().Exec(context.Background(), `UPDATE `+e.s.Tables().Outbox+` SET status = 'PENDING' WHERE event_id = $1`, ev.ID); err != nil {
+		tag, err := e.s.Pool().Exec(context.Background(), `UPDATE `+e.s.Tables().Outbox+` SET status = 'PENDING' WHERE event_id = $1`, ev.ID)
+		if err != nil {
 			t.Fatal(err)
+		}
+		if tag.RowsAffected() == 0 {
+			// A store that moves delivered rows out of the outbox table
+			// has nothing to reset: the event is written again instead,
+			// which the relay publishes the same way.
+			e.write(ev)
 		}
 	}
 	streamHas := func(n uint64) func() bool {

@@ -291,6 +291,19 @@ func (d *delivery) Ack(ctx context.Context) error {
 	return nil
 }
 
+// AckAsync sends the ack without waiting for the server's confirmation: it
+// is queued on the connection and flushed with whatever follows. The inbox
+// uses it after its commit, so that the next event's transaction does not
+// wait for the broker; an ack that is lost (the connection drops) only
+// brings the message back after the ack wait, and the inbox row makes that
+// a duplicate.
+func (d *delivery) AckAsync() error {
+	if err := d.m.Ack(); err != nil {
+		return settleErr("ack", err)
+	}
+	return nil
+}
+
 // Nak asks for redelivery after delay. NATS does not confirm a Nak; if it is
 // lost, the ack wait brings the message back anyway.
 func (d *delivery) Nak(ctx context.Context, delay time.Duration) error {

@@ -2,9 +2,12 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,13 +23,39 @@ func (d Dialect) inbox() string {
 	return t.Qualified(t.Inbox)
 }
 
+// inboxKey selects one inbox row by its primary key. consumer_name is
+// compared through an expression so that no plan can answer it from the
+// monitor index (consumer_name, status, received_at): on a table without
+// statistics (a fresh inbox, autovacuum off) the planner rates that index
+// as cheap as the key for a prepared statement's generic plan, and once
+// cached, that plan reads every row of the consumer for each event.
+const inboxKey = `event_id = $1 AND consumer_name || '' = $2`
+
 // InboxAcquire implements store.InboxDialect with ON CONFLICT DO NOTHING:
 // one row inserted means first delivery. A concurrent delivery of the same
 // event waits on the unique index until the first transaction ends, then
 // finds the row.
 func (d Dialect) InboxAcquire(ctx context.Context, tx store.Tx, consumer string, e txbox.Event) (store.InboxState, int, error) {
-	n, err := tx.Exec(ctx, `INSERT INTO `+d.inbox()+` (event_id, consumer_name, event_type, status, aggregate_type, aggregate_id, aggregate_version, occurred_at)
-		VALUES ($1, $2, $3, 'PROCESSING', $4, $5, $6, $7) ON CONFLICT (event_id, consumer_name) DO NOTHING`,
+	return d.acquire(ctx, tx, consumer, e, false)
+}
+
+// InboxAcquireProcessed is InboxAcquire for a handler that is expected to
+// succeed: the row is written PROCESSED (processed_at now(), the stored
+// event cleared) by the statement that claims it, so a successful handler
+// needs no InboxDone and a first delivery costs one statement. The caller
+// rolls the transaction, or its savepoint, back when the handler fails, and
+// calls InboxDone for any other outcome (SKIPPED for a stale version).
+func (d Dialect) InboxAcquireProcessed(ctx context.Context, tx store.Tx, consumer string, e txbox.Event) (store.InboxState, int, error) {
+	return d.acquire(ctx, tx, consumer, e, true)
+}
+
+func (d Dialect) acquire(ctx context.Context, tx store.Tx, consumer string, e txbox.Event, processed bool) (store.InboxState, int, error) {
+	status, doneAt := `'PROCESSING'`, `NULL`
+	if processed {
+		status, doneAt = `'PROCESSED'`, `now()`
+	}
+	n, err := tx.Exec(ctx, `INSERT INTO `+d.inbox()+` (event_id, consumer_name, event_type, status, processed_at, aggregate_type, aggregate_id, aggregate_version, occurred_at)
+		VALUES ($1, $2, $3, `+status+`, `+doneAt+`, $4, $5, $6, $7) ON CONFLICT (event_id, consumer_name) DO NOTHING`,
 		e.ID, consumer, e.Type, e.AggregateType, e.AggregateID, e.AggregateVersion, nullTime(e.OccurredAt))
 	if err != nil {
 		return 0, 0, fmt.Errorf("postgres: inbox insert: %w", err)
@@ -34,10 +63,17 @@ func (d Dialect) InboxAcquire(ctx context.Context, tx store.Tx, consumer string,
 	if n == 1 {
 		return store.InboxFresh, 0, nil
 	}
+	return d.existing(ctx, tx, consumer, e.ID, processed)
+}
+
+// existing locks the row of an event seen before and reports its state; a
+// row to run again (RETRY, REPLAY) is set to PROCESSING, or PROCESSED when
+// processed is set.
+func (d Dialect) existing(ctx context.Context, tx store.Tx, consumer, eventID string, processed bool) (store.InboxState, int, error) {
 	var status string
 	var attempts int
-	if err := tx.QueryRow(ctx, `SELECT status, retry_count FROM `+d.inbox()+` WHERE event_id = $1 AND consumer_name = $2 FOR UPDATE`,
-		e.ID, consumer).Scan(&status, &attempts); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT status, retry_count FROM `+d.inbox()+` WHERE `+inboxKey+` FOR UPDATE`,
+		eventID, consumer).Scan(&status, &attempts); err != nil {
 		return 0, 0, fmt.Errorf("postgres: inbox lookup: %w", err)
 	}
 	switch txbox.Status(status) {
@@ -46,10 +82,99 @@ func (d Dialect) InboxAcquire(ctx context.Context, tx store.Tx, consumer string,
 	case txbox.StatusDead:
 		return store.InboxParked, attempts, nil
 	}
-	if _, err := tx.Exec(ctx, `UPDATE `+d.inbox()+` SET status = 'PROCESSING' WHERE event_id = $1 AND consumer_name = $2`, e.ID, consumer); err != nil {
+	set := `status = 'PROCESSING'`
+	if processed {
+		set = `status = 'PROCESSED', processed_at = now(), payload = NULL, headers = NULL`
+	}
+	if _, err := tx.Exec(ctx, `UPDATE `+d.inbox()+` SET `+set+` WHERE `+inboxKey, eventID, consumer); err != nil {
 		return 0, 0, fmt.Errorf("postgres: inbox retry: %w", err)
 	}
 	return store.InboxRetry, attempts, nil
+}
+
+// InboxInsertProcessed is the first step of InboxAcquireProcessed for many
+// events in one statement: it inserts, PROCESSED, the rows of the events
+// that have none and reports which ones it inserted (of an event given
+// twice, the first). The others have a row already (or come twice) and go
+// through InboxAcquireProcessed one by one. A row inserted here for an event
+// whose handler then fails must be removed with InboxForget, since a
+// savepoint taken after this statement does not undo it.
+func (d Dialect) InboxInsertProcessed(ctx context.Context, tx store.Tx, consumer string, evs []txbox.Event) ([]bool, error) {
+	fresh := make([]bool, len(evs))
+	// The rows go in event id order, so that two transactions inserting
+	// overlapping batches (a redelivery to a second process) lock the keys
+	// in one order and do not deadlock.
+	order := make([]int, len(evs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return evs[order[a]].ID < evs[order[b]].ID })
+	for start := 0; start < len(order); start += inboxChunk {
+		part := order[start:min(len(order), start+inboxChunk)]
+		var q strings.Builder
+		q.WriteString(`WITH ins AS (INSERT INTO ` + d.inbox() + ` (event_id, consumer_name, event_type, status, processed_at, aggregate_type, aggregate_id, aggregate_version, occurred_at) VALUES `)
+		args := make([]any, 0, 1+6*len(part))
+		args = append(args, consumer)
+		for i, k := range part {
+			e := &evs[k]
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			b := len(args)
+			fmt.Fprintf(&q, "($%d, $1, $%d, 'PROCESSED', now(), $%d, $%d, $%d, $%d)", b+1, b+2, b+3, b+4, b+5, b+6)
+			args = append(args, e.ID, e.Type, e.AggregateType, e.AggregateID, e.AggregateVersion, nullTime(e.OccurredAt))
+		}
+		// The ids come back as one JSON array: store.Tx reads one row, and
+		// this works for pgx and database/sql alike.
+		q.WriteString(` ON CONFLICT (event_id, consumer_name) DO NOTHING RETURNING event_id) SELECT COALESCE(json_agg(event_id), '[]')::text FROM ins`)
+		var js string
+		if err := tx.QueryRow(ctx, q.String(), args...).Scan(&js); err != nil {
+			return nil, fmt.Errorf("postgres: inbox insert: %w", err)
+		}
+		var ids []string
+		if err := json.Unmarshal([]byte(js), &ids); err != nil {
+			return nil, fmt.Errorf("postgres: inbox insert: %w", err)
+		}
+		inserted := make(map[string]bool, len(ids))
+		for _, id := range ids {
+			inserted[id] = true
+		}
+		for _, k := range part {
+			if id := evs[k].ID; inserted[id] {
+				fresh[k] = true
+				delete(inserted, id) // a second copy in the batch is not fresh
+			}
+		}
+	}
+	return fresh, nil
+}
+
+// inboxChunk keeps one InboxInsertProcessed statement well under
+// PostgreSQL's 65535 parameters.
+const inboxChunk = 1000
+
+// InboxForget deletes rows InboxInsertProcessed inserted in this
+// transaction for events that were not applied after all.
+func (d Dialect) InboxForget(ctx context.Context, tx store.Tx, consumer string, eventIDs []string) error {
+	for start := 0; start < len(eventIDs); start += inboxChunk {
+		part := eventIDs[start:min(len(eventIDs), start+inboxChunk)]
+		var q strings.Builder
+		q.WriteString(`DELETE FROM ` + d.inbox() + ` WHERE consumer_name || '' = $1 AND event_id IN (`)
+		args := make([]any, 0, 1+len(part))
+		args = append(args, consumer)
+		for i, id := range part {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			fmt.Fprintf(&q, "$%d", i+2)
+			args = append(args, id)
+		}
+		q.WriteString(")")
+		if _, err := tx.Exec(ctx, q.String(), args...); err != nil {
+			return fmt.Errorf("postgres: inbox forget: %w", err)
+		}
+	}
+	return nil
 }
 
 func (d Dialect) InboxDone(ctx context.Context, tx store.Tx, consumer, eventID string, status txbox.Status, note string) error {
@@ -58,7 +183,7 @@ func (d Dialect) InboxDone(ctx context.Context, tx store.Tx, consumer, eventID s
 		n = &note
 	}
 	_, err := tx.Exec(ctx, `UPDATE `+d.inbox()+` SET status = $3, processed_at = now(), error_message = COALESCE($4, error_message),
-		payload = NULL, headers = NULL WHERE event_id = $1 AND consumer_name = $2`, eventID, consumer, string(status), n)
+		payload = NULL, headers = NULL WHERE `+inboxKey, eventID, consumer, string(status), n)
 	if err != nil {
 		return fmt.Errorf("postgres: inbox done: %w", err)
 	}

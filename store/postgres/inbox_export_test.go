@@ -1,0 +1,4 @@
+package postgres
+
+// InboxKey is inboxKey, for the plan test.
+const InboxKey = inboxKey
