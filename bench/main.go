@@ -50,7 +50,7 @@ func usage() {
                 [--wm-events-per-tx N] [--wm-poll D] [--wm-driver pgx|stdlib] [--timeout D] [--stall D] [--relay-log LEVEL]
   bench write   [--clients N] [--duration D] [--warmup D] [--runs N] [--counters N] [--only business,handwritten,txbox,txbox-wakeup]
   bench latency [--rate N]... [--duration D] [--idle D] [--variants listen,poll] [--poll-interval D] [--writers N]
-  bench inbox   [--events N] [--aggregates N] [--batch N] [--runs N] [--only txbox,txbox-batch,handwritten] [--tx-batch N]
+  bench inbox   [--events N] [--aggregates N] [--batch N] [--runs N] [--only txbox,txbox-batch,handwritten] [--tx-batch N] [--double-ack]
   bench history --db URL [--history N] [--backlog N] [--batch N] [--runs N]
   bench smoke   every subcommand at toy sizes (CI)`)
 	os.Exit(2)
