@@ -40,7 +40,11 @@ func NewEvent(aggregateType, aggregateID, eventType string, payload any) (Event,
 		OccurredAt:    time.Now().UTC(),
 		Payload:       raw,
 	}
-	return e, e.Validate()
+	// MarshalPayload has already checked the payload (raw JSON is validated,
+	// json.Marshal's output is JSON by construction): only the envelope
+	// fields are left to check, so the payload is scanned once here, not
+	// twice.
+	return e, e.validateFields()
 }
 
 // MustEvent is NewEvent for tests and examples; it panics on error.
@@ -85,6 +89,17 @@ func MarshalPayload(payload any) (json.RawMessage, error) {
 
 // Validate reports the first missing or malformed field.
 func (e Event) Validate() error {
+	if err := e.validateFields(); err != nil {
+		return err
+	}
+	if len(e.Payload) > 0 && !json.Valid(e.Payload) {
+		return fmt.Errorf("%w: payload is not valid JSON", ErrInvalidEvent)
+	}
+	return nil
+}
+
+// validateFields is Validate without the payload.
+func (e *Event) validateFields() error {
 	switch {
 	case e.ID == "":
 		return fmt.Errorf("%w: empty id", ErrInvalidEvent)
@@ -104,8 +119,6 @@ func (e Event) Validate() error {
 		return fmt.Errorf("%w: aggregate id longer than 128 characters", ErrInvalidEvent)
 	case e.AggregateVersion < 0:
 		return fmt.Errorf("%w: negative aggregate version", ErrInvalidEvent)
-	case len(e.Payload) > 0 && !json.Valid(e.Payload):
-		return fmt.Errorf("%w: payload is not valid JSON", ErrInvalidEvent)
 	}
 	return nil
 }

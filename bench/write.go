@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
 
@@ -26,8 +29,14 @@ import (
 // row) from --clients connections for --duration; "handwritten" adds one
 // plain INSERT into the txbox outbox table, "txbox" adds the same event
 // through outbox.NewWriter(...).AddPgx. Tables are fresh for every run.
+// "handwritten-8col" is the hand-written INSERT binding the 8 columns txbox
+// binds (aggregate_version, headers, occurred_at too), to price them apart
+// from the API. The contenders' order rotates from run to run, so none is
+// always the one that runs first, or after the same neighbour. On a machine
+// whose load drifts, --interleave measures all contenders in the same
+// seconds instead (see writeInterleaved).
 
-var writeNames = []string{"business", "handwritten", "txbox", "txbox-wakeup"}
+var writeNames = []string{"business", "handwritten", "handwritten-8col", "txbox", "txbox-wakeup"}
 
 type writeEnv struct {
 	orders, counters, outbox string
@@ -75,6 +84,8 @@ func writeCmd(args []string) error {
 	runs := fs.Int("runs", 3, "runs per contender")
 	counters := fs.Int("counters", 100, "customer counter rows the UPDATE picks from")
 	which := fs.String("only", "business,handwritten,txbox", "contenders, comma separated: "+strings.Join(writeNames, ", "))
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of each contender's runs to PREFIX-<contender>-<run>.pprof")
+	interleave := fs.Bool("interleave", false, "run the contenders side by side on the same tables, each client taking them in turn, transaction by transaction: drift of the machine's load hits all alike")
 	_ = fs.Parse(args)
 	order, err := contenderList(*which, writeNames)
 	if err != nil {
@@ -89,63 +100,84 @@ func writeCmd(args []string) error {
 	cfg.MinConns = int32(*clients)
 	results := map[string][]float64{}
 	for r := range *runs {
-		for _, name := range order {
-			rate, err := writeRun(ctx, cfg, name, *clients, *counters, *warmup, *duration)
+		if *interleave {
+			rates, err := writeInterleaved(ctx, cfg, order, *clients, *counters, *warmup, *duration)
+			if err != nil {
+				return err
+			}
+			for _, name := range order {
+				results[name] = append(results[name], rates[name])
+				fmt.Printf("  run %d %-16s %8.0f tx/s\n", r+1, name, rates[name])
+			}
+			continue
+		}
+		for k := range order {
+			name := order[(k+r)%len(order)]
+			prof := ""
+			if *cpuprofile != "" {
+				prof = fmt.Sprintf("%s-%s-%d.pprof", *cpuprofile, name, r+1)
+			}
+			rate, err := writeRun(ctx, cfg, name, *clients, *counters, *warmup, *duration, prof)
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
 			results[name] = append(results[name], rate)
-			fmt.Printf("  run %d %-13s %8.0f tx/s\n", r+1, name, rate)
+			fmt.Printf("  run %d %-16s %8.0f tx/s\n", r+1, name, rate)
 		}
 	}
-	fmt.Printf("\nwrite path, %d clients, %v per run, medians of %d runs\n", *clients, *duration, *runs)
+	how := "order rotated per run"
+	if *interleave {
+		how = "contenders interleaved transaction by transaction; tx/s = clients / mean transaction time"
+	}
+	fmt.Printf("\nwrite path, %d clients, %v per run, medians of %d runs (%s)\n", *clients, *duration, *runs, how)
 	fmt.Printf("| contender | tx/s (median) | vs business | vs handwritten |\n|---|---|---|---|\n")
 	m := func(n string) float64 { return medianOf(results[n], func(x float64) float64 { return x }) }
 	for _, name := range order {
 		fmt.Printf("| %s | %.0f | %s | %s |\n", name, m(name), ratio(m(name), m("business")), ratio(m(name), m("handwritten")))
+	}
+	if len(results["handwritten-8col"]) > 0 && len(results["handwritten"]) > 0 {
+		fmt.Printf("RESULT handwritten-8col/handwritten %s\n", ratio(m("handwritten-8col"), m("handwritten")))
+	}
+	if len(results["txbox"]) > 0 && len(results["handwritten-8col"]) > 0 {
+		fmt.Printf("RESULT txbox/handwritten-8col %s\n", ratio(m("txbox"), m("handwritten-8col")))
 	}
 	if len(results["business"]) > 0 && len(results["handwritten"]) > 0 {
 		fmt.Printf("RESULT handwritten/business %s\n", ratio(m("handwritten"), m("business")))
 	}
 	if len(results["txbox"]) > 0 && len(results["handwritten"]) > 0 {
 		fmt.Printf("RESULT txbox/handwritten %s (target >= 0.97)\n", ratio(m("txbox"), m("handwritten")))
+		// The same ratio taken run by run, where the two ran minutes apart at
+		// most, then the median: less exposed to the machine's load drifting
+		// between runs than the ratio of medians.
+		per := make([]float64, len(results["txbox"]))
+		for r := range per {
+			per[r] = results["txbox"][r] / results["handwritten"][r]
+		}
+		fmt.Printf("RESULT txbox/handwritten median of per-run ratios %.2f\n", median(per))
 	}
 	return nil
 }
 
 // writeRun measures one contender on fresh tables: committed transactions
 // per second over duration, after warmup.
-func writeRun(ctx context.Context, cfg *pgxpool.Config, name string, clients, counters int, warmup, duration time.Duration) (float64, error) {
+func writeRun(ctx context.Context, cfg *pgxpool.Config, name string, clients, counters int, warmup, duration time.Duration, cpuprofile string) (float64, error) {
 	e, err := newWriteEnv(ctx, cfg, counters)
 	if err != nil {
 		return 0, err
 	}
 	defer e.close()
 	we := e.we
-	var event func(tx pgx.Tx, ev orderEvent) error
-	switch name {
-	case "handwritten":
-		event = func(tx pgx.Tx, ev orderEvent) error {
-			payload, err := json.Marshal(ev)
-			if err != nil {
-				return err
-			}
-			_, err = tx.Exec(ctx, `INSERT INTO `+we.outbox+` (event_id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1, $2, $3, $4, $5)`,
-				txbox.NewID(), "Order", strconv.FormatInt(ev.OrderID, 10), "OrderCreated", payload)
-			return err
+	event := eventFor(ctx, name, we, e.env.tables)
+	if cpuprofile != "" {
+		f, err := os.Create(cpuprofile)
+		if err != nil {
+			return 0, err
 		}
-	case "txbox", "txbox-wakeup":
-		w := outbox.NewWriter(postgres.Dialect{Tables: e.env.tables})
-		if name == "txbox-wakeup" {
-			w = outbox.NewWriter(postgres.Dialect{Tables: e.env.tables}, outbox.WithWakeup())
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return 0, err
 		}
-		event = func(tx pgx.Tx, ev orderEvent) error {
-			te, err := txbox.NewEvent("Order", strconv.FormatInt(ev.OrderID, 10), "OrderCreated", ev)
-			if err != nil {
-				return err
-			}
-			return w.AddPgx(ctx, tx, te)
-		}
+		defer pprof.StopCPUProfile()
 	}
 	start := time.Now()
 	from, until := start.Add(warmup), start.Add(warmup+duration)
@@ -178,6 +210,50 @@ func writeRun(ctx context.Context, cfg *pgxpool.Config, name string, clients, co
 		return 0, err
 	}
 	return float64(counted.Load()) / duration.Seconds(), nil
+}
+
+// eventFor returns what contender name adds to the business transaction
+// (nil: nothing).
+func eventFor(ctx context.Context, name string, we *writeEnv, tables store.Tables) func(tx pgx.Tx, ev orderEvent) error {
+	switch name {
+	case "business":
+		return nil
+	case "handwritten":
+		q := `INSERT INTO ` + we.outbox + ` (event_id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1, $2, $3, $4, $5)`
+		return func(tx pgx.Tx, ev orderEvent) error {
+			payload, err := json.Marshal(ev)
+			if err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, q, txbox.NewID(), "Order", strconv.FormatInt(ev.OrderID, 10), "OrderCreated", payload)
+			return err
+		}
+	case "handwritten-8col":
+		q := `INSERT INTO ` + we.outbox + ` (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, headers, occurred_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+		return func(tx pgx.Tx, ev orderEvent) error {
+			payload, err := json.Marshal(ev)
+			if err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, q, txbox.NewID(), "Order", strconv.FormatInt(ev.OrderID, 10), int64(0), "OrderCreated", payload,
+				(*string)(nil), time.Now().UTC())
+			return err
+		}
+	case "txbox", "txbox-wakeup":
+		w := outbox.NewWriter(postgres.Dialect{Tables: tables})
+		if name == "txbox-wakeup" {
+			w = outbox.NewWriter(postgres.Dialect{Tables: tables}, outbox.WithWakeup())
+		}
+		return func(tx pgx.Tx, ev orderEvent) error {
+			te, err := txbox.NewEvent("Order", strconv.FormatInt(ev.OrderID, 10), "OrderCreated", ev)
+			if err != nil {
+				return err
+			}
+			return w.AddPgx(ctx, tx, te)
+		}
+	}
+	return nil
 }
 
 type writeRunEnv struct {
@@ -216,4 +292,71 @@ func newWriteEnv(ctx context.Context, cfg *pgxpool.Config, counters int) (*write
 func (e *writeRunEnv) close() {
 	e.pool.Close()
 	e.env.close()
+}
+
+// writeInterleaved measures all contenders in one run on the same fresh
+// tables: client c's i-th transaction is contender (i+c) mod len(names), so
+// every contender sees the same load, table size and moment. A contender's
+// rate is clients / its mean transaction time (begin to commit, measured
+// after warmup): the rate it would have alone at that latency.
+func writeInterleaved(ctx context.Context, cfg *pgxpool.Config, names []string, clients, counters int, warmup, duration time.Duration) (map[string]float64, error) {
+	e, err := newWriteEnv(ctx, cfg, counters)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	events := make([]func(tx pgx.Tx, ev orderEvent) error, len(names))
+	for k, name := range names {
+		events[k] = eventFor(ctx, name, e.we, e.env.tables)
+	}
+	type tally struct {
+		n   int64
+		sum time.Duration
+	}
+	tallies := make([][]tally, clients) // per client, per contender
+	start := time.Now()
+	from, until := start.Add(warmup), start.Add(warmup+duration)
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for c := range clients {
+		tallies[c] = make([]tally, len(names))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(c), uint64(start.UnixNano())))
+			for i := c; ; i++ {
+				k := i % len(names)
+				t0 := time.Now()
+				if err := e.we.businessTx(ctx, e.pool, rng, counters, events[k]); err != nil {
+					errs <- fmt.Errorf("%s: %w", names[k], err)
+					return
+				}
+				now := time.Now()
+				if now.After(until) {
+					return
+				}
+				if t0.After(from) {
+					tallies[c][k].n++
+					tallies[c][k].sum += now.Sub(t0)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	rates := map[string]float64{}
+	for k, name := range names {
+		var t tally
+		for c := range clients {
+			t.n += tallies[c][k].n
+			t.sum += tallies[c][k].sum
+		}
+		if t.n > 0 {
+			rates[name] = float64(clients) / (t.sum.Seconds() / float64(t.n))
+		}
+	}
+	return rates, nil
 }

@@ -18,7 +18,9 @@ import (
 
 // Writer adds events through one dialect. It is safe for concurrent use.
 type Writer struct {
-	d      store.Dialect
+	d      store.Dialect // as given: Notify is looked up here
+	ins    store.Dialect // d prepared once (table names checked, INSERT text built), or d
+	err    error         // the dialect's configuration error, returned by every Add
 	notify bool
 }
 
@@ -38,9 +40,13 @@ type Notifier interface {
 }
 
 // NewWriter returns a writer for d, e.g. postgres.Dialect{} or the
-// dialect of an opened store (store.Dialect()).
+// dialect of an opened store (store.Dialect()). The dialect's table names
+// are validated here, once; a bad name is the error of every Add.
 func NewWriter(d store.Dialect, opts ...Option) *Writer {
-	w := &Writer{d: d}
+	w := &Writer{d: d, ins: d}
+	if p, ok := d.(store.Preparer); ok {
+		w.ins, w.err = p.Prepare()
+	}
 	for _, o := range opts {
 		o(w)
 	}
@@ -49,18 +55,22 @@ func NewWriter(d store.Dialect, opts ...Option) *Writer {
 
 // Add writes events in one multi-row INSERT on tx. Missing ids and
 // occurred-at times are filled in here, once, so a retry of the same Event
-// value never produces a second id.
+// value never produces a second id. Every event is validated here, before
+// any SQL: an invalid one fails with an error wrapping txbox.ErrInvalidEvent.
 func (w *Writer) Add(ctx context.Context, tx store.Tx, events ...txbox.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
 	prepared := make([]txbox.Event, len(events))
-	now := time.Now().UTC()
+	var now time.Time // one time for the whole call, read when first needed
 	for i, e := range events {
 		if e.ID == "" {
 			e.ID = txbox.NewID()
 		}
 		if e.OccurredAt.IsZero() {
+			if now.IsZero() {
+				now = time.Now().UTC()
+			}
 			e.OccurredAt = now
 		}
 		if len(e.Payload) == 0 {
@@ -71,7 +81,10 @@ func (w *Writer) Add(ctx context.Context, tx store.Tx, events ...txbox.Event) er
 		}
 		prepared[i] = e
 	}
-	if err := w.d.InsertEvents(ctx, tx, prepared); err != nil {
+	if w.err != nil {
+		return w.err
+	}
+	if err := w.ins.InsertEvents(ctx, tx, prepared); err != nil {
 		return err
 	}
 	if n, ok := w.d.(Notifier); ok && w.notify {

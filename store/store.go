@@ -171,3 +171,11 @@ type Dialect interface {
 	// InsertEvents writes the events in one multi-row INSERT.
 	InsertEvents(ctx context.Context, tx Tx, events []txbox.Event) error
 }
+
+// Preparer is a Dialect that can check its configuration (table names) and
+// build its INSERT text once, instead of on every InsertEvents call.
+// outbox.NewWriter prepares the dialect it is given; the returned Dialect
+// also has every optional method of the original (Notify, the inbox SQL).
+type Preparer interface {
+	Prepare() (Dialect, error)
+}

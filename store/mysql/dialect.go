@@ -23,28 +23,59 @@ func (Dialect) Name() string { return "mysql" }
 const insertChunk = 500
 
 // InsertEvents writes events in multi-row INSERTs. created_at comes from the
-// column default, UTC_TIMESTAMP(6): the database clock.
+// column default, UTC_TIMESTAMP(6): the database clock. It checks the table
+// names and builds the statement on every call; outbox.NewWriter does both
+// once, through Prepare.
 func (d Dialect) InsertEvents(ctx context.Context, tx store.Tx, events []txbox.Event) error {
-	t := d.Tables.WithDefaults()
-	if err := t.Validate(); err != nil {
+	p, err := d.prepare()
+	if err != nil {
 		return err
 	}
+	return p.InsertEvents(ctx, tx, events)
+}
+
+// Prepare validates the table names and builds the INSERT text once. The
+// result is a Dialect with every method of d whose InsertEvents only binds
+// and executes.
+func (d Dialect) Prepare() (store.Dialect, error) {
+	p, err := d.prepare()
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (d Dialect) prepare() (*preparedDialect, error) {
+	t := d.Tables.WithDefaults()
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	return &preparedDialect{Dialect: d, insert: store.NewPreparedInsert(t.Qualified(t.Outbox), store.EventColumns, insertChunk,
+		func(int) string { return "?" })}, nil
+}
+
+// preparedDialect is a Dialect whose table names are validated and whose
+// INSERT text is built.
+type preparedDialect struct {
+	Dialect
+	insert *store.PreparedInsert
+}
+
+func (p *preparedDialect) InsertEvents(ctx context.Context, tx store.Tx, events []txbox.Event) error {
 	now := time.Now()
-	err := store.MultiInsert(ctx, tx, t.Qualified(t.Outbox), store.EventColumns, len(events), insertChunk,
-		func(int) string { return "?" },
-		func(i int) ([]any, error) {
-			e := events[i]
-			occurred := e.OccurredAt
-			if occurred.IsZero() {
-				occurred = now
-			}
-			payload := string(e.Payload)
-			if len(e.Payload) == 0 {
-				payload = "null"
-			}
-			return []any{e.ID, e.AggregateType, e.AggregateID, e.AggregateVersion, e.Type, payload,
-				store.EncodeHeaders(e.Headers), sqlTime(occurred)}, nil
-		})
+	err := p.insert.Exec(ctx, tx, len(events), func(i int, args []any) ([]any, error) {
+		e := &events[i]
+		occurred := e.OccurredAt
+		if occurred.IsZero() {
+			occurred = now
+		}
+		payload := string(e.Payload)
+		if len(e.Payload) == 0 {
+			payload = "null"
+		}
+		return append(args, e.ID, e.AggregateType, e.AggregateID, e.AggregateVersion, e.Type, payload,
+			store.EncodeHeaders(e.Headers), sqlTime(occurred)), nil
+	})
 	if err != nil {
 		return fmt.Errorf("mysql: insert events: %w", err)
 	}
