@@ -13,7 +13,8 @@ parts=${*:-write drain latency history inbox}
 run() { local name=$1; shift; echo "== $name: go run . $*"; { echo "# $(date -u +%FT%TZ) go run . $*"; go run . "$@"; } 2>&1 | tee "results/$day-$name.txt"; }
 for p in $parts; do
   case $p in
-    write)   run write write --runs 5 --duration 8s ;;
+    write)   run write write --runs 6 --duration 8s
+             run write-interleave write --interleave --runs 6 --duration 8s --only business,handwritten,handwritten-8col,txbox ;;
     drain)   run drain drain --events 1000000 --aggregates 100000 --runs 3 --batch 1000 --relay-log info ;;
     latency) for i in 1 2 3; do run "latency-$i" latency --rate 500 --rate 2000 --duration 15s --idle 10s; done ;;
     history) run history-postgres history --db "postgres://postgres@127.0.0.1:5432/test?sslmode=disable" --history 5000000 --backlog 100000 --batch 1000 --runs 3 ;;
