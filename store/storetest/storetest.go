@@ -626,14 +626,7 @@ func testConcurrentClaimers(t *testing.T, h Harness) {
 	if failed != nil {
 		t.Fatal(failed)
 	}
-	if len(seen) != len(in) {
-		t.Fatalf("claimed %d distinct events of %d", len(seen), len(in))
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Fatalf("event %s claimed %d times", id, n)
-		}
-	}
+	claimedOnce(t, seen, len(in))
 }
 
 func testConcurrentMigrate(t *testing.T, h Harness) {
@@ -658,3 +651,16 @@ func testConcurrentMigrate(t *testing.T, h Harness) {
 // URL is testenv.URL, re-exported so store test packages outside this module
 // tree can find services the same way.
 func URL(t testing.TB, env string) string { return testenv.URL(t, env) }
+
+// claimedOnce fails unless every one of want events was claimed exactly once.
+func claimedOnce(t *testing.T, seen map[string]int, want int) {
+	t.Helper()
+	if len(seen) != want {
+		t.Fatalf("claimed %d distinct events of %d", len(seen), want)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("event %s claimed %d times", id, n)
+		}
+	}
+}

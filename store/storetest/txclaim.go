@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -237,7 +238,7 @@ func testTxConcurrent(t *testing.T, h Harness) {
 					if prev := lastID[r.AggregateID]; prev != 0 {
 						if r.ID <= prev {
 							failed = fmt.Errorf("aggregate %s: id %d handed out after %d", r.AggregateID, r.ID, prev)
-						} else if done, ok := finished[prev]; !ok && !contains(recs, prev) {
+						} else if done, ok := finished[prev]; !ok && !slices.ContainsFunc(recs, func(r store.Record) bool { return r.ID == prev }) {
 							failed = fmt.Errorf("aggregate %s: id %d handed out while %d was still held", r.AggregateID, r.ID, prev)
 						} else if ok && done > clock {
 							failed = fmt.Errorf("aggregate %s: clock went backwards", r.AggregateID)
@@ -264,21 +265,5 @@ func testTxConcurrent(t *testing.T, h Harness) {
 	if failed != nil {
 		t.Fatal(failed)
 	}
-	if len(seen) != len(in) {
-		t.Fatalf("claimed %d distinct events of %d", len(seen), len(in))
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Fatalf("event %s claimed %d times", id, n)
-		}
-	}
-}
-
-func contains(recs []store.Record, id int64) bool {
-	for _, r := range recs {
-		if r.ID == id {
-			return true
-		}
-	}
-	return false
+	claimedOnce(t, seen, len(in))
 }
