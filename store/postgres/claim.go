@@ -19,6 +19,7 @@ type queries struct {
 	txClaim    string // transaction-held, fast path
 	txHeads    string // transaction-held, fallback
 	windowFull string
+	floorProbe string // format: %s is the id sequence
 	markSent   string // lease-fenced
 	markFailed string // lease-fenced
 	release    string
@@ -61,11 +62,15 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 	// as undeliverable here, so their aggregates' later rows are not even
 	// tried. Tried, they would be locked and then left out, and stay locked
 	// (PostgreSQL cannot unlock one row) until this claim ends.
-	scanCand := func(held string) string {
+	//
+	// floor is an id below which no row is unsent (floor.go): the window's
+	// index scan starts there instead of walking the entries of delivered
+	// rows that VACUUM has not removed yet.
+	scanCand := func(held, floor string) string {
 		return `win0 AS (
 	SELECT w.id, w.aggregate_type, w.aggregate_id, coalesce(` + d("w") + `, false) AS ok
 	FROM ` + table + ` w
-	WHERE ` + u("w") + `
+	WHERE ` + u("w") + above("w", floor) + `
 	ORDER BY w.id
 	LIMIT $2
 ), win AS (
@@ -91,14 +96,15 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 	//   while they stay deliverable (a prefix), at most $2.
 	// coalesce keeps a row with a NULL next_retry_at or locked_until
 	// (hand-written) from counting as deliverable.
-	headCand := `heads AS (
+	headCand := func(floor string) string {
+		return `heads AS (
 	SELECT o.id, o.aggregate_type, o.aggregate_id
 	FROM ` + table + ` o
-	WHERE ` + u("o") + ` AND ` + d("o") + `
+	WHERE ` + u("o") + ` AND ` + d("o") + above("o", floor) + `
 	  AND NOT EXISTS (
 		SELECT 1 FROM ` + table + ` e
 		WHERE e.aggregate_type = o.aggregate_type AND e.aggregate_id = o.aggregate_id
-		  AND e.id < o.id AND ` + u("e") + `)
+		  AND e.id < o.id` + above("e", floor) + ` AND ` + u("e") + `)
 	ORDER BY o.id
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED
@@ -114,6 +120,7 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 	) r
 	WHERE r.prefix_ok
 )`
+	}
 
 	lockTail := `, locked AS (
 	SELECT ` + prefixed("l", cols) + `
@@ -142,16 +149,22 @@ UPDATE ` + table + ` t
 SET status = 'PROCESSING', locked_by = $3, locked_until = now() + $4 * interval '1 millisecond'
 WHERE t.id = ANY(ARRAY(SELECT id FROM final))
 RETURNING ` + prefixed("t", cols)
-	q.claimScan = `WITH ` + scanCand(`'{}'`) + lockTail + lease
-	q.claim = `WITH ` + headCand + lockTail + lease
+	q.claimScan = `WITH ` + scanCand(`'{}'`, ``) + lockTail + lease
+	q.claim = `WITH ` + headCand(``) + lockTail + lease
 
 	// A transaction-held claim returns the locked rows as they are; the
 	// open transaction is the lease.
-	q.txClaim = `WITH ` + scanCand(`$3`) + lockTail + `
+	q.txClaim = `WITH ` + scanCand(`$3`, `$4`) + lockTail + `
 SELECT * FROM final ORDER BY id`
-	q.txHeads = `WITH ` + headCand + lockTail + `
+	q.txHeads = `WITH ` + headCand(`$3`) + lockTail + `
 SELECT * FROM final ORDER BY id`
-	q.windowFull = `SELECT count(*) = $1 FROM (SELECT 1 FROM ` + table + ` w WHERE ` + u("w") + ` ORDER BY w.id LIMIT $1) x`
+	q.windowFull = `SELECT count(*) = $1 FROM (SELECT 1 FROM ` + table + ` w WHERE ` + u("w") + ` AND w.id >= $2 ORDER BY w.id LIMIT $1) x`
+	// The floor's probe: the lowest unsent id this statement's snapshot
+	// sees (or, with none, the next id the sequence will hand out) and
+	// the snapshot's xmin and xmax.
+	q.floorProbe = `SELECT coalesce((SELECT w.id FROM ` + table + ` w WHERE ` + u("w") + ` AND w.id >= $1 ORDER BY w.id LIMIT 1),
+		(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM %s)),
+	pg_snapshot_xmin(pg_current_snapshot())::text::bigint, pg_snapshot_xmax(pg_current_snapshot())::text::bigint`
 
 	// Marking sent moves the rows into the archive in one statement (or
 	// deletes them). The lease-fenced form only touches rows this lease
@@ -204,7 +217,7 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Reco
 	// or leased aggregate at the front): deliverable rows may lie beyond
 	// it. The head-based claim finds them wherever they are.
 	var full bool
-	if err := s.pool.QueryRow(ctx, s.q.windowFull, window).Scan(&full); err != nil {
+	if err := s.pool.QueryRow(ctx, s.q.windowFull, window, noFloor).Scan(&full); err != nil {
 		return recs, fmt.Errorf("postgres: claim: %w", err)
 	}
 	if !full {
@@ -214,6 +227,15 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Reco
 	recs = append(recs, more...)
 	sortByID(recs)
 	return recs, err
+}
+
+// above bounds a claim's read of the unsent index from below; the lease
+// path has no floor.
+func above(alias, floor string) string {
+	if floor == "" {
+		return ""
+	}
+	return " AND " + alias + ".id >= " + floor
 }
 
 func sortByID(recs []store.Record) {

@@ -45,6 +45,7 @@ type Store struct {
 	log    *slog.Logger
 	q      queries
 	held   heldRows // rows of this store's open transaction claims
+	floor  floorTracker
 }
 
 // Open connects to url (postgres://...) and returns a store that owns the
@@ -258,10 +259,18 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error
 	return collect(rows)
 }
 
+// Replay gives each replayed row a new id from the table's sequence (in
+// the rows' old order), so the row joins the queue at its end: a claim reads
+// only from its floor up (floor.go), and an old id lies below it. The
+// event id, which consumers deduplicate on, stays.
 func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
 	where, args := store.FilterSQL(store.DeadOnly(f), ph, 1)
-	tag, err := s.pool.Exec(ctx, `UPDATE `+s.q.table+` SET status = 'PENDING', retry_count = 0, next_retry_at = NULL,
-		locked_by = NULL, locked_until = NULL WHERE `+where, args...)
+	args = append(args, s.q.table)
+	tag, err := s.pool.Exec(ctx, `UPDATE `+s.q.table+` t SET id = coalesce(n.new_id, t.id),
+		status = 'PENDING', retry_count = 0, next_retry_at = NULL, locked_by = NULL, locked_until = NULL
+	FROM (SELECT o.id, nextval(pg_get_serial_sequence(`+ph(len(args))+`, 'id')) AS new_id
+		FROM (SELECT id FROM `+s.q.table+` WHERE `+where+` ORDER BY id OFFSET 0) o) n
+	WHERE t.id = n.id`, args...)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: replay: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,25 +26,36 @@ func (s *Store) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}
+	if err := s.floorSetup(ctx); err != nil {
+		conn.Release()
+		return nil, err
+	}
 	c := &txClaim{s: s, conn: conn}
 	// The window covers this store's rows in flight, which sit at the front
 	// and cannot be taken, and a margin for other processes' claims and
 	// blocked aggregates; the fallback below covers the rest.
 	held := s.held.ids()
 	window := min(len(held)+limit*txScanFactor, MaxWindow)
+	floor := s.floor.get(time.Now())
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(s.q.txClaim, limit, window, held)
+	b.Queue(s.q.txClaim, limit, window, held, floor)
+	if s.floor.on {
+		b.Queue(s.q.floorProbe, floor)
+	}
 	br := conn.SendBatch(ctx, b)
 	_, err = br.Exec()
 	if err == nil {
 		c.recs, err = collectBatch(br)
 	}
+	if err == nil && s.floor.on {
+		err = s.observeFloor(br, floor)
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil && len(c.recs) < limit {
-		err = c.more(ctx, limit, window)
+		err = c.more(ctx, limit, window, floor)
 	}
 	if err != nil {
 		c.drop()
@@ -64,12 +76,12 @@ const txScanFactor = 3
 // more runs the head-based claim in the same transaction when the window
 // was full of rows that could not be taken: deliverable rows may lie beyond
 // it.
-func (c *txClaim) more(ctx context.Context, limit, window int) error {
+func (c *txClaim) more(ctx context.Context, limit, window int, floor int64) error {
 	var full bool
-	if err := c.conn.QueryRow(ctx, c.s.q.windowFull, window).Scan(&full); err != nil || !full {
+	if err := c.conn.QueryRow(ctx, c.s.q.windowFull, window, floor).Scan(&full); err != nil || !full {
 		return err
 	}
-	rows, err := c.conn.Query(ctx, c.s.q.txHeads, limit-len(c.recs), min(limit, MaxRun))
+	rows, err := c.conn.Query(ctx, c.s.q.txHeads, limit-len(c.recs), min(limit, MaxRun), floor)
 	if err != nil {
 		return err
 	}
@@ -87,6 +99,19 @@ func (c *txClaim) more(ctx context.Context, limit, window int) error {
 		}
 	}
 	sortByID(c.recs)
+	return nil
+}
+
+// observeFloor reads the floor probe queued after the claim.
+func (s *Store) observeFloor(br pgx.BatchResults, from int64) error {
+	var m, xmin, xmax int64
+	if err := br.QueryRow().Scan(&m, &xmin, &xmax); err != nil {
+		return err
+	}
+	if below, ok := s.floor.observe(from, m, xmin, xmax, time.Now()); ok {
+		s.log.Warn("txbox: an unsent outbox row lies below the claim floor; were ids written by hand or from a cached sequence?",
+			"table", s.q.table, "id", m, "floor", below)
+	}
 	return nil
 }
 

@@ -1,0 +1,220 @@
+package postgres_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/storeenv"
+	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/postgres"
+)
+
+// floorStore is a migrated store whose floor confirms candidates after gap.
+func floorStore(t *testing.T, gap, rescan time.Duration, log *slog.Logger) *postgres.Store {
+	t.Helper()
+	s := storeenv.OpenPostgres(t, postgres.Options{Logger: log})
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	postgres.SetFloorTiming(s, gap, rescan)
+	return s
+}
+
+func writeRows(t *testing.T, s *postgres.Store, agg string, n int) {
+	t.Helper()
+	_, err := s.Pool().Exec(context.Background(), `INSERT INTO `+s.Tables().Outbox+`
+		(event_id, aggregate_type, aggregate_id, event_type, payload)
+		SELECT gen_random_uuid()::text, 'T', $1, 'E', '{}' FROM generate_series(1, $2)`, agg, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// drainOnce claims up to limit rows and marks them sent.
+func drainOnce(t *testing.T, s *postgres.Store, limit int) []store.Record {
+	t.Helper()
+	ctx := context.Background()
+	c, err := s.ClaimTx(ctx, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := c.Records()
+	ids := make([]int64, len(recs))
+	for i, r := range recs {
+		ids[i] = r.ID
+	}
+	if err := c.Finish(ctx, ids, nil); err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// churn keeps claiming (and writing a row now and then) for d, so the floor
+// gets every chance to advance.
+func churn(t *testing.T, s *postgres.Store, d time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		writeRows(t, s, "churn", 5)
+		drainOnce(t, s, 100)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The floor moves up as rows are delivered: claims stop reading the index
+// entries of delivered rows.
+func TestFloorAdvances(t *testing.T) {
+	s := floorStore(t, 20*time.Millisecond, time.Hour, nil)
+	writeRows(t, s, "a", 500)
+	for len(drainOnce(t, s, 100)) > 0 {
+	}
+	churn(t, s, 300*time.Millisecond)
+	var next int64
+	if err := s.Pool().QueryRow(context.Background(), `SELECT max(id) FROM `+s.Tables().Outbox+`_sent`).Scan(&next); err != nil {
+		t.Fatal(err)
+	}
+	if f := postgres.Floor(s); f < 500 || f > next+1 {
+		t.Fatalf("floor %d after delivering %d rows: want it past the first 500", f, next)
+	}
+}
+
+// A row whose transaction took its id before the floor moved and commits
+// after is still claimed: the floor waits for every transaction that was
+// running when it looked.
+func TestFloorWaitsForLateCommit(t *testing.T) {
+	s := floorStore(t, 20*time.Millisecond, time.Hour, nil)
+	ctx := context.Background()
+	writeRows(t, s, "early", 50)
+	for len(drainOnce(t, s, 100)) > 0 {
+	}
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var lateID int64
+	if err := tx.QueryRow(ctx, `INSERT INTO `+s.Tables().Outbox+` (event_id, aggregate_type, aggregate_id, event_type, payload)
+		VALUES ($1, 'T', 'late', 'E', '{}') RETURNING id`, txbox.NewID()).Scan(&lateID); err != nil {
+		t.Fatal(err)
+	}
+	// Rows after it commit and are delivered while it stays open.
+	churn(t, s, 400*time.Millisecond)
+	if f := postgres.Floor(s); f > lateID {
+		t.Fatalf("floor %d passed the open transaction's row %d", f, lateID)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// More churn after the commit, then the late row must be found.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		writeRows(t, s, "after", 5)
+		for _, r := range drainOnce(t, s, 100) {
+			if r.ID == lateID {
+				return
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("the late-committed row %d was never claimed (floor %d)", lateID, postgres.Floor(s))
+}
+
+// A replayed dead row gets a new id at the end of the queue: the floor has
+// passed its old one.
+func TestFloorReplay(t *testing.T) {
+	s := floorStore(t, 20*time.Millisecond, time.Hour, nil)
+	ctx := context.Background()
+	writeRows(t, s, "poison", 1)
+	c, err := s.ClaimTx(ctx, 10)
+	if err != nil || len(c.Records()) != 1 {
+		t.Fatalf("claim: %v", err)
+	}
+	old := c.Records()[0]
+	if err := c.Finish(ctx, nil, []store.Failure{{ID: old.ID, Error: "bad", Dead: true}}); err != nil {
+		t.Fatal(err)
+	}
+	churn(t, s, 300*time.Millisecond)
+	if f := postgres.Floor(s); f <= old.ID {
+		t.Fatalf("floor %d did not pass the dead row %d", f, old.ID)
+	}
+	if n, err := s.Replay(ctx, store.Filter{EventIDs: []string{old.EventID}}); err != nil || n != 1 {
+		t.Fatalf("replay: %d %v", n, err)
+	}
+	got := drainOnce(t, s, 100)
+	if len(got) != 1 || got[0].EventID != old.EventID || got[0].ID <= old.ID {
+		t.Fatalf("after replay: %+v, want event %s with a new id above %d", got, old.EventID, old.ID)
+	}
+}
+
+// A row below the floor that the rules say cannot exist (an id written by
+// hand) is found by the periodic rescan, and the log says so.
+func TestFloorRescanFindsStrayRow(t *testing.T) {
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	s := floorStore(t, 20*time.Millisecond, 200*time.Millisecond, log)
+	ctx := context.Background()
+	writeRows(t, s, "a", 200)
+	for len(drainOnce(t, s, 100)) > 0 {
+	}
+	churn(t, s, 150*time.Millisecond)
+	if f := postgres.Floor(s); f <= 100 {
+		t.Fatalf("floor %d did not advance", f)
+	}
+	var stray int64
+	if err := s.Pool().QueryRow(ctx, `INSERT INTO `+s.Tables().Outbox+` (id, event_id, aggregate_type, aggregate_id, event_type, payload)
+		VALUES (-1, $1, 'T', 'stray', 'E', '{}') RETURNING id`, txbox.NewID()).Scan(&stray); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, r := range drainOnce(t, s, 100) {
+			if r.ID == stray {
+				if !strings.Contains(buf.String(), "below the claim floor") {
+					t.Fatalf("found the stray row without a warning; log:\n%s", buf.String())
+				}
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the stray row below the floor was never claimed")
+}
+
+// With a cached id sequence the floor stays off: ids from a cached range
+// arrive out of order.
+func TestFloorOffWithCachedSequence(t *testing.T) {
+	s := floorStore(t, 20*time.Millisecond, time.Hour, nil)
+	ctx := context.Background()
+	if _, err := s.Pool().Exec(ctx, `ALTER TABLE `+s.Tables().Outbox+` ALTER COLUMN id SET CACHE 20`); err != nil {
+		t.Fatal(err)
+	}
+	writeRows(t, s, "a", 300)
+	for len(drainOnce(t, s, 100)) > 0 {
+	}
+	churn(t, s, 150*time.Millisecond)
+	if f := postgres.Floor(s); f > 0 {
+		t.Fatalf("floor %d with a cached sequence, want none", f)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}

@@ -1,4 +1,0 @@
-package postgres
-
-// InboxKey is inboxKey, for the plan test.
-const InboxKey = inboxKey
