@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -147,7 +146,7 @@ func hostileRows(t *testing.T, st scenario.Store) {
 	}
 	good = append(good, txbox.Event{ID: lastID, AggregateID: "good-00"})
 
-	var logs syncBuf
+	var logs testenv.SyncBuffer
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("relay log:\n%s", logs.String())
@@ -367,22 +366,4 @@ func hostileCases(dupID string) []hostileRow {
 			"postgres": "invalid byte sequence", "mysql": "Incorrect string value"}, dead: "not valid UTF-8"},
 		{name: "headers JSON null", evType: typ, payload: ok, headers: `null`},
 	}
-}
-
-// syncBuf is a log sink for a relay running on other goroutines.
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,44 +1,27 @@
 package scenario
 
 import (
-	"bytes"
 	"context"
 	"os/exec"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/txbox/txbox/internal/testenv"
 )
 
 // Proc is a txbox process run by a test.
 type Proc struct {
 	t    *testing.T
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testenv.SyncBuffer
 	done chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Start runs bin with args; its output is logged if the test fails.
 func Start(t *testing.T, bin string, args ...string) *Proc {
 	t.Helper()
-	p := &Proc{t: t, cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &Proc{t: t, cmd: exec.Command(bin, args...), out: &testenv.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %v: %v", args, err)

@@ -161,10 +161,11 @@ SELECT * FROM final ORDER BY id`
 	q.windowFull = `SELECT count(*) = $1 FROM (SELECT 1 FROM ` + table + ` w WHERE ` + u("w") + ` AND w.id >= $2 ORDER BY w.id LIMIT $1) x`
 	// The floor's probe: the lowest unsent id this statement's snapshot
 	// sees (or, with none, the next id the sequence will hand out) and
-	// the snapshot's xmin and xmax.
+	// the snapshot's xmin and xmax (the txid_ functions: PostgreSQL 12 has no
+	// pg_snapshot_ ones; both read the statement's snapshot).
 	q.floorProbe = `SELECT coalesce((SELECT w.id FROM ` + table + ` w WHERE ` + u("w") + ` AND w.id >= $1 ORDER BY w.id LIMIT 1),
 		(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM %s)),
-	pg_snapshot_xmin(pg_current_snapshot())::text::bigint, pg_snapshot_xmax(pg_current_snapshot())::text::bigint`
+	txid_snapshot_xmin(txid_current_snapshot()), txid_snapshot_xmax(txid_current_snapshot())`
 
 	// Marking sent moves the rows into the archive in one statement (or
 	// deletes them). The lease-fenced form only touches rows this lease
