@@ -10,7 +10,11 @@ set -euo pipefail
 cd "$(dirname "$0")"
 day=$(date +%Y-%m-%d)
 parts=${*:-write drain latency history inbox}
-run() { local name=$1; shift; echo "== $name: go run . $*"; { echo "# $(date -u +%FT%TZ) go run . $*"; go run . "$@"; } 2>&1 | tee "results/$day-$name.txt"; }
+# Each measurement starts from a checkpointed server, so that the dirty pages
+# of the one before (a 1M-row drain leaves a gigabyte) are not written out
+# during it.
+checkpoint() { psql "${TXBOX_BENCH_PG:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}" -qc CHECKPOINT >/dev/null 2>&1 || echo "(CHECKPOINT failed; measuring anyway)"; }
+run() { local name=$1; shift; checkpoint; echo "== $name: go run . $*"; { echo "# $(date -u +%FT%TZ) go run . $*"; go run . "$@"; } 2>&1 | tee "results/$day-$name.txt"; }
 for p in $parts; do
   case $p in
     write)   run write write --runs 6 --duration 8s

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/txbox/txbox/store"
 )
 
@@ -159,13 +161,17 @@ SELECT * FROM final ORDER BY id`
 	q.txHeads = `WITH ` + headCand(`$3`) + lockTail + `
 SELECT * FROM final ORDER BY id`
 	q.windowFull = `SELECT count(*) = $1 FROM (SELECT 1 FROM ` + table + ` w WHERE ` + u("w") + ` AND w.id >= $2 ORDER BY w.id LIMIT $1) x`
-	// The floor's probe: the lowest unsent id this statement's snapshot
-	// sees (or, with none, the next id the sequence will hand out) and
-	// the snapshot's xmin and xmax (the txid_ functions: PostgreSQL 12 has no
-	// pg_snapshot_ ones; both read the statement's snapshot).
+	// The floor's probe (floor.go): the lowest unsent id this statement's
+	// snapshot sees at or above $1 (or, with none, the next id the sequence
+	// will hand out), and whether the candidate whose marker, virtual
+	// transaction ids and time are $2, $3, $4 has nothing left running.
+	// txid_ functions: PostgreSQL 12 has no pg_snapshot_ ones.
 	q.floorProbe = `SELECT coalesce((SELECT w.id FROM ` + table + ` w WHERE ` + u("w") + ` AND w.id >= $1 ORDER BY w.id LIMIT 1),
 		(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM %s)),
-	txid_snapshot_xmin(txid_current_snapshot()), txid_snapshot_xmax(txid_current_snapshot())`
+	CASE WHEN $2::bigint IS NULL THEN false
+		ELSE txid_snapshot_xmin(txid_current_snapshot()) >= $2::bigint
+			AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'virtualxid' AND l.virtualxid = ANY($3::text[]))
+			AND NOT EXISTS (SELECT 1 FROM pg_prepared_xacts x WHERE x.prepared >= $4::timestamptz) END`
 
 	// Marking sent moves the rows into the archive in one statement (or
 	// deletes them). The lease-fenced form only touches rows this lease
@@ -254,8 +260,12 @@ const (
 	MaxWindow  = 20000
 )
 
+// claimWith runs a lease claim as an unnamed statement, planned for its
+// arguments every time: a cached generic plan of the claim cost 5x the custom
+// one (57 vs 10 ms per 1,000 rows measured on the transaction claim, which
+// sets plan_cache_mode instead: see planClaim).
 func (s *Store) claimWith(ctx context.Context, query string, args ...any) ([]store.Record, error) {
-	rows, err := s.pool.Query(ctx, query, args...)
+	rows, err := s.pool.Query(ctx, query, append([]any{pgx.QueryExecModeExec}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}

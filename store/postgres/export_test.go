@@ -5,11 +5,11 @@ import "time"
 // InboxKey is inboxKey, for the plan test.
 const InboxKey = inboxKey
 
-// SetFloorTiming shortens the floor's waits for tests.
-func SetFloorTiming(s *Store, gap, rescan time.Duration) {
+// SetFloorRescan sets how often a claim reads from the bottom, for tests.
+func SetFloorRescan(s *Store, rescan time.Duration) {
 	s.floor.mu.Lock()
 	defer s.floor.mu.Unlock()
-	s.floor.gap, s.floor.every = gap, rescan
+	s.floor.every = rescan
 }
 
 // Floor is the floor the next claim would start from.

@@ -20,51 +20,72 @@ import (
 //
 // A row below the lowest unsent id a claim sees can still appear later: its
 // transaction took the id from the sequence earlier and commits later. So a
-// candidate floor m, the lowest unsent id (or the sequence's next id) seen by
-// one statement, is trusted only once every transaction that may hold a
+// candidate floor is trusted only once every transaction that may hold a
 // lower id has ended, and then only as far as a fresh look confirms:
 //
-//  1. At time t a probe sees m. Every id below m was handed out before t.
-//  2. A transaction gets its xid on its first write, microseconds after
-//     its first nextval; a probe at least floorGap after t reads the
-//     snapshot's xmax, the next xid: every transaction that holds an id
-//     below m has an xid below this marker.
-//  3. A probe whose snapshot's xmin is at or above the marker sees all of
-//     those transactions ended, and their rows committed or gone. Its own
-//     lowest unsent id m2 covers the late ones, so min(m, m2) is safe.
+//  1. A claim's probe sees m, the lowest unsent id at or above the floor it
+//     read from (or the sequence's next id). Every id below m was handed out
+//     before, to a transaction that was committed then (and is seen) or was
+//     running.
+//  2. After that claim's transaction ended, on the same connection, one
+//     statement of its own transaction takes a new xid (the marker: every
+//     xid handed out before is lower), lists the virtual transaction ids
+//     running (every transaction holds its own from its start, also before
+//     its first write gives it an xid) and notes the time.
+//  3. A later probe checks the candidate: its snapshot's xmin is at or above
+//     the marker, none of those virtual transactions runs, and no
+//     transaction was prepared (two-phase commit) since the candidate: every
+//     transaction that may hold an id below m has ended.
+//  4. A probe that starts after that check sees all of their rows, and its
+//     own lowest unsent id m2 covers them: min(m, m2) is safe.
 //
-// Ids must come from the table's identity sequence with CACHE 1 (the
-// default): a cached range hands out low ids late, and an explicit id can be
-// anything. With a cached sequence or no sequence the floor stays off.
-// Replay gives a replayed row a new id for the same reason. Every
-// floorRescan one claim starts from the bottom again: a safety net that finds a row
-// below the floor (and says so in the log) should one appear anyway.
+// No timing assumption is involved. Ids must come from the table's identity
+// sequence with CACHE 1 (the default): a cached range hands out low ids
+// late, and an explicit id can be anything; with a cached sequence the floor
+// stays off. Replay gives a replayed row a new id for the same reason. Every
+// floorRescan one claim starts from the bottom again: a safety net that
+// finds a row below the floor (and says so in the log) should one appear
+// anyway. A transaction that stays open holds the floor where it is, as it
+// holds back VACUUM: claims then cost what they cost without a floor.
 type floorTracker struct {
 	mu      sync.Mutex
 	on      bool
 	safe    int64
 	cands   []floorCand // oldest first, m ascending
-	rescan  time.Time   // next claim from 0
-	gap     time.Duration
+	lastAdd time.Time
+	rescan  time.Time // next claim from the bottom
 	every   time.Duration
 	checked bool // the sequence was looked at
 }
 
+// floorCand is a candidate floor and what must end before it is trusted.
 type floorCand struct {
-	m      int64
-	at     time.Time
-	marker int64 // 0: not set yet
+	m       int64
+	marker  int64
+	since   time.Time // database clock
+	vxids   []string
+	cleared time.Time // when a probe found all of it ended; zero: not yet
+}
+
+// floorCheck is what a claim's probe is asked to check: the oldest
+// candidate's conditions (zero: none).
+type floorCheck struct {
+	marker *int64
+	vxids  []string
+	since  *time.Time
 }
 
 const (
-	floorGap       = time.Second
 	floorRescan    = time.Minute
-	maxFloorCands  = 64
-	floorCandEvery = 100 * time.Millisecond
+	maxFloorCands  = 16
+	floorCandEvery = 200 * time.Millisecond
 )
 
-// setup looks at the id sequence once: the floor needs CACHE 1 and a
-// positive increment.
+// noFloor is below every id, also ids written by hand.
+const noFloor = math.MinInt64
+
+// floorSetup looks at the id sequence once: the floor needs CACHE 1, a
+// positive increment, no CYCLE, and the right to read the sequence.
 func (s *Store) floorSetup(ctx context.Context) error {
 	f := &s.floor
 	f.mu.Lock()
@@ -74,22 +95,28 @@ func (s *Store) floorSetup(ctx context.Context) error {
 	}
 	var seq *string
 	var cache, incr int64
-	err := s.pool.QueryRow(ctx, `SELECT q.seqrelid::regclass::text, q.seqcache, q.seqincrement
-		FROM pg_sequence q WHERE q.seqrelid = pg_get_serial_sequence($1, 'id')::regclass`, s.q.table).Scan(&seq, &cache, &incr)
+	var cycle, canRead bool
+	err := s.pool.QueryRow(ctx, `SELECT q.seqrelid::regclass::text, q.seqcache, q.seqincrement, q.seqcycle,
+			has_sequence_privilege(q.seqrelid, 'SELECT')
+		FROM pg_sequence q WHERE q.seqrelid = pg_get_serial_sequence($1, 'id')::regclass`, s.q.table).Scan(&seq, &cache, &incr, &cycle, &canRead)
+	off := func(why string, args ...any) {
+		s.log.Info("txbox: claims read the outbox from its first id: "+why, append([]any{"table", s.q.table}, args...)...)
+	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		s.log.Info("txbox: claims read the outbox from its first id: its id column has no sequence", "table", s.q.table)
+		off("its id column has no sequence")
 	case err != nil:
 		return fmt.Errorf("postgres: claim: looking up the id sequence: %w", err)
-	case cache != 1 || incr <= 0:
-		s.log.Info("txbox: claims read the outbox from its first id: its id sequence caches ids or counts down",
-			"table", s.q.table, "sequence", *seq, "cache", cache, "increment", incr)
+	case cache != 1 || incr <= 0 || cycle:
+		off("its id sequence caches ids, counts down or cycles", "sequence", *seq, "cache", cache, "increment", incr, "cycle", cycle)
+	case !canRead:
+		off("this role may not read its id sequence (GRANT SELECT on it)", "sequence", *seq)
 	default:
 		f.on = true
 		s.q.floorProbe = fmt.Sprintf(s.q.floorProbe, *seq)
 	}
-	if f.gap == 0 {
-		f.gap, f.every = floorGap, floorRescan
+	if f.every == 0 {
+		f.every = floorRescan
 	}
 	f.rescan = time.Now().Add(f.every)
 	f.safe = noFloor
@@ -97,50 +124,73 @@ func (s *Store) floorSetup(ctx context.Context) error {
 	return nil
 }
 
-// noFloor is below every id, also ids written by hand.
-const noFloor = math.MinInt64
-
-// get returns the floor for the next claim: noFloor when it is off or a
-// rescan is due.
-func (f *floorTracker) get(now time.Time) int64 {
+// get returns the floor for the next claim (noFloor when it is off or a
+// rescan is due) and what its probe is to check.
+func (f *floorTracker) get(now time.Time) (int64, floorCheck) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.on {
-		return noFloor
+		return noFloor, floorCheck{}
+	}
+	var chk floorCheck
+	if len(f.cands) > 0 && f.cands[0].cleared.IsZero() {
+		c := &f.cands[0]
+		chk = floorCheck{marker: &c.marker, vxids: c.vxids, since: &c.since}
 	}
 	if !now.Before(f.rescan) {
 		f.rescan = now.Add(f.every)
-		return noFloor
+		return noFloor, chk
 	}
-	return f.safe
+	return f.safe, chk
 }
 
-// observe takes one probe's result: the lowest unsent id at or above the
-// floor used (from) and the snapshot's xmin and xmax. It reports a row
-// found below the floor, which the rules above say cannot exist.
-func (f *floorTracker) observe(from, m, xmin, xmax int64, now time.Time) (below int64, ok bool) {
+// probeResult is what one claim's probe saw.
+type probeResult struct {
+	from    int64     // the floor the claim read from
+	m       int64     // lowest unsent id at or above from, else the sequence's next id
+	cleared bool      // the checked candidate's transactions have all ended
+	checked *int64    // the marker of the candidate checked, nil: none
+	sent    time.Time // when the claim was sent: its snapshot is later
+	read    time.Time // when the probe's answer was read: its check is earlier
+}
+
+// observe takes one probe's result. It reports a row found below the floor,
+// which the rules above say cannot exist, and whether the claim should
+// propose m as a candidate.
+func (f *floorTracker) observe(p probeResult) (below int64, found, propose bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if m < f.safe {
+	if p.m < f.safe && p.from < f.safe {
 		// Only a claim from below the floor (a rescan) can see this.
-		below, ok = f.safe, true
-		f.safe = m
+		below, found = f.safe, true
+		f.safe = p.m
 		f.cands = f.cands[:0]
 	}
-	for i := range f.cands {
-		if f.cands[i].marker == 0 && now.Sub(f.cands[i].at) >= f.gap {
-			f.cands[i].marker = xmax
-		}
-	}
-	for len(f.cands) > 0 && f.cands[0].marker != 0 && xmin >= f.cands[0].marker {
-		if c := min(f.cands[0].m, m); c > f.safe && from <= f.safe {
+	// Step 4: a candidate cleared by an earlier probe whose check finished
+	// before this probe was sent.
+	for len(f.cands) > 0 && !f.cands[0].cleared.IsZero() && p.sent.After(f.cands[0].cleared) {
+		if c := min(f.cands[0].m, p.m); c > f.safe && p.from <= f.safe {
 			f.safe = c
 		}
 		f.cands = f.cands[1:]
 	}
-	n := len(f.cands)
-	if n < maxFloorCands && (n == 0 || (m > f.cands[n-1].m && now.Sub(f.cands[n-1].at) >= floorCandEvery)) {
-		f.cands = append(f.cands, floorCand{m: m, at: now})
+	// Step 3.
+	if p.cleared && p.checked != nil && len(f.cands) > 0 && f.cands[0].marker == *p.checked && f.cands[0].cleared.IsZero() {
+		f.cands[0].cleared = p.read
 	}
-	return below, ok
+	n := len(f.cands)
+	propose = n < maxFloorCands && p.m > f.safe && (n == 0 || p.m > f.cands[n-1].m) && p.read.Sub(f.lastAdd) >= floorCandEvery
+	if propose {
+		f.lastAdd = p.read
+	}
+	return below, found, propose
+}
+
+// add records a candidate once its marker is taken (step 2).
+func (f *floorTracker) add(c floorCand) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := len(f.cands); n < maxFloorCands && c.m > f.safe && (n == 0 || c.m > f.cands[n-1].m) {
+		f.cands = append(f.cands, c)
+	}
 }

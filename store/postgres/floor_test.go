@@ -14,14 +14,15 @@ import (
 	"github.com/txbox/txbox/store/postgres"
 )
 
-// floorStore is a migrated store whose floor confirms candidates after gap.
-func floorStore(t *testing.T, gap, rescan time.Duration, log *slog.Logger) *postgres.Store {
+// floorStore is a migrated store whose claims read from the bottom every
+// rescan.
+func floorStore(t *testing.T, rescan time.Duration, log *slog.Logger) *postgres.Store {
 	t.Helper()
 	s := storeenv.OpenPostgres(t, postgres.Options{Logger: log})
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	postgres.SetFloorTiming(s, gap, rescan)
+	postgres.SetFloorRescan(s, rescan)
 	return s
 }
 
@@ -80,7 +81,7 @@ func churnUntil(t *testing.T, s *postgres.Store, d time.Duration, done func() bo
 // The floor moves up as rows are delivered: claims stop reading the index
 // entries of delivered rows.
 func TestFloorAdvances(t *testing.T) {
-	s := floorStore(t, 20*time.Millisecond, time.Hour, nil)
+	s := floorStore(t, time.Hour, nil)
 	writeRows(t, s, "a", 500)
 	for len(drainOnce(t, s, 100)) > 0 {
 	}
@@ -98,7 +99,7 @@ func TestFloorAdvances(t *testing.T) {
 // after is still claimed: the floor waits for every transaction that was
 // running when it looked.
 func TestFloorWaitsForLateCommit(t *testing.T) {
-	s := floorStore(t, 20*time.Millisecond, time.Hour, nil)
+	s := floorStore(t, time.Hour, nil)
 	ctx := context.Background()
 	writeRows(t, s, "early", 50)
 	for len(drainOnce(t, s, 100)) > 0 {
@@ -135,10 +136,51 @@ func TestFloorWaitsForLateCommit(t *testing.T) {
 	t.Fatalf("the late-committed row %d was never claimed (floor %d)", lateID, postgres.Floor(s))
 }
 
+// A transaction that took its id from the sequence but has not written yet
+// has no xid (a slow BEFORE trigger, an INSERT waiting on a conflicting
+// one): the floor waits for it by its virtual transaction id.
+func TestFloorWaitsForIDTakenBeforeWrite(t *testing.T) {
+	s := floorStore(t, time.Hour, nil)
+	ctx := context.Background()
+	writeRows(t, s, "early", 50)
+	for len(drainOnce(t, s, 100)) > 0 {
+	}
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var id int64
+	if err := tx.QueryRow(ctx, `SELECT nextval(pg_get_serial_sequence($1, 'id'))`, s.Tables().Outbox).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	churn(t, s, 600*time.Millisecond)
+	if f := postgres.Floor(s); f > id {
+		t.Fatalf("floor %d passed id %d, taken by a transaction still open", f, id)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO `+s.Tables().Outbox+` (id, event_id, aggregate_type, aggregate_id, event_type, payload)
+		VALUES ($1, $2, 'T', 'slow', 'E', '{}')`, id, txbox.NewID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		writeRows(t, s, "after", 5)
+		for _, r := range drainOnce(t, s, 100) {
+			if r.ID == id {
+				return
+			}
+		}
+	}
+	t.Fatalf("row %d, whose id was taken before its transaction wrote, was never claimed (floor %d)", id, postgres.Floor(s))
+}
+
 // A replayed dead row gets a new id at the end of the queue: the floor has
 // passed its old one.
 func TestFloorReplay(t *testing.T) {
-	s := floorStore(t, 20*time.Millisecond, time.Hour, nil)
+	s := floorStore(t, time.Hour, nil)
 	ctx := context.Background()
 	writeRows(t, s, "poison", 1)
 	c, err := s.ClaimTx(ctx, 10)
@@ -167,7 +209,7 @@ func TestFloorReplay(t *testing.T) {
 func TestFloorRescanFindsStrayRow(t *testing.T) {
 	var buf testenv.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
-	s := floorStore(t, 20*time.Millisecond, 200*time.Millisecond, log)
+	s := floorStore(t, 200*time.Millisecond, log)
 	ctx := context.Background()
 	writeRows(t, s, "a", 200)
 	for len(drainOnce(t, s, 100)) > 0 {
@@ -199,7 +241,7 @@ func TestFloorRescanFindsStrayRow(t *testing.T) {
 // With a cached id sequence the floor stays off: ids from a cached range
 // arrive out of order.
 func TestFloorOffWithCachedSequence(t *testing.T) {
-	s := floorStore(t, 20*time.Millisecond, time.Hour, nil)
+	s := floorStore(t, time.Hour, nil)
 	ctx := context.Background()
 	if _, err := s.Pool().Exec(ctx, `ALTER TABLE `+s.Tables().Outbox+` ALTER COLUMN id SET CACHE 20`); err != nil {
 		t.Fatal(err)
