@@ -49,6 +49,7 @@ func history(args []string) error {
 			if err := fill(ctx, s, *backlog, fmt.Sprintf("%s-%d", phase, r)); err != nil {
 				return nil, err
 			}
+			storeTimes.claim, storeTimes.finish = 0, 0
 			start := time.Now()
 			n, err := drainStore(ctx, s, *batch)
 			if err != nil {
@@ -56,7 +57,8 @@ func history(args []string) error {
 			}
 			rate := float64(n) / time.Since(start).Seconds()
 			rates = append(rates, rate)
-			fmt.Printf("  %-8s run %d: %d rows in %v = %.0f rows/s\n", phase, r+1, n, time.Since(start).Round(time.Millisecond), rate)
+			fmt.Printf("  %-8s run %d: %d rows in %v = %.0f rows/s (claims %v, finishes %v)\n", phase, r+1, n,
+				time.Since(start).Round(time.Millisecond), rate, storeTimes.claim.Round(time.Millisecond), storeTimes.finish.Round(time.Millisecond))
 		}
 		return rates, nil
 	}
@@ -140,10 +142,16 @@ func drainStore(ctx context.Context, s store.Store, batch int) (int, error) {
 	}
 }
 
+// storeTimes splits the measured drains' time between claiming and
+// finishing (marks + commit), to show which one history slows.
+var storeTimes struct{ claim, finish time.Duration }
+
 func drainStoreTx(ctx context.Context, s store.TxClaimer, batch int) (int, error) {
 	total := 0
 	for {
+		t0 := time.Now()
 		c, err := s.ClaimTx(ctx, batch)
+		storeTimes.claim += time.Since(t0)
 		if err != nil {
 			return total, err
 		}
@@ -155,9 +163,11 @@ func drainStoreTx(ctx context.Context, s store.TxClaimer, batch int) (int, error
 		for j, r := range recs {
 			ids[j] = r.ID
 		}
+		t1 := time.Now()
 		if err := c.Finish(ctx, ids, nil); err != nil {
 			return total, err
 		}
+		storeTimes.finish += time.Since(t1)
 		total += len(recs)
 	}
 }
