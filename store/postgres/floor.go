@@ -35,7 +35,10 @@ import (
 //  3. A later probe checks the candidate: its snapshot's xmin is at or above
 //     the marker, none of those virtual transactions runs, and no
 //     transaction was prepared (two-phase commit) since the candidate: every
-//     transaction that may hold an id below m has ended.
+//     transaction that may hold an id below m has ended. The virtual ids
+//     cover every ordinary transaction; the xmin condition is for prepared
+//     ones, which keep their xid but give up their virtual id at PREPARE
+//     (untested here: the test server has max_prepared_transactions = 0).
 //  4. A probe that starts after that check sees all of their rows, and its
 //     own lowest unsent id m2 covers them: min(m, m2) is safe.
 //

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
@@ -99,47 +101,36 @@ func TestFloorAdvances(t *testing.T) {
 // after is still claimed: the floor waits for every transaction that was
 // running when it looked.
 func TestFloorWaitsForLateCommit(t *testing.T) {
-	s := floorStore(t, time.Hour, nil)
-	ctx := context.Background()
-	writeRows(t, s, "early", 50)
-	for len(drainOnce(t, s, 100)) > 0 {
-	}
-	tx, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	var lateID int64
-	if err := tx.QueryRow(ctx, `INSERT INTO `+s.Tables().Outbox+` (event_id, aggregate_type, aggregate_id, event_type, payload)
-		VALUES ($1, 'T', 'late', 'E', '{}') RETURNING id`, txbox.NewID()).Scan(&lateID); err != nil {
-		t.Fatal(err)
-	}
-	// Rows after it commit and are delivered while it stays open.
-	churn(t, s, 400*time.Millisecond)
-	if f := postgres.Floor(s); f > lateID {
-		t.Fatalf("floor %d passed the open transaction's row %d", f, lateID)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// More churn after the commit, then the late row must be found.
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		writeRows(t, s, "after", 5)
-		for _, r := range drainOnce(t, s, 100) {
-			if r.ID == lateID {
-				return
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("the late-committed row %d was never claimed (floor %d)", lateID, postgres.Floor(s))
+	lateRow(t, func(ctx context.Context, s *postgres.Store, tx pgx.Tx) (id int64, commit func() error) {
+		err := tx.QueryRow(ctx, `INSERT INTO `+s.Tables().Outbox+` (event_id, aggregate_type, aggregate_id, event_type, payload)
+			VALUES ($1, 'T', 'late', 'E', '{}') RETURNING id`, txbox.NewID()).Scan(&id)
+		return id, func() error { return err }
+	})
 }
 
 // A transaction that took its id from the sequence but has not written yet
 // has no xid (a slow BEFORE trigger, an INSERT waiting on a conflicting
 // one): the floor waits for it by its virtual transaction id.
 func TestFloorWaitsForIDTakenBeforeWrite(t *testing.T) {
+	lateRow(t, func(ctx context.Context, s *postgres.Store, tx pgx.Tx) (id int64, write func() error) {
+		err := tx.QueryRow(ctx, `SELECT nextval(pg_get_serial_sequence($1, 'id'))`, s.Tables().Outbox).Scan(&id)
+		return id, func() error {
+			if err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO `+s.Tables().Outbox+` (id, event_id, aggregate_type, aggregate_id, event_type, payload)
+				VALUES ($1, $2, 'T', 'slow', 'E', '{}')`, id, txbox.NewID())
+			return err
+		}
+	})
+}
+
+// lateRow opens a transaction that takes an id (start), lets other rows
+// commit and be delivered for a while, checks the floor stayed at or below
+// that id, then lets the transaction write what is left and commit, and
+// waits for its row to be claimed.
+func lateRow(t *testing.T, start func(context.Context, *postgres.Store, pgx.Tx) (int64, func() error)) {
+	t.Helper()
 	s := floorStore(t, time.Hour, nil)
 	ctx := context.Background()
 	writeRows(t, s, "early", 50)
@@ -150,16 +141,12 @@ func TestFloorWaitsForIDTakenBeforeWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	var id int64
-	if err := tx.QueryRow(ctx, `SELECT nextval(pg_get_serial_sequence($1, 'id'))`, s.Tables().Outbox).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
+	id, finish := start(ctx, s, tx)
 	churn(t, s, 600*time.Millisecond)
 	if f := postgres.Floor(s); f > id {
-		t.Fatalf("floor %d passed id %d, taken by a transaction still open", f, id)
+		t.Fatalf("floor %d passed id %d, held by a transaction still open", f, id)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO `+s.Tables().Outbox+` (id, event_id, aggregate_type, aggregate_id, event_type, payload)
-		VALUES ($1, $2, 'T', 'slow', 'E', '{}')`, id, txbox.NewID()); err != nil {
+	if err := finish(); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -173,8 +160,9 @@ func TestFloorWaitsForIDTakenBeforeWrite(t *testing.T) {
 				return
 			}
 		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatalf("row %d, whose id was taken before its transaction wrote, was never claimed (floor %d)", id, postgres.Floor(s))
+	t.Fatalf("row %d, committed late, was never claimed (floor %d)", id, postgres.Floor(s))
 }
 
 // A replayed dead row gets a new id at the end of the queue: the floor has
