@@ -71,7 +71,7 @@ type floorCand struct {
 }
 
 // floorCheck is what a claim's probe is asked to check: the oldest
-// candidate's conditions (zero: none).
+// candidate's conditions (copies; nil marker: none).
 type floorCheck struct {
 	marker *int64
 	vxids  []string
@@ -137,7 +137,7 @@ func (f *floorTracker) get(now time.Time) (int64, floorCheck) {
 	}
 	var chk floorCheck
 	if len(f.cands) > 0 && f.cands[0].cleared.IsZero() {
-		c := &f.cands[0]
+		c := f.cands[0]
 		chk = floorCheck{marker: &c.marker, vxids: c.vxids, since: &c.since}
 	}
 	if !now.Before(f.rescan) {
