@@ -181,8 +181,7 @@ func (f *floorTracker) observe(p probeResult) (below int64, found, propose bool)
 	if p.cleared && p.checked != nil && len(f.cands) > 0 && f.cands[0].marker == *p.checked && f.cands[0].cleared.IsZero() {
 		f.cands[0].cleared = p.read
 	}
-	n := len(f.cands)
-	propose = n < maxFloorCands && p.m > f.safe && (n == 0 || p.m > f.cands[n-1].m) && p.read.Sub(f.lastAdd) >= floorCandEvery
+	propose = f.fits(p.m) && p.read.Sub(f.lastAdd) >= floorCandEvery
 	if propose {
 		f.lastAdd = p.read
 	}
@@ -193,7 +192,14 @@ func (f *floorTracker) observe(p probeResult) (below int64, found, propose bool)
 func (f *floorTracker) add(c floorCand) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if n := len(f.cands); n < maxFloorCands && c.m > f.safe && (n == 0 || c.m > f.cands[n-1].m) {
+	if f.fits(c.m) {
 		f.cands = append(f.cands, c)
 	}
+}
+
+// fits reports whether m can join the candidates: room left, above the
+// floor, above the last candidate. Callers hold mu.
+func (f *floorTracker) fits(m int64) bool {
+	n := len(f.cands)
+	return n < maxFloorCands && m > f.safe && (n == 0 || m > f.cands[n-1].m)
 }
