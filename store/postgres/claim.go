@@ -22,6 +22,7 @@ type queries struct {
 	txHeads    string // transaction-held, fallback
 	windowFull string
 	floorProbe string // format: %s is the id sequence
+	floorBelow string // the rescan: the lowest unsent id below $1
 	markSent   string // lease-fenced
 	markFailed string // lease-fenced
 	release    string
@@ -174,6 +175,8 @@ SELECT * FROM final ORDER BY id`
 		ELSE txid_snapshot_xmin(txid_current_snapshot()) >= $2::bigint
 			AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'virtualxid' AND l.virtualxid = ANY($3::text[]))
 			AND NOT EXISTS (SELECT 1 FROM pg_prepared_xacts x WHERE x.prepared >= $4::timestamptz) END`
+
+	q.floorBelow = `SELECT (SELECT w.id FROM ` + table + ` w WHERE ` + u("w") + ` AND w.id < $1 ORDER BY w.id LIMIT 1)`
 
 	// Marking sent moves the rows into the archive in one statement (or
 	// deletes them). The lease-fenced form only touches rows this lease

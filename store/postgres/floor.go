@@ -46,9 +46,12 @@ import (
 // sequence with CACHE 1 (the default): a cached range hands out low ids
 // late, and an explicit id can be anything; with a cached sequence the floor
 // stays off. Replay gives a replayed row a new id for the same reason. Every
-// floorRescan one claim starts from the bottom again: a safety net that
-// finds a row below the floor (and says so in the log) should one appear
-// anyway. A transaction that stays open holds the floor where it is, as it
+// floorRescan a query of its own, off the claim path, looks below the floor
+// from the bottom: a safety net that finds a row below the floor (and says
+// so in the log, and lowers the floor) should one appear anyway. It reads
+// every dead index entry below the floor, which on a long unvacuumed
+// history takes a second or more: a claim waiting for it would stall
+// delivery for that long. A transaction that stays open holds the floor where it is, as it
 // holds back VACUUM: claims then cost what they cost without a floor.
 type floorTracker struct {
 	mu      sync.Mutex
@@ -56,8 +59,9 @@ type floorTracker struct {
 	safe    int64
 	cands   []floorCand // oldest first, m ascending
 	lastAdd time.Time
-	rescan  time.Time // next claim from the bottom
+	rescan  time.Time // next look below the floor
 	every   time.Duration
+	looking bool // a look below the floor is running
 	checked bool // the sequence was looked at
 }
 
@@ -127,24 +131,41 @@ func (s *Store) floorSetup(ctx context.Context) error {
 	return nil
 }
 
-// get returns the floor for the next claim (noFloor when it is off or a
-// rescan is due) and what its probe is to check.
-func (f *floorTracker) get(now time.Time) (int64, floorCheck) {
+// get returns the floor for the next claim (noFloor when it is off), what
+// its probe is to check, and whether the caller is to start a look below
+// the floor (Store.rescanFloor).
+func (f *floorTracker) get(now time.Time) (floor int64, chk floorCheck, rescan bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.on {
-		return noFloor, floorCheck{}
+		return noFloor, floorCheck{}, false
 	}
-	var chk floorCheck
 	if len(f.cands) > 0 && f.cands[0].cleared.IsZero() {
 		c := f.cands[0]
 		chk = floorCheck{marker: &c.marker, vxids: c.vxids, since: &c.since}
 	}
-	if !now.Before(f.rescan) {
-		f.rescan = now.Add(f.every)
-		return noFloor, chk
+	if !f.looking && f.safe != noFloor && !now.Before(f.rescan) {
+		f.looking = true
+		rescan = true
 	}
-	return f.safe, chk
+	return f.safe, chk, rescan
+}
+
+// rescanned takes the result of a look below the floor `from`: the lowest
+// unsent id found there, if any. It reports whether that row lies below the
+// floor still, and lowers the floor to it.
+func (f *floorTracker) rescanned(now time.Time, from int64, low *int64) (below int64, found bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.looking = false
+	f.rescan = now.Add(f.every)
+	if low == nil || *low >= f.safe || *low >= from {
+		return 0, false
+	}
+	below, found = f.safe, true
+	f.safe = *low
+	f.cands = f.cands[:0]
+	return below, found
 }
 
 // probeResult is what one claim's probe saw.
@@ -157,18 +178,12 @@ type probeResult struct {
 	read    time.Time // when the probe's answer was read: its check is earlier
 }
 
-// observe takes one probe's result. It reports a row found below the floor,
-// which the rules above say cannot exist, and whether the claim should
-// propose m as a candidate.
-func (f *floorTracker) observe(p probeResult) (below int64, found, propose bool) {
+// observe takes one probe's result and reports whether the claim should
+// propose m as a candidate. A probe may see a row below the floor: the
+// floor moved after its claim read it, and the row was sent in between.
+func (f *floorTracker) observe(p probeResult) (propose bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if p.m < f.safe && p.from < f.safe {
-		// Only a claim from below the floor (a rescan) can see this.
-		below, found = f.safe, true
-		f.safe = p.m
-		f.cands = f.cands[:0]
-	}
 	// Step 4: a candidate cleared by an earlier probe whose check finished
 	// before this probe was sent.
 	for len(f.cands) > 0 && !f.cands[0].cleared.IsZero() && p.sent.After(f.cands[0].cleared) {
@@ -185,7 +200,7 @@ func (f *floorTracker) observe(p probeResult) (below int64, found, propose bool)
 	if propose {
 		f.lastAdd = p.read
 	}
-	return below, found, propose
+	return propose
 }
 
 // add records a candidate once its marker is taken (step 2).

@@ -14,11 +14,11 @@ func TestFloorBookkeeping(t *testing.T) {
 	f := &floorTracker{on: true, safe: noFloor, every: time.Hour, rescan: t0.Add(time.Hour)}
 
 	// A probe from the bottom sees 100: proposed, then marked.
-	if _, found, propose := f.observe(probeResult{from: noFloor, m: 100, sent: at(0), read: at(1)}); found || !propose {
-		t.Fatalf("first probe: found %v propose %v", found, propose)
+	if !f.observe(probeResult{from: noFloor, m: 100, sent: at(0), read: at(1)}) {
+		t.Fatal("first probe: not proposed")
 	}
 	f.add(floorCand{m: 100, marker: 50})
-	from, chk := f.get(at(2))
+	from, chk, _ := f.get(at(2))
 	if from != noFloor || chk.marker == nil || *chk.marker != 50 {
 		t.Fatalf("get: %d %+v", from, chk)
 	}
@@ -44,36 +44,66 @@ func TestFloorBookkeeping(t *testing.T) {
 		t.Fatalf("applied candidate kept: %+v", f.cands)
 	}
 
-	// A probe from an old floor (another worker's, read before the floor
-	// moved) that sees a row below the floor is not a stray row.
-	if _, found, _ := f.observe(probeResult{from: 95, m: 92, sent: at(20), read: at(21)}); found || f.safe != 90 {
-		t.Fatalf("probe from above the floor: found %v, floor %d", found, f.safe)
-	}
-	// A rescan from the bottom that finds a row below the floor reports it
-	// and lowers the floor.
-	if below, found, _ := f.observe(probeResult{from: noFloor, m: 7, sent: at(30), read: at(31)}); !found || below != 90 || f.safe != 7 {
-		t.Fatalf("rescan: found %v below %d, floor %d", found, below, f.safe)
+	// Probes never lower the floor: one whose claim read an older, lower
+	// floor may see a row below it that was sent since.
+	f.observe(probeResult{from: 80, m: 85, sent: at(20), read: at(21)})
+	if f.safe != 90 {
+		t.Fatalf("a probe from an older floor moved it to %d", f.safe)
 	}
 	// Candidates are proposed at most every floorCandEvery and only rising.
 	f = &floorTracker{on: true, safe: noFloor, every: time.Hour, rescan: t0.Add(time.Hour)}
-	if _, _, p := f.observe(probeResult{from: noFloor, m: 10, read: at(0)}); !p {
+	if !f.observe(probeResult{from: noFloor, m: 10, read: at(0)}) {
 		t.Fatal("first candidate not proposed")
 	}
 	f.add(floorCand{m: 10, marker: 1})
-	if _, _, p := f.observe(probeResult{from: noFloor, m: 20, read: at(50)}); p {
+	if f.observe(probeResult{from: noFloor, m: 20, read: at(50)}) {
 		t.Fatal("proposed again within floorCandEvery")
 	}
-	if _, _, p := f.observe(probeResult{from: noFloor, m: 5, read: at(500)}); p {
+	if f.observe(probeResult{from: noFloor, m: 5, read: at(500)}) {
 		t.Fatal("proposed a candidate below the last one")
 	}
-	// A rescan is due after `every`.
-	f.every = time.Second
-	f.rescan = at(1000)
-	f.safe = 10
-	if from, _ := f.get(at(999)); from != 10 {
-		t.Fatalf("before the rescan: from %d", from)
+}
+
+// The look below the floor is due every `every`, one at a time, and not
+// while there is no floor; a row it finds lowers the floor and drops the
+// candidates.
+func TestFloorRescanBookkeeping(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	f := &floorTracker{on: true, safe: noFloor, every: time.Second, rescan: at(1000)}
+	if _, _, r := f.get(at(1000)); r {
+		t.Fatal("rescan started with no floor to look below")
 	}
-	if from, _ := f.get(at(1000)); from != noFloor {
-		t.Fatalf("rescan due: from %d", from)
+	f.safe = 100
+	if _, _, r := f.get(at(999)); r {
+		t.Fatal("rescan started early")
+	}
+	if from, _, r := f.get(at(1000)); !r || from != 100 {
+		t.Fatalf("rescan due: started %v, claim from %d (claims keep the floor)", r, from)
+	}
+	if _, _, r := f.get(at(1001)); r {
+		t.Fatal("a second rescan started while one runs")
+	}
+	// Nothing below: the next one is due `every` after this one ended.
+	if _, found := f.rescanned(at(1500), 100, nil); found {
+		t.Fatal("found a row in an empty result")
+	}
+	if _, _, r := f.get(at(2499)); r {
+		t.Fatal("rescan due before every had passed since the last ended")
+	}
+	if _, _, r := f.get(at(2500)); !r {
+		t.Fatal("rescan not due after every")
+	}
+	f.cands = []floorCand{{m: 150, marker: 9}}
+	low := int64(7)
+	if below, found := f.rescanned(at(2600), 100, &low); !found || below != 100 || f.safe != 7 || len(f.cands) != 0 {
+		t.Fatalf("row 7 below floor 100: found %v below %d, floor %d, cands %+v", found, below, f.safe, f.cands)
+	}
+	// A result that is no longer below the floor (lowered meanwhile) is
+	// not reported again.
+	f.looking = true
+	low = 50
+	if _, found := f.rescanned(at(2700), 100, &low); found || f.safe != 7 {
+		t.Fatalf("row 50 with floor 7: found %v, floor %d", found, f.safe)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,6 +47,10 @@ type Store struct {
 	q      queries
 	held   heldRows // rows of this store's open transaction claims
 	floor  floorTracker
+	// Work that runs beside the claims (the floor's rescan); Close stops it.
+	bgCtx  context.Context
+	bgStop context.CancelFunc
+	bg     sync.WaitGroup
 }
 
 // Open connects to url (postgres://...) and returns a store that owns the
@@ -85,6 +90,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 		opts.Logger = slog.Default()
 	}
 	s := &Store{pool: pool, tables: t, opts: opts, log: opts.Logger}
+	s.bgCtx, s.bgStop = context.WithCancel(context.Background())
 	s.q = buildQueries(t.Qualified(t.Outbox), t.Qualified(t.Outbox+"_sent"), opts.DeleteSent)
 	return s, nil
 }
@@ -100,6 +106,8 @@ func (s *Store) Dialect() store.Dialect { return Dialect{Tables: s.tables} }
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
 func (s *Store) Close() error {
+	s.bgStop()
+	s.bg.Wait()
 	if s.owned {
 		s.pool.Close()
 	}

@@ -36,7 +36,10 @@ func (s *Store) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
 	// blocked aggregates; the fallback below covers the rest.
 	held := s.held.ids()
 	window := min(len(held)+limit*txScanFactor, MaxWindow)
-	floor, chk := s.floor.get(time.Now())
+	floor, chk, rescan := s.floor.get(time.Now())
+	if rescan {
+		s.startRescan(floor)
+	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(planClaim)
@@ -133,15 +136,36 @@ func (c *txClaim) observeFloor(br pgx.BatchResults, p probeResult) error {
 		return err
 	}
 	p.read = time.Now()
-	below, found, propose := c.s.floor.observe(p)
-	if found {
-		c.s.log.Warn("txbox: an unsent outbox row lies below the claim floor; were ids written by hand or from a cached sequence?",
-			"table", c.s.q.table, "id", p.m, "floor", below)
-	}
-	if propose {
+	if c.s.floor.observe(p) {
 		c.propose = &p.m
 	}
 	return nil
+}
+
+// startRescan looks below the floor (floor.go) on a connection of its own,
+// so that no claim waits for it.
+func (s *Store) startRescan(floor int64) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		ctx, cancel := context.WithTimeout(s.bgCtx, 5*time.Minute)
+		defer cancel()
+		var low *int64
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, planClaim); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, s.q.floorBelow, floor).Scan(&low)
+		})
+		if err != nil {
+			low = nil
+			s.log.Debug("txbox: claim floor: looking below the floor failed", "err", err)
+		}
+		if below, found := s.floor.rescanned(time.Now(), floor, low); found {
+			s.log.Warn("txbox: an unsent outbox row lies below the claim floor; were ids written by hand or from a cached sequence?",
+				"table", s.q.table, "id", *low, "floor", below)
+		}
+	}()
 }
 
 // markFloor takes a proposed candidate's marker (floor.go, step 2) once the
