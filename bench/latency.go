@@ -54,6 +54,11 @@ func (l *intList) Set(v string) error {
 	return nil
 }
 
+type strList []string
+
+func (l *strList) String() string     { return strings.Join(*l, " ") }
+func (l *strList) Set(v string) error { *l = append(*l, v); return nil }
+
 type latencyResult struct {
 	variant          string
 	rate             int
@@ -80,6 +85,8 @@ func latencyCmd(args []string) error {
 	writers := fs.Int("writers", 4, "writer connections sharing the schedule (a late writer does not delay the others)")
 	aggs := fs.Int("aggregates", 1000, "aggregates the events are spread over")
 	wait := fs.Duration("drain-timeout", 15*time.Second, "how long to wait for the last events after writing stops")
+	var extra strList
+	fs.Var(&extra, "relay-arg", "an extra `txbox relay` argument (repeat: --relay-arg=--workers --relay-arg=4)")
 	_ = fs.Parse(args)
 	if len(rates) == 0 {
 		rates = intList{500}
@@ -100,6 +107,7 @@ func latencyCmd(args []string) error {
 			if v == "poll" {
 				relayFlags = []string{"--wakeup", "poll", "--poll-interval", pollInterval.String()}
 			}
+			relayFlags = append(relayFlags, extra...)
 			r, err := latencyRun(ctx, latencyOpts{pg: *pg, natsURL: *natsURL, bin: bin, variant: v, relayFlags: relayFlags,
 				rate: rate, duration: *duration, idle: *idle, writers: *writers, aggs: *aggs, wait: *wait})
 			if err != nil {
