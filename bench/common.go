@@ -98,7 +98,7 @@ func (e *benchEnv) close() {
 		_ = e.js.DeleteStream(ctx, e.stream)
 		e.nc.Close()
 	}
-	drop := []string{e.tables.Outbox, e.tables.Outbox + "_migrations", e.tables.Inbox, e.tables.Inbox + "_versions"}
+	drop := []string{e.tables.Outbox, e.tables.Outbox + "_sent", e.tables.Outbox + "_migrations", e.tables.Inbox, e.tables.Inbox + "_versions"}
 	for _, t := range append(drop, e.extra...) {
 		if !strings.HasPrefix(t, `"`) {
 			t = `"` + t + `"`
