@@ -5,7 +5,7 @@ import "time"
 // InboxKey is inboxKey, for the plan test.
 const InboxKey = inboxKey
 
-// SetFloorRescan sets how often a claim reads from the bottom, for tests.
+// SetFloorRescan sets how often the store looks below the floor, for tests.
 func SetFloorRescan(s *Store, rescan time.Duration) {
 	s.floor.mu.Lock()
 	defer s.floor.mu.Unlock()

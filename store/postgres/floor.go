@@ -46,7 +46,8 @@ import (
 // sequence with CACHE 1 (the default): a cached range hands out low ids
 // late, and an explicit id can be anything; with a cached sequence the floor
 // stays off. Replay gives a replayed row a new id for the same reason. Every
-// floorRescan a query of its own, off the claim path, looks below the floor
+// floorRescan (or 100 times as long as the last one took, if that is
+// longer) a query of its own, off the claim path, looks below the floor
 // from the bottom: a safety net that finds a row below the floor (and says
 // so in the log, and lowers the floor) should one appear anyway. It reads
 // every dead index entry below the floor, which on a long unvacuumed
@@ -84,6 +85,7 @@ type floorCheck struct {
 
 const (
 	floorRescan    = time.Minute
+	rescanCost     = 100
 	maxFloorCands  = 16
 	floorCandEvery = 200 * time.Millisecond
 )
@@ -151,14 +153,18 @@ func (f *floorTracker) get(now time.Time) (floor int64, chk floorCheck, rescan b
 	return f.safe, chk, rescan
 }
 
-// rescanned takes the result of a look below the floor `from`: the lowest
-// unsent id found there, if any. It reports whether that row lies below the
-// floor still, and lowers the floor to it.
-func (f *floorTracker) rescanned(now time.Time, from int64, low *int64) (below int64, found bool) {
+// rescanned takes the result of a look below the floor `from` that took
+// `took`: the lowest unsent id found there, if any. It reports whether that
+// row lies below the floor still, and lowers the floor to it. The next look
+// is due `every` later, or rescanCost times what this one took if that is
+// longer: behind a long unvacuumed history the look reads every dead entry
+// below the floor, and it should not cost more than 1% of the database's
+// time.
+func (f *floorTracker) rescanned(now time.Time, took time.Duration, from int64, low *int64) (below int64, found bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.looking = false
-	f.rescan = now.Add(f.every)
+	f.rescan = now.Add(max(f.every, rescanCost*took))
 	if low == nil || *low >= f.safe || *low >= from {
 		return 0, false
 	}

@@ -50,6 +50,8 @@ type Store struct {
 	// Work that runs beside the claims (the floor's rescan); Close stops it.
 	bgCtx  context.Context
 	bgStop context.CancelFunc
+	bgMu   sync.Mutex // orders bg.Add against Close's bg.Wait
+	bgDone bool
 	bg     sync.WaitGroup
 }
 
@@ -105,7 +107,26 @@ func (s *Store) Dialect() store.Dialect { return Dialect{Tables: s.tables} }
 
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
+// goBackground runs f beside the claims until Close, which cancels ctx and
+// waits for it; after Close it does not run f and reports false.
+func (s *Store) goBackground(f func(ctx context.Context)) bool {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.bgDone {
+		return false
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		f(s.bgCtx)
+	}()
+	return true
+}
+
 func (s *Store) Close() error {
+	s.bgMu.Lock()
+	s.bgDone = true
+	s.bgMu.Unlock()
 	s.bgStop()
 	s.bg.Wait()
 	if s.owned {

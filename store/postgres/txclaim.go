@@ -145,12 +145,11 @@ func (c *txClaim) observeFloor(br pgx.BatchResults, p probeResult) error {
 // startRescan looks below the floor (floor.go) on a connection of its own,
 // so that no claim waits for it.
 func (s *Store) startRescan(floor int64) {
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		ctx, cancel := context.WithTimeout(s.bgCtx, 5*time.Minute)
+	started := s.goBackground(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 		defer cancel()
 		var low *int64
+		start := time.Now()
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, planClaim); err != nil {
 				return err
@@ -161,11 +160,14 @@ func (s *Store) startRescan(floor int64) {
 			low = nil
 			s.log.Debug("txbox: claim floor: looking below the floor failed", "err", err)
 		}
-		if below, found := s.floor.rescanned(time.Now(), floor, low); found {
+		if below, found := s.floor.rescanned(time.Now(), time.Since(start), floor, low); found {
 			s.log.Warn("txbox: an unsent outbox row lies below the claim floor; were ids written by hand or from a cached sequence?",
 				"table", s.q.table, "id", *low, "floor", below)
 		}
-	}()
+	})
+	if !started {
+		s.floor.rescanned(time.Now(), 0, floor, nil)
+	}
 }
 
 // markFloor takes a proposed candidate's marker (floor.go, step 2) once the
