@@ -20,7 +20,10 @@ import (
 // history answers: does the claim slow down as delivered history grows?
 // It drains the same backlog (claim + mark, the relay's store work) on a
 // fresh table and after `history` rows went through the full
-// insert -> claim -> mark path, and reports medians of `runs` drains.
+// insert -> claim -> mark path, and reports medians of `runs` drains. By
+// default the fresh and history drains alternate after the build: on this
+// machine two invocations minutes apart differ by up to 20%, as much as the
+// effect measured.
 func history(args []string) error {
 	fs := flag.NewFlagSet("history", flag.ExitOnError)
 	db := fs.String("db", "", "database URL")
@@ -28,6 +31,8 @@ func history(args []string) error {
 	backlog := fs.Int("backlog", 50_000, "rows per measured drain")
 	batch := fs.Int("batch", 500, "claim size")
 	runs := fs.Int("runs", 3, "measured drains per phase")
+	interleave := fs.Bool("interleave", true, "alternate fresh and history drains after the history is built (false: all fresh drains first, then the build, then the history drains)")
+	vacuum := fs.Bool("vacuum", false, "VACUUM the outbox table once after building the history (PostgreSQL; what autovacuum would do)")
 	_ = fs.Parse(args)
 	ctx := context.Background()
 	quiet := quiet()
@@ -67,17 +72,22 @@ func history(args []string) error {
 	}
 	fmt.Printf("claim+mark drain of %d rows, batch %d, %d runs per phase, db %s\n", *backlog, *batch, *runs, open.Redact(*db))
 	var fresh, aged []float64
-	for r := range *runs {
+	freshRun := func(r int) error {
 		s, drop, err := newTable()
 		if err != nil {
 			return err
 		}
+		defer drop()
 		rate, err := measure("fresh", s, r)
-		drop()
-		if err != nil {
-			return err
-		}
 		fresh = append(fresh, rate)
+		return err
+	}
+	if !*interleave {
+		for r := range *runs {
+			if err := freshRun(r); err != nil {
+				return err
+			}
+		}
 	}
 	s, drop, err := newTable()
 	if err != nil {
@@ -101,15 +111,44 @@ func history(args []string) error {
 		return err
 	}
 	fmt.Printf("history built in %v: %v\n", time.Since(t0).Round(time.Second), st.Counts)
-	for r := range *runs {
-		rate, err := measure("history", s, r)
-		if err != nil {
+	if p, ok := s.(interface{ Pool() *pgxpool.Pool }); ok && *vacuum {
+		t1 := time.Now()
+		if _, err := p.Pool().Exec(ctx, "VACUUM "+s.Tables().Outbox); err != nil {
 			return err
 		}
+		fmt.Printf("VACUUM of the outbox table took %v\n", time.Since(t1).Round(time.Millisecond))
+	}
+	historyRun := func(r int) error {
+		rate, err := measure("history", s, r)
 		aged = append(aged, rate)
+		return err
+	}
+	for r := range *runs {
+		// Interleaved, the pairs alternate which goes first, so the drift
+		// of a noisy machine and any order effect fall on both alike.
+		first, second := historyRun, freshRun
+		if r%2 == 1 {
+			first, second = freshRun, historyRun
+		}
+		if !*interleave {
+			first, second = historyRun, func(int) error { return nil }
+		}
+		if err := first(r); err != nil {
+			return err
+		}
+		if err := second(r); err != nil {
+			return err
+		}
 	}
 	mf, ma := median(fresh), median(aged)
 	fmt.Printf("RESULT fresh median %.0f rows/s, with %d delivered rows %.0f rows/s, ratio %.2f\n", mf, *hist, ma, ma/mf)
+	if *interleave {
+		ratios := make([]float64, len(aged))
+		for i := range aged {
+			ratios[i] = aged[i] / fresh[i]
+		}
+		fmt.Printf("RESULT median of the per-pair ratios %.2f (pairs: %.2f)\n", median(ratios), ratios)
+	}
 	return nil
 }
 
