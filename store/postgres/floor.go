@@ -86,6 +86,7 @@ type floorCheck struct {
 const (
 	floorRescan    = time.Minute
 	rescanCost     = 100
+	maxRescanWait  = time.Hour // a look that ran into its timeout still repeats
 	maxFloorCands  = 16
 	floorCandEvery = 200 * time.Millisecond
 )
@@ -157,14 +158,14 @@ func (f *floorTracker) get(now time.Time) (floor int64, chk floorCheck, rescan b
 // `took`: the lowest unsent id found there, if any. It reports whether that
 // row lies below the floor still, and lowers the floor to it. The next look
 // is due `every` later, or rescanCost times what this one took if that is
-// longer: behind a long unvacuumed history the look reads every dead entry
-// below the floor, and it should not cost more than 1% of the database's
-// time.
+// longer (at most maxRescanWait): behind a long unvacuumed history the look
+// reads every dead entry below the floor, and it should not cost more than
+// 1% of the database's time.
 func (f *floorTracker) rescanned(now time.Time, took time.Duration, from int64, low *int64) (below int64, found bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.looking = false
-	f.rescan = now.Add(max(f.every, rescanCost*took))
+	f.rescan = now.Add(min(max(f.every, rescanCost*took), maxRescanWait))
 	if low == nil || *low >= f.safe || *low >= from {
 		return 0, false
 	}

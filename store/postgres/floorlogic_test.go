@@ -115,4 +115,11 @@ func TestFloorRescanBookkeeping(t *testing.T) {
 	if _, _, r := f.get(at(5000)); !r {
 		t.Fatal("rescan not due 2 s after a 20 ms look")
 	}
+	// One that ran into its 5-minute timeout repeats within maxRescanWait,
+	// not 100 x 5 minutes later.
+	f.looking = true
+	f.rescanned(at(6000), 5*time.Minute, 7, nil)
+	if _, _, r := f.get(at(6000).Add(maxRescanWait)); !r {
+		t.Fatal("rescan not due maxRescanWait after a 5-minute look")
+	}
 }
