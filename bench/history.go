@@ -9,12 +9,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/open"
 	"github.com/txbox/txbox/outbox"
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/postgres"
 )
 
 // history answers: does the claim slow down as delivered history grows?
@@ -111,9 +110,9 @@ func history(args []string) error {
 		return err
 	}
 	fmt.Printf("history built in %v: %v\n", time.Since(t0).Round(time.Second), st.Counts)
-	if p, ok := s.(interface{ Pool() *pgxpool.Pool }); ok && *vacuum {
+	if pg, ok := s.(*postgres.Store); ok && *vacuum {
 		t1 := time.Now()
-		if _, err := p.Pool().Exec(ctx, "VACUUM "+s.Tables().Outbox); err != nil {
+		if _, err := pg.Pool().Exec(ctx, "VACUUM "+s.Tables().Outbox); err != nil {
 			return err
 		}
 		fmt.Printf("VACUUM of the outbox table took %v\n", time.Since(t1).Round(time.Millisecond))
@@ -124,14 +123,17 @@ func history(args []string) error {
 		return err
 	}
 	for r := range *runs {
-		// Interleaved, the pairs alternate which goes first, so the drift
-		// of a noisy machine and any order effect fall on both alike.
+		if !*interleave {
+			if err := historyRun(r); err != nil {
+				return err
+			}
+			continue
+		}
+		// The pairs alternate which goes first, so the drift of a noisy
+		// machine and any order effect fall on both alike.
 		first, second := historyRun, freshRun
 		if r%2 == 1 {
 			first, second = freshRun, historyRun
-		}
-		if !*interleave {
-			first, second = historyRun, func(int) error { return nil }
 		}
 		if err := first(r); err != nil {
 			return err
@@ -154,8 +156,8 @@ func history(args []string) error {
 
 // checkpoint flushes PostgreSQL's dirty buffers (other databases: nothing).
 func checkpoint(ctx context.Context, s store.Store) {
-	if p, ok := s.(interface{ Pool() *pgxpool.Pool }); ok {
-		if _, err := p.Pool().Exec(ctx, "CHECKPOINT"); err != nil {
+	if pg, ok := s.(*postgres.Store); ok {
+		if _, err := pg.Pool().Exec(ctx, "CHECKPOINT"); err != nil {
 			fmt.Printf("(CHECKPOINT failed: %v; measuring anyway)\n", err)
 		}
 	}

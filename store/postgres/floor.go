@@ -52,8 +52,9 @@ import (
 // so in the log, and lowers the floor) should one appear anyway. It reads
 // every dead index entry below the floor, which on a long unvacuumed
 // history takes a second or more: a claim waiting for it would stall
-// delivery for that long. A transaction that stays open holds the floor where it is, as it
-// holds back VACUUM: claims then cost what they cost without a floor.
+// delivery for that long. A transaction that stays open holds the floor
+// where it is, as it holds back VACUUM: claims then cost what they cost
+// without a floor.
 type floorTracker struct {
 	mu      sync.Mutex
 	on      bool
@@ -136,7 +137,7 @@ func (s *Store) floorSetup(ctx context.Context) error {
 
 // get returns the floor for the next claim (noFloor when it is off), what
 // its probe is to check, and whether the caller is to start a look below
-// the floor (Store.rescanFloor).
+// the floor (Store.startRescan).
 func (f *floorTracker) get(now time.Time) (floor int64, chk floorCheck, rescan bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -154,19 +155,19 @@ func (f *floorTracker) get(now time.Time) (floor int64, chk floorCheck, rescan b
 	return f.safe, chk, rescan
 }
 
-// rescanned takes the result of a look below the floor `from` that took
-// `took`: the lowest unsent id found there, if any. It reports whether that
-// row lies below the floor still, and lowers the floor to it. The next look
+// rescanned takes the result of a look below the floor that took `took`:
+// the lowest unsent id found there, if any. It reports whether that row
+// lies below the floor still, and lowers the floor to it. The next look
 // is due `every` later, or rescanCost times what this one took if that is
 // longer (at most maxRescanWait): behind a long unvacuumed history the look
 // reads every dead entry below the floor, and it should not cost more than
 // 1% of the database's time.
-func (f *floorTracker) rescanned(now time.Time, took time.Duration, from int64, low *int64) (below int64, found bool) {
+func (f *floorTracker) rescanned(now time.Time, took time.Duration, low *int64) (below int64, found bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.looking = false
 	f.rescan = now.Add(min(max(f.every, rescanCost*took), maxRescanWait))
-	if low == nil || *low >= f.safe || *low >= from {
+	if low == nil || *low >= f.safe { // none, or the floor was lowered since
 		return 0, false
 	}
 	below, found = f.safe, true

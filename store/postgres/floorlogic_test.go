@@ -85,7 +85,7 @@ func TestFloorRescanBookkeeping(t *testing.T) {
 		t.Fatal("a second rescan started while one runs")
 	}
 	// Nothing below: the next one is due `every` after this one ended.
-	if _, found := f.rescanned(at(1500), 10*time.Millisecond, 100, nil); found {
+	if _, found := f.rescanned(at(1500), 10*time.Millisecond, nil); found {
 		t.Fatal("found a row in an empty result")
 	}
 	if _, _, r := f.get(at(2499)); r {
@@ -96,19 +96,19 @@ func TestFloorRescanBookkeeping(t *testing.T) {
 	}
 	f.cands = []floorCand{{m: 150, marker: 9}}
 	low := int64(7)
-	if below, found := f.rescanned(at(2600), 0, 100, &low); !found || below != 100 || f.safe != 7 || len(f.cands) != 0 {
+	if below, found := f.rescanned(at(2600), 0, &low); !found || below != 100 || f.safe != 7 || len(f.cands) != 0 {
 		t.Fatalf("row 7 below floor 100: found %v below %d, floor %d, cands %+v", found, below, f.safe, f.cands)
 	}
 	// A result that is no longer below the floor (lowered meanwhile) is
 	// not reported again.
 	f.looking = true
 	low = 50
-	if _, found := f.rescanned(at(2700), 0, 100, &low); found || f.safe != 7 {
+	if _, found := f.rescanned(at(2700), 0, &low); found || f.safe != 7 {
 		t.Fatalf("row 50 with floor 7: found %v, floor %d", found, f.safe)
 	}
 	// A look that took 20 ms is not repeated before 100 x 20 ms = 2 s.
 	f.looking = true
-	f.rescanned(at(3000), 20*time.Millisecond, 7, nil)
+	f.rescanned(at(3000), 20*time.Millisecond, nil)
 	if _, _, r := f.get(at(4999)); r {
 		t.Fatal("a look that took 20 ms repeated within 2 s")
 	}
@@ -118,7 +118,7 @@ func TestFloorRescanBookkeeping(t *testing.T) {
 	// One that ran into its 5-minute timeout repeats within maxRescanWait,
 	// not 100 x 5 minutes later.
 	f.looking = true
-	f.rescanned(at(6000), 5*time.Minute, 7, nil)
+	f.rescanned(at(6000), 5*time.Minute, nil)
 	if _, _, r := f.get(at(6000).Add(maxRescanWait)); !r {
 		t.Fatal("rescan not due maxRescanWait after a 5-minute look")
 	}

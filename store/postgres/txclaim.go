@@ -160,13 +160,13 @@ func (s *Store) startRescan(floor int64) {
 			low = nil
 			s.log.Debug("txbox: claim floor: looking below the floor failed", "err", err)
 		}
-		if below, found := s.floor.rescanned(time.Now(), time.Since(start), floor, low); found {
+		if below, found := s.floor.rescanned(time.Now(), time.Since(start), low); found {
 			s.log.Warn("txbox: an unsent outbox row lies below the claim floor; were ids written by hand or from a cached sequence?",
 				"table", s.q.table, "id", *low, "floor", below)
 		}
 	})
 	if !started {
-		s.floor.rescanned(time.Now(), 0, floor, nil)
+		s.floor.rescanned(time.Now(), 0, nil)
 	}
 }
 
