@@ -253,6 +253,11 @@ var txboxBin struct {
 // txboxBinary builds cmd/txbox of the enclosing module, once per process.
 func txboxBinary() (string, error) {
 	txboxBin.once.Do(func() {
+		// A prebuilt binary, for A/B runs of two versions of the relay.
+		if p := os.Getenv("TXBOX_BENCH_BIN"); p != "" {
+			txboxBin.path = p
+			return
+		}
 		p := filepath.Join(os.TempDir(), "txbox-bench-bin")
 		gomod, err := exec.Command("go", "env", "GOMOD").Output()
 		if err != nil {

@@ -28,8 +28,10 @@ func OpenMySQL(t testing.TB, opts mysql.Options) *mysql.Store {
 		t.Fatalf("open mysql: %v", err)
 	}
 	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
+		defer cancel()
 		for _, tbl := range Owned(opts.Tables) {
-			_, _ = s.DB().Exec("DROP TABLE IF EXISTS " + tbl)
+			_, _ = s.DB().ExecContext(ctx, "DROP TABLE IF EXISTS "+tbl)
 		}
 		s.Close()
 	})
@@ -44,6 +46,7 @@ func (MySQL) Begin(t *testing.T, s store.Store) (store.Tx, func() error, func() 
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = tx.Rollback() }) // see Postgres.Begin
 	return store.SQLTx(tx), tx.Commit, tx.Rollback
 }
 

@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -36,13 +37,20 @@ func OpenPostgres(t testing.TB, opts postgres.Options) *postgres.Store {
 		t.Fatalf("open postgres: %v", err)
 	}
 	t.Cleanup(func() {
+		// Bounded: a drop queued behind a transaction a failed test left
+		// open would hang the package until its timeout instead of failing.
+		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
+		defer cancel()
 		for _, tbl := range Owned(opts.Tables) {
-			_, _ = s.Pool().Exec(context.Background(), "DROP TABLE IF EXISTS "+tbl)
+			_, _ = s.Pool().Exec(ctx, "DROP TABLE IF EXISTS "+tbl)
 		}
 		s.Close()
 	})
 	return s
 }
+
+// dropTimeout bounds a test's table cleanup.
+const dropTimeout = 30 * time.Second
 
 // Fresh returns unique table names for one test.
 func Fresh() store.Tables {
@@ -68,6 +76,9 @@ func (Postgres) Begin(t *testing.T, s store.Store) (store.Tx, func() error, func
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A test that fails between Begin and commit must not leave the
+	// transaction open: its locks would hold up the tables' cleanup.
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
 	return postgres.Tx(tx), func() error { return tx.Commit(ctx) }, func() error { return tx.Rollback(ctx) }
 }
 

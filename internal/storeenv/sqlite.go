@@ -50,6 +50,7 @@ func (SQLite) Begin(t *testing.T, s store.Store) (store.Tx, func() error, func()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = tx.Rollback() }) // see Postgres.Begin
 	return store.SQLTx(tx), tx.Commit, tx.Rollback
 }
 

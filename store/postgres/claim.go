@@ -69,9 +69,32 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 	// floor is an id below which no row is unsent (floor.go): the window's
 	// index scan starts there instead of walking the entries of delivered
 	// rows that VACUUM has not removed yet.
+	//
+	// busy: a row whose xmax is a transaction still running at this
+	// statement's snapshot (listed in it, or newer than its horizon) is
+	// locked or being changed by another claim, most often another relay
+	// process's batch in flight. It counts as undeliverable, like a held row:
+	// trying its lock only to skip it cost ~1.8 us a row, up to 2,000 rows a
+	// claim with two relays of two workers each. A wrong guess costs only
+	// this claim's share: a row whose locker ended since is taken by the next
+	// claim; a locked row not recognised is skipped by SKIP LOCKED as before.
+	// A row never locked has xmax 0 and is done with at the first test.
+	// xmax is 32 bits; age() compares it with the snapshot's ids modulo 2^32.
+	// "Newer" is bounded (1,000 ids past the first age() reference) so that
+	// an xmax that is not an xid (a MultiXact id from shared locks, which
+	// txbox never takes) can only ever look busy for a moment. txid_
+	// functions: PostgreSQL 12 has no pg_snapshot_ ones.
 	scanCand := func(held, floor string) string {
-		return `win0 AS (
-	SELECT w.id, w.aggregate_type, w.aggregate_id, coalesce(` + d("w") + `, false) AS ok
+		return `running AS (
+	SELECT ARRAY(SELECT (x % 4294967296)::text::xid FROM txid_snapshot_xip(s) x) AS xids,
+		age((txid_snapshot_xmax(s) % 4294967296)::text::xid) AS newer
+	FROM txid_current_snapshot() s
+), win0 AS (
+	SELECT w.id, w.aggregate_type, w.aggregate_id,
+		coalesce(` + d("w") + `, false)
+		AND (w.xmax = '0'::xid
+			OR NOT (age(w.xmax) BETWEEN -1000 AND (SELECT newer FROM running)
+				OR w.xmax = ANY((SELECT xids FROM running)::xid[]))) AS ok
 	FROM ` + table + ` w
 	WHERE ` + u("w") + above("w", floor) + `
 	ORDER BY w.id

@@ -2,8 +2,11 @@ package postgres_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/storeenv"
@@ -83,4 +86,83 @@ func TestTxClaimReleasedWhenConnectionDies(t *testing.T) {
 	if st.Counts["SENT"] != 0 || st.Counts["PENDING"] != 3 {
 		t.Fatalf("after the dead claim: %v", st.Counts)
 	}
+}
+
+// A claim leaves out rows another transaction has locked, with their
+// aggregates' later rows, and takes rows whose last locker has ended,
+// whether it rolled back or committed without changing them: the claim
+// reads lockers from the rows' xmax (claim.go, busy), and a stale xmax must
+// not keep a row from delivery.
+func TestTxClaimRowsLockedElsewhere(t *testing.T) {
+	s := storeenv.OpenPostgres(t, postgres.Options{})
+	ctx := context.Background()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tb := s.Tables().Outbox
+	ids := map[string]int64{}
+	for _, r := range []struct{ name, agg string }{{"a1", "A"}, {"b1", "B"}, {"a2", "A"}, {"c1", "C"}, {"d1", "D"}} {
+		var id int64
+		if err := s.Pool().QueryRow(ctx, `INSERT INTO `+tb+` (event_id, aggregate_type, aggregate_id, event_type, payload)
+			VALUES ($1, 'Order', $2, 'E', '{}') RETURNING id`, txbox.NewID(), r.agg).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids[r.name] = id
+	}
+	names := func(c store.Claim) []string {
+		var out []string
+		for _, r := range c.Records() {
+			for n, id := range ids {
+				if id == r.ID {
+					out = append(out, n)
+				}
+			}
+		}
+		return out
+	}
+	claim := func(want ...string) {
+		t.Helper()
+		c, err := s.ClaimTx(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Abort()
+		if got := names(c); !slices.Equal(got, want) {
+			t.Fatalf("claimed %v, want %v", got, want)
+		}
+	}
+	lock := func(name string) pgx.Tx {
+		t.Helper()
+		tx, err := s.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(ctx) })
+		if _, err := tx.Exec(ctx, `SELECT id FROM `+tb+` WHERE id = $1 FOR UPDATE`, ids[name]); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+
+	held := lock("a1")
+	// Stale lockers: one rolled back, one committed without a change, and a
+	// rolled-back update (its xmax is an aborted updater's).
+	if err := lock("b1").Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := lock("c1").Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	upd := lock("d1")
+	if _, err := upd.Exec(ctx, `UPDATE `+tb+` SET headers = '{}' WHERE id = $1`, ids["d1"]); err != nil {
+		t.Fatal(err)
+	}
+	if err := upd.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	claim("b1", "c1", "d1")
+	if err := held.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	claim("a1", "b1", "a2", "c1", "d1")
 }
