@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -14,11 +13,8 @@ import (
 // A hand-written RETRY row without next_retry_at is not deliverable, and it
 // must end its aggregate's run: the row behind it may not be claimed.
 func TestClaimStopsAtNullRetryTime(t *testing.T) {
-	s := storeenv.OpenPostgres(t, postgres.Options{})
+	s := migratedStore(t, postgres.Options{})
 	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	tb := s.Tables().Outbox
 	for i, status := range []string{"PENDING", "RETRY", "PENDING"} {
 		if _, err := s.Pool().Exec(ctx, `INSERT INTO `+tb+` (event_id, aggregate_type, aggregate_id, event_type, payload, status)

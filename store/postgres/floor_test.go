@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
@@ -20,10 +19,7 @@ import (
 // rescan.
 func floorStore(t *testing.T, rescan time.Duration, log *slog.Logger) *postgres.Store {
 	t.Helper()
-	s := storeenv.OpenPostgres(t, postgres.Options{Logger: log})
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := migratedStore(t, postgres.Options{Logger: log})
 	postgres.SetFloorRescan(s, rescan)
 	return s
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -20,11 +19,8 @@ import (
 // statement then reads all rows of the consumer. The inbox's keyed
 // statements must plan on the primary key whatever the statistics.
 func TestInboxKeyedStatementsPlanOnThePrimaryKey(t *testing.T) {
-	s := storeenv.OpenPostgres(t, postgres.Options{})
+	s := migratedStore(t, postgres.Options{})
 	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	conn, err := s.Pool().Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -62,11 +58,8 @@ func TestInboxKeyedStatementsPlanOnThePrimaryKey(t *testing.T) {
 // one statement and says which; an event with a row, or given twice, is
 // left to InboxAcquireProcessed. InboxForget removes rows it inserted.
 func TestInboxInsertProcessedAndForget(t *testing.T) {
-	s := storeenv.OpenPostgres(t, postgres.Options{})
+	s := migratedStore(t, postgres.Options{})
 	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	d := postgres.Dialect{Tables: s.Tables()}
 	inTx := func(fn func(tx store.Tx) error) {
 		t.Helper()

@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
@@ -20,11 +19,8 @@ import (
 // next claimer without waiting for any lease, its Finish fails, and nothing
 // it tried to mark is recorded.
 func TestTxClaimReleasedWhenConnectionDies(t *testing.T) {
-	s := storeenv.OpenPostgres(t, postgres.Options{})
+	s := migratedStore(t, postgres.Options{})
 	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	tb := s.Tables().Outbox
 	for i := range 3 {
 		if _, err := s.Pool().Exec(ctx, `INSERT INTO `+tb+` (event_id, aggregate_type, aggregate_id, event_type, payload)
@@ -94,11 +90,8 @@ func TestTxClaimReleasedWhenConnectionDies(t *testing.T) {
 // reads lockers from the rows' xmax (claim.go, busy), and a stale xmax must
 // not keep a row from delivery.
 func TestTxClaimRowsLockedElsewhere(t *testing.T) {
-	s := storeenv.OpenPostgres(t, postgres.Options{})
+	s := migratedStore(t, postgres.Options{})
 	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	tb := s.Tables().Outbox
 	ids := map[string]int64{}
 	for _, r := range []struct{ name, agg string }{{"a1", "A"}, {"b1", "B"}, {"a2", "A"}, {"c1", "C"}, {"d1", "D"}} {
