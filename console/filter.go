@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/hex"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -31,6 +32,10 @@ type deadQuery struct {
 // aggregate_id, event_type, since, until, error, limit, before, after, all
 // and max_id. Unknown values are errors, not an empty list.
 func (c *Console) parseDead(v url.Values) (deadQuery, error) {
+	v, err := unhex(v)
+	if err != nil {
+		return deadQuery{}, err
+	}
 	q := deadQuery{Filter: store.Filter{Status: txbox.StatusDead, Limit: c.o.PageSize, Desc: true}}
 	f := &q.Filter
 	for _, s := range v["event_id"] {
@@ -44,7 +49,6 @@ func (c *Console) parseDead(v url.Values) (deadQuery, error) {
 	f.AggregateID = v.Get("aggregate_id")
 	f.EventType = v.Get("event_type")
 	f.ErrorContains = v.Get("error")
-	var err error
 	if f.Since, err = parseWhen(v.Get("since"), "since"); err != nil {
 		return q, err
 	}
@@ -152,6 +156,10 @@ type inboxQuery struct {
 }
 
 func (c *Console) parseInbox(v url.Values) (inboxQuery, error) {
+	v, err := unhex(v)
+	if err != nil {
+		return inboxQuery{}, err
+	}
 	q := inboxQuery{Filter: store.InboxFilter{Consumer: v.Get("consumer"), Status: txbox.StatusDead}}
 	f := &q.Filter
 	for _, s := range v["event_id"] {
@@ -169,7 +177,6 @@ func (c *Console) parseInbox(v url.Values) (inboxQuery, error) {
 			return q, &badRequest{"status", fmt.Sprintf("%q: want DEAD, RETRY, REPLAY, PROCESSING, PROCESSED or SKIPPED", st)}
 		}
 	}
-	var err error
 	if f.Since, err = parseWhen(v.Get("since"), "since"); err != nil {
 		return q, err
 	}
@@ -181,4 +188,34 @@ func (c *Console) parseInbox(v url.Values) (inboxQuery, error) {
 	}
 	q.All = v.Get("all") == "1"
 	return q, nil
+}
+
+// unhex decodes every NAME_hex parameter into NAME. The pages' forms carry
+// producer-written values (event ids, consumer names, filters) hex-encoded,
+// so no such text, control characters included, sits in an attribute.
+func unhex(v url.Values) (url.Values, error) {
+	var out url.Values
+	for k, vs := range v {
+		name, ok := strings.CutSuffix(k, "_hex")
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = url.Values{}
+			for k2, vs2 := range v {
+				out[k2] = vs2
+			}
+		}
+		for _, s := range vs {
+			b, err := hex.DecodeString(s)
+			if err != nil {
+				return nil, &badRequest{k, "not hex"}
+			}
+			out.Add(name, string(b))
+		}
+	}
+	if out == nil {
+		return v, nil
+	}
+	return out, nil
 }

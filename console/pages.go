@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"encoding/hex"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -32,6 +33,7 @@ func parsePages(c *Console) (map[string]*template.Template, error) {
 		"age":    func(s float64) string { return (time.Duration(s * float64(time.Second))).Round(time.Second).String() },
 		"link":   func(path string, v url.Values) string { return c.o.BasePath + path + "?" + v.Encode() },
 		"qs":     qs,
+		"hex":    func(s string) string { return hex.EncodeToString([]byte(s)) },
 		"chart":  makeChart,
 	}
 	out := map[string]*template.Template{}
