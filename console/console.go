@@ -144,7 +144,10 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", csp)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: under no-referrer a browser sends
+	// "Origin: null" with the console's own form posts, which the origin
+	// check must refuse. Other sites still get no referrer.
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
 	if status, msg := c.admit(r); status != 0 {
 		if status == http.StatusUnauthorized && r.Method == http.MethodGet && !isAPI(r) && r.URL.Path != "/login" {

@@ -77,8 +77,14 @@ func makeChart(ss []sample) chart {
 	if len(ss) == 0 {
 		return ch
 	}
-	t0 := ss[len(ss)-1].At.Add(-sampleSpan)
-	x := func(t time.Time) float64 { return float64(ch.W) * t.Sub(t0).Seconds() / sampleSpan.Seconds() }
+	// The x axis spans the samples there are (at most the last hour), so
+	// a console started a minute ago does not draw a sliver.
+	t0 := ss[0].At
+	span := ss[len(ss)-1].At.Sub(t0).Seconds()
+	if span <= 0 {
+		span = 1
+	}
+	x := func(t time.Time) float64 { return float64(ch.W) * t.Sub(t0).Seconds() / span }
 	rates := make([]float64, len(ss))
 	for i, s := range ss {
 		ch.MaxBacklog = max(ch.MaxBacklog, s.Backlog)
