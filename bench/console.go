@@ -20,13 +20,14 @@ import (
 
 // consoleCmd answers: does the admin console's API stay fast on a million
 // dead rows? It fills a fresh outbox table with --rows DEAD rows in one
-// INSERT ... SELECT generate_series (PostgreSQL), then times the API's
+// INSERT ... SELECT over a generated series (generate_series on PostgreSQL,
+// MariaDB's seq_1_to_N, a recursive CTE on SQLite), then times the API's
 // answers in-process (handler, SQL and JSON; no network): first page, deep
 // keyset pages, each filter, the count a bulk action shows, and the
 // overview. Medians of --runs after one warm-up.
 func consoleCmd(args []string) error {
 	fs := flag.NewFlagSet("console", flag.ExitOnError)
-	db := fs.String("db", defaultPG, "PostgreSQL URL")
+	db := fs.String("db", defaultPG, "database URL: postgres://, mysql:// (MariaDB) or sqlite://")
 	rows := fs.Int("rows", 1_000_000, "dead rows")
 	runs := fs.Int("runs", 9, "timed requests per case")
 	_ = fs.Parse(args)
@@ -38,34 +39,15 @@ func consoleCmd(args []string) error {
 		return err
 	}
 	defer func() { dropTables(ctx, s, tb); s.Close() }()
-	ps, ok := s.(*postgres.Store)
-	if !ok {
-		return fmt.Errorf("console: --db must be PostgreSQL (the fill uses generate_series)")
-	}
 	if err := s.Migrate(ctx); err != nil {
 		return err
 	}
 	start := time.Now()
-	table := tb.Qualified(tb.Outbox)
-	// One row in ten is an OrderCancelled, one in a hundred timed out;
-	// aggregates repeat every 10,000 rows; created_at is one second apart.
-	_, err = ps.Pool().Exec(ctx, `INSERT INTO `+table+` (event_id, aggregate_type, aggregate_id, aggregate_version, event_type,
-			payload, status, retry_count, last_error, occurred_at, created_at)
-		SELECT 'ev-' || i, 'Order', 'order-' || (i % 10000), i / 10000,
-			CASE WHEN i % 10 = 0 THEN 'OrderCancelled' ELSE 'OrderPlaced' END,
-			json_build_object('order', i, 'items', json_build_array('book', 'pen'), 'total', i * 0.01),
-			'DEAD', 10,
-			CASE WHEN i % 100 = 0 THEN 'nats: timeout after 30s' ELSE 'nats: permissions violation for publish to outbox.Order' END,
-			now() - ($1 - i) * interval '1 second', now() - ($1 - i) * interval '1 second'
-		FROM generate_series(1, $1::int) AS i`, *rows)
-	if err != nil {
+	if err := fillDead(ctx, s, tb, *rows); err != nil {
 		return fmt.Errorf("fill: %w", err)
 	}
-	if _, err := ps.Pool().Exec(ctx, `VACUUM ANALYZE `+table); err != nil {
-		return err
-	}
-	fmt.Printf("console API on %d dead rows (PostgreSQL, filled in %v), %d runs per case, db %s\n\n",
-		*rows, time.Since(start).Round(time.Second), *runs, open.Redact(*db))
+	fmt.Printf("console API on %d dead rows (%s, filled in %v), %d runs per case, db %s\n\n",
+		*rows, s.Dialect().Name(), time.Since(start).Round(time.Second), *runs, open.Redact(*db))
 
 	c, err := console.New(s, console.Options{Logger: quiet()})
 	if err != nil {
@@ -122,4 +104,60 @@ func shorten(p string) string {
 		return p[:57] + "..."
 	}
 	return p
+}
+
+// fillDead writes n DEAD rows in one statement: one in ten an
+// OrderCancelled, one in a hundred timed out, aggregates repeating every
+// 10,000 rows, created one second apart up to now. Then it refreshes the
+// planner's statistics.
+func fillDead(ctx context.Context, s store.Store, tb store.Tables, n int) error {
+	cols := `(event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, status, retry_count, last_error, occurred_at, created_at)`
+	const (
+		errTimeout = `'nats: timeout after 30s'`
+		errPerm    = `'nats: permissions violation for publish to outbox.Order'`
+	)
+	var fill, analyze string
+	switch s.Dialect().Name() {
+	case "postgres":
+		table := tb.Qualified(tb.Outbox)
+		fill = fmt.Sprintf(`INSERT INTO %s %s
+		SELECT 'ev-' || i, 'Order', 'order-' || (i %% 10000), i / 10000,
+			CASE WHEN i %% 10 = 0 THEN 'OrderCancelled' ELSE 'OrderPlaced' END,
+			json_build_object('order', i, 'items', json_build_array('book', 'pen'), 'total', i * 0.01),
+			'DEAD', 10, CASE WHEN i %% 100 = 0 THEN %s ELSE %s END,
+			now() - (%d - i) * interval '1 second', now() - (%d - i) * interval '1 second'
+		FROM generate_series(1, %d) AS i`, table, cols, errTimeout, errPerm, n, n, n)
+		analyze = `VACUUM ANALYZE ` + table
+	case "mysql":
+		fill = fmt.Sprintf(`INSERT INTO %s %s
+		SELECT CONCAT('ev-', seq), 'Order', CONCAT('order-', seq %% 10000), seq DIV 10000,
+			IF(seq %% 10 = 0, 'OrderCancelled', 'OrderPlaced'),
+			JSON_OBJECT('order', seq, 'items', JSON_ARRAY('book', 'pen'), 'total', seq * 0.01),
+			'DEAD', 10, IF(seq %% 100 = 0, %s, %s),
+			UTC_TIMESTAMP(6) - INTERVAL (%d - seq) SECOND, UTC_TIMESTAMP(6) - INTERVAL (%d - seq) SECOND
+		FROM seq_1_to_%d`, tb.Outbox, cols, errTimeout, errPerm, n, n, n)
+		analyze = `ANALYZE TABLE ` + tb.Outbox
+	case "sqlite":
+		now := time.Now().UnixMicro()
+		fill = fmt.Sprintf(`WITH RECURSIVE seq(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < %d)
+		INSERT INTO %s %s
+		SELECT 'ev-' || i, 'Order', 'order-' || (i %% 10000), i / 10000,
+			CASE WHEN i %% 10 = 0 THEN 'OrderCancelled' ELSE 'OrderPlaced' END,
+			json_object('order', i, 'items', json_array('book', 'pen'), 'total', i * 0.01),
+			'DEAD', 10, CASE WHEN i %% 100 = 0 THEN %s ELSE %s END,
+			%d - (%d - i) * 1000000, %d - (%d - i) * 1000000
+		FROM seq`, n, tb.Outbox, cols, errTimeout, errPerm, now, n, now, n)
+		analyze = `ANALYZE`
+	default:
+		return fmt.Errorf("no fill for %s", s.Dialect().Name())
+	}
+	if err := inTx(ctx, s, func(tx store.Tx) error { _, err := tx.Exec(ctx, fill); return err }); err != nil {
+		return err
+	}
+	// VACUUM cannot run in a transaction; the others do not mind.
+	if ps, ok := s.(*postgres.Store); ok {
+		_, err := ps.Pool().Exec(ctx, analyze)
+		return err
+	}
+	return inTx(ctx, s, func(tx store.Tx) error { _, err := tx.Exec(ctx, analyze); return err })
 }
