@@ -31,7 +31,9 @@ func (c *Console) admit(r *http.Request) (int, string) {
 		}
 	}
 	bearer := c.o.Token != "" && c.bearer(r)
-	if c.o.Token != "" && !bearer && !c.cookie(r) && !(r.URL.Path == "/login") {
+	// The login page and its stylesheet are served without the token.
+	open := r.URL.Path == "/login" || (r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/static/"))
+	if c.o.Token != "" && !bearer && !c.cookie(r) && !open {
 		return http.StatusUnauthorized, "token required (Authorization: Bearer, or log in)"
 	}
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {

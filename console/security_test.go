@@ -70,6 +70,8 @@ func TestToken(t *testing.T) {
 	must(t, w.Code == http.StatusOK, "bearer: %d", w.Code)
 
 	get(t, c, "/login")
+	w = do(t, c, req{path: "/static/style.css", remote: remote})
+	must(t, w.Code == http.StatusOK && strings.Contains(w.Header().Get("Content-Type"), "text/css"), "the login page's stylesheet: %d %v", w.Code, w.Header())
 	w = do(t, c, req{method: "POST", path: "/login", form: url.Values{"token": {"nope"}}, remote: remote})
 	must(t, w.Code == http.StatusUnauthorized, "wrong login: %d", w.Code)
 	w = do(t, c, req{method: "POST", path: "/login", form: url.Values{"token": {"s3cret"}}, remote: remote, header: map[string]string{"Origin": "http://evil.example"}})
