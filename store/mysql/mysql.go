@@ -596,6 +596,18 @@ func filter(f store.Filter) (string, []any) {
 	return where, args
 }
 
+// statusIndexHint makes a status-filtered list read status_idx (status, id)
+// as a range. Left to itself MariaDB reads it as a ref on status alone and
+// filters the id bound row by row: a keyset page in the middle of a million
+// dead rows took 3.6 s instead of a millisecond. An aggregate or event id
+// filter has a better index of its own.
+func statusIndexHint(f store.Filter) string {
+	if f.Status == "" || len(f.EventIDs) > 0 || f.AggregateID != "" {
+		return ""
+	}
+	return ` FORCE INDEX (status_idx)`
+}
+
 // List reads the hot table and, unless the filter asks for a status that
 // never is archived, the archive of SENT rows.
 func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error) {
@@ -609,7 +621,7 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error
 	var parts []string
 	var all []any
 	if f.Status != txbox.StatusSent {
-		parts = append(parts, `(SELECT `+recordCols+` FROM `+s.q.table+` WHERE `+where+` ORDER BY `+order+` LIMIT `+lim+`)`)
+		parts = append(parts, `(SELECT `+recordCols+` FROM `+s.q.table+statusIndexHint(f)+` WHERE `+where+` ORDER BY `+order+` LIMIT `+lim+`)`)
 		all = append(all, args...)
 	}
 	if f.Status == "" || f.Status == txbox.StatusSent {
