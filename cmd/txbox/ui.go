@@ -20,6 +20,7 @@ import (
 type uiFlags struct {
 	addr, token, tokenFile string
 	readOnly               bool
+	sampleEvery            time.Duration
 }
 
 // check validates the flags before anything is opened: a console that
@@ -37,6 +38,9 @@ func (f *uiFlags) check() (token string, err error) {
 		if token = strings.TrimSpace(string(b)); token == "" {
 			return "", &txbox.ConfigError{Field: "--token-file (TXBOX_TOKEN_FILE)", Reason: fmt.Sprintf("%s is empty", f.tokenFile)}
 		}
+	}
+	if f.sampleEvery < time.Second {
+		return "", &txbox.ConfigError{Field: "--sample-every (TXBOX_SAMPLE_EVERY)", Reason: fmt.Sprintf("%v: want 1s or more", f.sampleEvery)}
 	}
 	host, _, err := net.SplitHostPort(f.addr)
 	if err != nil {
@@ -65,7 +69,7 @@ func newUI(g *globals) *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			c, err := console.New(s, console.Options{Token: token, ReadOnly: f.readOnly, Database: open.Redact(g.db), Logger: g.log})
+			c, err := console.New(s, console.Options{Token: token, ReadOnly: f.readOnly, Database: open.Redact(g.db), SampleEvery: f.sampleEvery, Logger: g.log})
 			if err != nil {
 				return err
 			}
@@ -95,5 +99,6 @@ func newUI(g *globals) *cobra.Command {
 	fl.StringVar(&f.token, "token", "", "token every client must present (prefer TXBOX_TOKEN or --token-file: flags show in ps)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the token")
 	fl.BoolVar(&f.readOnly, "read-only", false, "hide replay and purge; the API answers them 403")
+	fl.DurationVar(&f.sampleEvery, "sample-every", 10*time.Second, "how often to count rows for the overview's chart (a full count of the outbox table)")
 	return cmd
 }

@@ -30,6 +30,7 @@ func TestUIRefusesNonLoopbackWithoutToken(t *testing.T) {
 		{nil, []string{"ui", "--addr", "no-port"}, "--addr (TXBOX_ADDR)"},
 		{nil, []string{"ui", "--addr", "0.0.0.0:8080", "--token-file", missing}, "--token-file (TXBOX_TOKEN_FILE)"},
 		{nil, []string{"ui", "--token", "a", "--token-file", missing}, "--token (TXBOX_TOKEN)"},
+		{[]string{"TXBOX_SAMPLE_EVERY=10ms"}, []string{"ui"}, "--sample-every (TXBOX_SAMPLE_EVERY)"},
 	} {
 		out, code := run(t, c.env, c.args...)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
