@@ -2,7 +2,6 @@ package console_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -182,5 +181,3 @@ func must(t *testing.T, cond bool, format string, args ...any) {
 		t.Fatalf(format, args...)
 	}
 }
-
-var _ = fmt.Sprint
