@@ -7,6 +7,7 @@
 //	go run . latency --rate 500 --rate 2000 --duration 20s
 //	go run . inbox --events 100000
 //	go run . history --db mysql://root@127.0.0.1:3306/test --history 2000000
+//	go run . console --rows 1000000 --runs 9
 //	go run . smoke   # every subcommand at toy sizes, for CI
 package main
 
@@ -31,6 +32,8 @@ func main() {
 		err = latencyCmd(os.Args[2:])
 	case "inbox":
 		err = inboxCmd(os.Args[2:])
+	case "console":
+		err = consoleCmd(os.Args[2:])
 	case "smoke":
 		err = smoke(os.Args[2:])
 	case "watermill-forwarder": // drain's Watermill contender, run as a child process
@@ -52,6 +55,7 @@ func usage() {
   bench latency [--rate N]... [--duration D] [--idle D] [--variants listen,poll] [--poll-interval D] [--writers N]
   bench inbox   [--events N] [--aggregates N] [--batch N] [--runs N] [--only txbox,txbox-batch,handwritten] [--tx-batch N] [--double-ack]
   bench history --db URL [--history N] [--backlog N] [--batch N] [--runs N]
+  bench console [--rows N] [--runs N]
   bench smoke   every subcommand at toy sizes (CI)`)
 	os.Exit(2)
 }

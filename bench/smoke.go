@@ -33,6 +33,7 @@ func smoke(args []string) error {
 		{"latency", latencyCmd, append(both, "--rate", "200", "--duration", "2s", "--idle", "1s")},
 		{"inbox", inboxCmd, append(both, "--events", "2000", "--aggregates", "200", "--runs", "1", "--timeout", "60s")},
 		{"history", history, append(conn, "--history", "2000", "--backlog", "1000", "--runs", "1")},
+		{"console", consoleCmd, append(conn, "--rows", "2000", "--runs", "1")},
 	}
 	start := time.Now()
 	for _, s := range steps {

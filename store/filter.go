@@ -42,10 +42,31 @@ func FilterSQL(f Filter, ph func(n int) string, firstArg int) (string, []any) {
 	if !f.Until.IsZero() {
 		add("created_at < ?", f.Until.UTC())
 	}
+	if f.ErrorContains != "" {
+		// '!' as the escape character reads the same in all three
+		// dialects (a backslash does not: MySQL unescapes it in literals).
+		add("LOWER(last_error) LIKE LOWER(?) ESCAPE '!'", "%"+likeEscaper.Replace(f.ErrorContains)+"%")
+	}
+	if f.AfterID > 0 {
+		add("id > ?", f.AfterID)
+	}
+	if f.BeforeID > 0 {
+		add("id < ?", f.BeforeID)
+	}
 	if len(conds) == 0 {
 		return "1=1", nil
 	}
 	return strings.Join(conds, " AND "), args
+}
+
+var likeEscaper = strings.NewReplacer("!", "!!", "%", "!%", "_", "!_")
+
+// OrderBy is List's ORDER BY clause for f (without the keywords).
+func OrderBy(f Filter) string {
+	if f.Desc {
+		return "id DESC"
+	}
+	return "id"
 }
 
 // DeadOnly returns f restricted to DEAD rows; replay and purge never touch

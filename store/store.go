@@ -108,6 +108,16 @@ type Filter struct {
 	EventType     string
 	Since, Until  time.Time // created_at range, [Since, Until)
 	Limit         int       // 0: store default
+	// ErrorContains matches rows whose last_error contains the text,
+	// ignoring case.
+	ErrorContains string
+	// AfterID and BeforeID bound the id range (id > AfterID, id < BeforeID;
+	// 0: no bound): keyset paging that costs the same on the thousandth page
+	// as on the first, and the ceiling that keeps a bulk action to the rows
+	// an operator counted.
+	AfterID, BeforeID int64
+	// Desc makes List return the highest ids first.
+	Desc bool
 }
 
 // Outbox is the store side of the relay and of the admin commands.
@@ -137,6 +147,8 @@ type Outbox interface {
 	Replay(ctx context.Context, f Filter) (int64, error)
 	// Purge deletes matching DEAD rows.
 	Purge(ctx context.Context, f Filter) (int64, error)
+	// Count counts the rows List would return without a limit.
+	Count(ctx context.Context, f Filter) (int64, error)
 	// Cleanup deletes SENT rows older than age, batch rows per statement,
 	// until none is left or ctx ends.
 	Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error)

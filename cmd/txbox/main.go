@@ -102,7 +102,7 @@ func newRoot() *cobra.Command {
 	f.StringVar(&g.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&g.logFormat, "log-format", "text", "text or json")
 
-	root.AddCommand(newMigrate(g), newRelay(g), newStats(g), newDead(g), newInbox(g), newCleanup(g), newDemo())
+	root.AddCommand(newMigrate(g), newRelay(g), newStats(g), newDead(g), newInbox(g), newCleanup(g), newDemo(), newUI(g))
 	return root
 }
 

@@ -596,6 +596,18 @@ func filter(f store.Filter) (string, []any) {
 	return where, args
 }
 
+// statusIndexHint makes a status-filtered list read status_idx (status, id)
+// as a range. Left to itself MariaDB reads it as a ref on status alone and
+// filters the id bound row by row: a keyset page in the middle of a million
+// dead rows took 3.6 s instead of a millisecond. An aggregate or event id
+// filter has a better index of its own.
+func statusIndexHint(f store.Filter) string {
+	if f.Status == "" || len(f.EventIDs) > 0 || f.AggregateID != "" {
+		return ""
+	}
+	return ` FORCE INDEX (status_idx)`
+}
+
 // List reads the hot table and, unless the filter asks for a status that
 // never is archived, the archive of SENT rows.
 func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error) {
@@ -605,19 +617,20 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error
 		limit = 100
 	}
 	lim := strconv.Itoa(limit)
+	order := store.OrderBy(f)
 	var parts []string
 	var all []any
 	if f.Status != txbox.StatusSent {
-		parts = append(parts, `(SELECT `+recordCols+` FROM `+s.q.table+` WHERE `+where+` ORDER BY id LIMIT `+lim+`)`)
+		parts = append(parts, `(SELECT `+recordCols+` FROM `+s.q.table+statusIndexHint(f)+` WHERE `+where+` ORDER BY `+order+` LIMIT `+lim+`)`)
 		all = append(all, args...)
 	}
 	if f.Status == "" || f.Status == txbox.StatusSent {
-		parts = append(parts, `(SELECT `+recordCols+` FROM `+s.q.sent+` WHERE `+where+` ORDER BY id LIMIT `+lim+`)`)
+		parts = append(parts, `(SELECT `+recordCols+` FROM `+s.q.sent+` WHERE `+where+` ORDER BY `+order+` LIMIT `+lim+`)`)
 		all = append(all, args...)
 	}
 	q := strings.Join(parts, " UNION ALL ")
 	if len(parts) > 1 {
-		q += ` ORDER BY id LIMIT ` + lim
+		q += ` ORDER BY ` + order + ` LIMIT ` + lim
 	}
 	rows, err := s.db.QueryContext(ctx, q, all...)
 	if err != nil {
@@ -645,6 +658,27 @@ func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
 	n, err := s.exec(ctx, `DELETE FROM `+s.q.table+` WHERE `+where, args...)
 	if err != nil {
 		return 0, fmt.Errorf("mysql: purge: %w", err)
+	}
+	return n, nil
+}
+
+// Count counts what List would return without a limit: the hot table and,
+// unless the filter asks for a status that is never archived, the archive.
+func (s *Store) Count(ctx context.Context, f store.Filter) (int64, error) {
+	where, args := filter(f)
+	var parts []string
+	var all []any
+	if f.Status != txbox.StatusSent {
+		parts = append(parts, `(SELECT COUNT(*) FROM `+s.q.table+` WHERE `+where+`)`)
+		all = append(all, args...)
+	}
+	if f.Status == "" || f.Status == txbox.StatusSent {
+		parts = append(parts, `(SELECT COUNT(*) FROM `+s.q.sent+` WHERE `+where+`)`)
+		all = append(all, args...)
+	}
+	var n int64
+	if err := s.db.QueryRowContext(ctx, `SELECT `+strings.Join(parts, " + "), all...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("mysql: count: %w", err)
 	}
 	return n, nil
 }

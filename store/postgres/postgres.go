@@ -271,15 +271,16 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error
 		limit = 100
 	}
 	lim := strconv.Itoa(limit)
+	order := store.OrderBy(f)
 	// The outbox table may hold SENT rows too: earlier versions kept them
 	// in place.
-	parts := []string{`(SELECT ` + cols + ` FROM ` + s.q.table + ` WHERE ` + where + ` ORDER BY id LIMIT ` + lim + `)`}
+	parts := []string{`(SELECT ` + cols + ` FROM ` + s.q.table + ` WHERE ` + where + ` ORDER BY ` + order + ` LIMIT ` + lim + `)`}
 	if f.Status == "" || f.Status == txbox.StatusSent {
-		parts = append(parts, `(SELECT `+cols+` FROM `+s.q.sent+` WHERE `+where+` ORDER BY id LIMIT `+lim+`)`)
+		parts = append(parts, `(SELECT `+cols+` FROM `+s.q.sent+` WHERE `+where+` ORDER BY `+order+` LIMIT `+lim+`)`)
 	}
 	q := strings.Join(parts, " UNION ALL ")
 	if len(parts) > 1 {
-		q += ` ORDER BY id LIMIT ` + lim
+		q += ` ORDER BY ` + order + ` LIMIT ` + lim
 	}
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
@@ -313,6 +314,22 @@ func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
 		return 0, fmt.Errorf("postgres: purge: %w", err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// Count counts what List would return without a limit: the outbox table
+// and, unless the filter asks for a status that is never archived, the
+// archive of SENT rows.
+func (s *Store) Count(ctx context.Context, f store.Filter) (int64, error) {
+	where, args := store.FilterSQL(f, ph, 1)
+	q := `SELECT count(*) FROM ` + s.q.table + ` WHERE ` + where
+	if f.Status == "" || f.Status == txbox.StatusSent {
+		q = `SELECT (` + q + `) + (SELECT count(*) FROM ` + s.q.sent + ` WHERE ` + where + `)`
+	}
+	var n int64
+	if err := s.pool.QueryRow(ctx, q, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("postgres: count: %w", err)
+	}
+	return n, nil
 }
 
 // Cleanup deletes SENT rows sent before now - age from the archive (and

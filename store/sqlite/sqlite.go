@@ -369,7 +369,7 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+cols+` FROM `+s.q.table+` WHERE `+where+` ORDER BY id LIMIT `+strconv.Itoa(limit), args...)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+cols+` FROM `+s.q.table+` WHERE `+where+` ORDER BY `+store.OrderBy(f)+` LIMIT `+strconv.Itoa(limit), args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list: %w", err)
 	}
@@ -389,6 +389,16 @@ func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
 func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
 	where, args := filter(store.DeadOnly(f))
 	return s.exec(ctx, "purge", `DELETE FROM `+s.q.table+` WHERE `+where, args...)
+}
+
+// Count counts what List would return without a limit.
+func (s *Store) Count(ctx context.Context, f store.Filter) (int64, error) {
+	where, args := filter(f)
+	var n int64
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM `+s.q.table+` WHERE `+where, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlite: count: %w", err)
+	}
+	return n, nil
 }
 
 // Cleanup deletes in bounded batches, each its own short write transaction,

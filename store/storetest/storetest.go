@@ -46,6 +46,7 @@ func Run(t *testing.T, h Harness) {
 		{"Fencing", testFencing},
 		{"BackoffSchedule", testBackoff},
 		{"DeadAndReplay", testDeadReplay},
+		{"KeysetPagingCountAndErrorText", testKeysetCount},
 		{"Release", testRelease},
 		{"Stats", testStats},
 		{"Cleanup", testCleanup},

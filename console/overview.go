@@ -1,0 +1,135 @@
+package console
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/store"
+)
+
+// The overview: counts, relays seen, consumers.
+
+type overviewView struct {
+	Counts           map[string]int64 `json:"counts"`
+	Backlog          int64            `json:"backlog"`
+	Dead             int64            `json:"dead"`
+	OldestPendingAt  *time.Time       `json:"oldest_pending_at"`
+	OldestPendingAge float64          `json:"oldest_pending_age_seconds"`
+	Relays           []relaySeen      `json:"relays"`
+	Consumers        []consumerView   `json:"inbox_consumers"`
+	Samples          []sample         `json:"samples"`
+}
+
+type relaySeen struct {
+	Relay        string     `json:"relay"`
+	Delivered    int        `json:"delivered_recently"`
+	Holding      int        `json:"holding"`
+	LastDelivery *time.Time `json:"last_delivery,omitempty"`
+}
+
+type consumerView struct {
+	Consumer string           `json:"consumer"`
+	Counts   map[string]int64 `json:"counts"`
+	Parked   int64            `json:"parked"`
+}
+
+var statusOrder = []txbox.Status{txbox.StatusPending, txbox.StatusProcessing, txbox.StatusRetry, txbox.StatusSent, txbox.StatusDead}
+
+func (c *Console) overview(ctx context.Context) (overviewView, error) {
+	st, err := c.freshSample(ctx)
+	if err != nil {
+		return overviewView{}, err
+	}
+	v := overviewView{Counts: map[string]int64{}, Dead: st.Dead, OldestPendingAt: st.OldestPending, OldestPendingAge: st.OldestAge.Seconds()}
+	for _, k := range statusOrder {
+		v.Counts[string(k)] = st.Counts[k]
+	}
+	v.Backlog = st.Counts[txbox.StatusPending] + st.Counts[txbox.StatusRetry] + st.Counts[txbox.StatusProcessing]
+	if v.Relays, err = c.relays(ctx); err != nil {
+		return v, err
+	}
+	if v.Consumers, err = c.consumers(ctx); err != nil {
+		return v, err
+	}
+	v.Samples = c.sampleList()
+	return v, nil
+}
+
+// relayWindow is how many of the newest ids the overview reads locked_by
+// from: "seen recently" at a cost that does not grow with the table.
+const relayWindow = 5000
+
+// relays reads who delivered the newest rows and who holds leases now,
+// from locked_by ("<relay id>#<claim>"). A store that claims inside a
+// transaction without writing locked_by shows none.
+func (c *Console) relays(ctx context.Context) ([]relaySeen, error) {
+	top, err := c.s.List(ctx, store.Filter{Desc: true, Limit: 1})
+	if err != nil || len(top) == 0 {
+		return nil, err
+	}
+	after := max(top[0].ID-relayWindow, 0)
+	sent, err := c.s.List(ctx, store.Filter{Status: txbox.StatusSent, AfterID: after, Desc: true, Limit: relayWindow})
+	if err != nil {
+		return nil, err
+	}
+	held, err := c.s.List(ctx, store.Filter{Status: txbox.StatusProcessing, Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]*relaySeen{}
+	get := func(lease string) *relaySeen {
+		id := lease
+		if i := strings.LastIndexByte(lease, '#'); i > 0 {
+			id = lease[:i]
+		}
+		if seen[id] == nil {
+			seen[id] = &relaySeen{Relay: id}
+		}
+		return seen[id]
+	}
+	for _, r := range sent {
+		if r.LockedBy == "" {
+			continue
+		}
+		s := get(r.LockedBy)
+		s.Delivered++
+		if r.SentAt != nil && (s.LastDelivery == nil || r.SentAt.After(*s.LastDelivery)) {
+			t := *r.SentAt
+			s.LastDelivery = &t
+		}
+	}
+	for _, r := range held {
+		if r.LockedBy != "" {
+			get(r.LockedBy).Holding++
+		}
+	}
+	out := make([]relaySeen, 0, len(seen))
+	for _, s := range seen {
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Relay < out[j].Relay })
+	return out, nil
+}
+
+func (c *Console) consumers(ctx context.Context) ([]consumerView, error) {
+	if c.inbox == nil {
+		return nil, nil
+	}
+	counts, err := c.inbox.InboxCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]consumerView, 0, len(counts))
+	for name, m := range counts {
+		cv := consumerView{Consumer: name, Counts: map[string]int64{}, Parked: m[txbox.StatusDead]}
+		for k, n := range m {
+			cv.Counts[string(k)] = n
+		}
+		out = append(out, cv)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Consumer < out[j].Consumer })
+	return out, nil
+}
