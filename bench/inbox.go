@@ -24,7 +24,7 @@ import (
 // one contender drains them from a durable pull consumer into a fresh
 // business table:
 //
-//   - txbox: inbox.NewPgx, per-event mode: one transaction per event
+//   - txbox: inbox.New on the PostgreSQL store, per-event mode: one transaction per event
 //     (inbox row + business INSERT + processed mark), acknowledged after the
 //     commit. BatchSize = --batch deliveries per receive.
 //   - txbox-batch: the same consumer with TxBatch = --tx-batch: up to that
@@ -212,10 +212,14 @@ func inboxTxbox(ctx context.Context, e *inboxEnv, o inboxOpts, txBatch int) (tim
 		return 0, err
 	}
 	defer sub.Close()
-	c, err := inbox.NewPgx(e.pool, inbox.Config{
+	st, err := postgres.New(e.pool, postgres.Options{Tables: e.tables, Logger: quiet()})
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	c, err := inbox.New(st, inbox.Config{
 		Name:       "bench",
 		Subscriber: sub,
-		Dialect:    postgres.Dialect{Tables: e.tables},
 		BatchSize:  o.batch,
 		TxBatch:    txBatch,
 		Logger:     quiet(),

@@ -7,7 +7,6 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
-	"github.com/txbox/txbox/store"
 )
 
 // Config configures a Consumer. Zero fields take the documented default;
@@ -19,12 +18,6 @@ type Config struct {
 	Name string
 	// Subscriber delivers the events (a durable consumer of the broker).
 	Subscriber broker.Subscriber
-	// Dialect is the inbox SQL of the consumer's database, e.g.
-	// postgres.Dialect{Tables: ...}.
-	Dialect store.InboxDialect
-	// Admin, when set, lets the consumer pick up events an operator asked
-	// to replay (`txbox inbox replay`). Usually the opened store.
-	Admin store.InboxAdmin
 
 	// MaxAttempts failed attempts park an event (DEAD). Default 10.
 	MaxAttempts int
@@ -123,8 +116,6 @@ func (c *Config) Validate() error {
 		return bad("Name", "%q: must be valid UTF-8 without NUL bytes or surrounding spaces", c.Name)
 	case c.Subscriber == nil:
 		return bad("Subscriber", "required")
-	case c.Dialect == nil:
-		return bad("Dialect", "required")
 	case c.MaxAttempts < 1:
 		return bad("MaxAttempts", "%d is below 1", c.MaxAttempts)
 	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:

@@ -122,17 +122,13 @@ func (e *env) consumer(cfg inbox.Config, h func(context.Context, pgx.Tx, txbox.E
 // test ends.
 func (e *env) stoppableConsumer(cfg inbox.Config, h func(context.Context, pgx.Tx, txbox.Event) error) (*inbox.Consumer, func()) {
 	e.t.Helper()
-	cfg.Dialect = e.s.Dialect().(store.InboxDialect)
-	if cfg.Admin == nil {
-		cfg.Admin = e.s
-	}
 	if cfg.BackoffBase == 0 {
 		cfg.BackoffBase, cfg.BackoffMax = 20*time.Millisecond, 100*time.Millisecond
 	}
 	if cfg.ReplayInterval == 0 {
 		cfg.ReplayInterval = 100 * time.Millisecond
 	}
-	c, err := inbox.NewPgx(e.s.Pool(), cfg, h)
+	c, err := inbox.New(e.s, cfg, h)
 	if err != nil {
 		e.t.Fatal(err)
 	}

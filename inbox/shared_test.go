@@ -63,16 +63,16 @@ func mixedBatch(t *testing.T, h harness, usePgx bool) {
 				}
 				return nil
 			}
-			cfg := inbox.Config{Name: "mixed", Subscriber: mem.New().Subscribe("mixed"), Dialect: s.Dialect().(store.InboxDialect),
+			cfg := inbox.Config{Name: "mixed", Subscriber: mem.New().Subscribe("mixed"),
 				TxBatch: txBatch, MaxAttempts: 5, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, Logger: quiet()}
 			var c *inbox.Consumer
 			var err error
 			if usePgx {
-				c, err = inbox.NewPgx(s.(*postgres.Store).Pool(), cfg, func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {
+				c, err = inbox.New(s.(*postgres.Store), cfg, func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {
 					return apply(func(q string, args ...any) error { _, err := tx.Exec(ctx, q, args...); return err }, ev)
 				})
 			} else {
-				c, err = inbox.NewSQL(db, cfg, func(ctx context.Context, tx *sql.Tx, ev txbox.Event) error {
+				c, err = inbox.New(sqlInbox(t, s, db), cfg, func(ctx context.Context, tx *sql.Tx, ev txbox.Event) error {
 					return apply(func(q string, args ...any) error { _, err := tx.ExecContext(ctx, q, args...); return err }, ev)
 				})
 			}

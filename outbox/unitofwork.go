@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
-	"github.com/txbox/txbox/store/postgres"
 )
 
 // Recorder collects the domain events raised while a unit of work runs. The
@@ -84,7 +84,7 @@ func (w *Writer) RunPgx(ctx context.Context, db interface {
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 		}
 	}()
-	return w.run(ctx, postgres.Tx(tx), func(ctx context.Context, rec *Recorder) error { return fn(ctx, tx, rec) },
+	return w.run(ctx, pgxtx.Wrap(tx), func(ctx context.Context, rec *Recorder) error { return fn(ctx, tx, rec) },
 		func() error { return tx.Commit(ctx) })
 }
 

@@ -306,8 +306,8 @@ func (w *demoWorld) consumer(o demoOpts) (*inbox.Consumer, error) {
 	var mu sync.Mutex
 	failures := map[string]int{}
 	var seq atomic.Int64
-	return inbox.NewSQL(w.invDB.DB(), inbox.Config{
-		Name: "inventory", Subscriber: sub, Dialect: w.invDB.Dialect().(store.InboxDialect), Admin: w.invDB,
+	return inbox.New(w.invDB, inbox.Config{
+		Name: "inventory", Subscriber: sub,
 		BackoffBase: 50 * time.Millisecond, BackoffMax: 400 * time.Millisecond, Logger: discardLogger(),
 	}, func(ctx context.Context, tx *sql.Tx, ev txbox.Event) error {
 		var o2 struct {

@@ -70,11 +70,9 @@ func main() {
 	}
 	defer sub.Close()
 
-	c, err := inbox.NewPgx(pool, inbox.Config{
+	c, err := inbox.New(s, inbox.Config{
 		Name:       "inventory",
 		Subscriber: sub,
-		Dialect:    s.Dialect().(store.InboxDialect),
-		Admin:      s,
 		Logger:     slog.Default(),
 	}, reserve)
 	if err != nil {

@@ -24,11 +24,18 @@ func InboxDuplicateDeliveries(t *testing.T, st Store, br Broker) {
 		t.Skip("broker harness has no subscriber")
 	}
 	s := migrated(t, st)
-	dialect, ok := s.Dialect().(store.InboxDialect)
+	admin, ok := s.(store.InboxAdmin)
 	if !ok {
-		t.Fatalf("%T has no inbox support", s.Dialect())
+		t.Fatalf("%T has no inbox support", s)
 	}
 	db := st.SQLDB(t, s)
+	is, err := store.SQLInbox(db, struct {
+		store.Store
+		store.InboxAdmin
+	}{s, admin})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	effects := "effects_" + s.Tables().Outbox
 	if _, err := db.ExecContext(ctx, `CREATE TABLE `+effects+` (event_id VARCHAR(64) NOT NULL PRIMARY KEY, n INT NOT NULL)`); err != nil {
@@ -63,8 +70,8 @@ func InboxDuplicateDeliveries(t *testing.T, st Store, br Broker) {
 	waitCount(t, d, 5, 15*time.Second)
 	waitStatus(t, s, ev.ID, txbox.StatusSent, 10*time.Second)
 
-	c, err := inbox.NewSQL(db, inbox.Config{Name: "inventory", Subscriber: d.Subscriber(t, "inventory"),
-		Dialect: dialect, BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond},
+	c, err := inbox.New(is, inbox.Config{Name: "inventory", Subscriber: d.Subscriber(t, "inventory"),
+		BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond},
 		func(ctx context.Context, tx *sql.Tx, e txbox.Event) error {
 			// Portable "apply once more": a second application shows as n = 2.
 			res, err := tx.ExecContext(ctx, `UPDATE `+effects+` SET n = n + 1 WHERE event_id = '`+e.ID+`'`)

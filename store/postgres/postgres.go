@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 )
 
@@ -47,6 +48,7 @@ type Store struct {
 	q      queries
 	held   heldRows // rows of this store's open transaction claims
 	floor  floorTracker
+	inbox  *pgxtx.Inbox // begins inbox transactions (inbox.New)
 	// Work that runs beside the claims (the floor's rescan); Close stops it.
 	bgCtx  context.Context
 	bgStop context.CancelFunc
@@ -91,7 +93,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Store{pool: pool, tables: t, opts: opts, log: opts.Logger}
+	s := &Store{pool: pool, tables: t, opts: opts, log: opts.Logger, inbox: pgxtx.NewInbox(pool)}
 	s.bgCtx, s.bgStop = context.WithCancel(context.Background())
 	s.q = buildQueries(t.Qualified(t.Outbox), t.Qualified(t.Outbox+"_sent"), opts.DeleteSent)
 	return s, nil
