@@ -19,10 +19,11 @@ type Config struct {
 	// Subscriber delivers the events (a durable consumer of the broker).
 	Subscriber broker.Subscriber
 
-	// MaxAttempts failed attempts park an event (DEAD). Default 10.
+	// MaxAttempts failed attempts park an event (DEAD). Default
+	// DefaultMaxAttempts.
 	MaxAttempts int
 	// BackoffBase and BackoffMax shape the redelivery delay after a failed
-	// attempt. Defaults 1s and 300s.
+	// attempt. Defaults DefaultBackoffBase and DefaultBackoffMax.
 	BackoffBase, BackoffMax time.Duration
 
 	// VersionGuard drops an event whose aggregate version is not above the
@@ -46,9 +47,10 @@ type Config struct {
 
 	// HoldFor is how long an Ordered delivery whose predecessor is missing
 	// is held, unacknowledged, waiting for it; then it is sent back for
-	// redelivery. Keep it well below the broker's ack wait. Default 5s.
+	// redelivery. Keep it well below the broker's ack wait. Default
+	// DefaultHoldFor.
 	HoldFor time.Duration
-	// MaxHeld caps the deliveries held at once. Default 10000.
+	// MaxHeld caps the deliveries held at once. Default DefaultMaxHeld.
 	MaxHeld int
 
 	// TxBatch is how many deliveries share one database transaction. 1 (the
@@ -65,10 +67,11 @@ type Config struct {
 	// session's snapshots while it lasts, so keep TxBatch at 64 or below.
 	TxBatch int
 
-	// BatchSize is how many deliveries one receive takes. Default 64.
+	// BatchSize is how many deliveries one receive takes. Default
+	// DefaultBatchSize.
 	BatchSize int
 	// ReplayInterval is how often the consumer looks for replay requests.
-	// Default 2s.
+	// Default DefaultReplayInterval.
 	ReplayInterval time.Duration
 
 	Logger *slog.Logger // default slog.Default()
@@ -76,28 +79,28 @@ type Config struct {
 
 func (c *Config) withDefaults() {
 	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 10
+		c.MaxAttempts = DefaultMaxAttempts
 	}
 	if c.BackoffBase == 0 {
-		c.BackoffBase = time.Second
+		c.BackoffBase = DefaultBackoffBase
 	}
 	if c.BackoffMax == 0 {
-		c.BackoffMax = 300 * time.Second
+		c.BackoffMax = DefaultBackoffMax
 	}
 	if c.BatchSize == 0 {
-		c.BatchSize = 64
+		c.BatchSize = DefaultBatchSize
 	}
 	if c.TxBatch == 0 {
-		c.TxBatch = 1
+		c.TxBatch = DefaultTxBatch
 	}
 	if c.HoldFor == 0 {
-		c.HoldFor = 5 * time.Second
+		c.HoldFor = DefaultHoldFor
 	}
 	if c.MaxHeld == 0 {
-		c.MaxHeld = 10000
+		c.MaxHeld = DefaultMaxHeld
 	}
 	if c.ReplayInterval == 0 {
-		c.ReplayInterval = 2 * time.Second
+		c.ReplayInterval = DefaultReplayInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -61,7 +61,7 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{cfg: cfg, log: cfg.Logger.With("relay", cfg.ID)}
-	if txc, ok := cfg.Store.(store.TxClaimer); ok && cfg.Claims != "lease" {
+	if txc, ok := cfg.Store.(store.TxClaimer); ok && cfg.Claims != ClaimLease {
 		r.txc = txc
 	}
 	return r, nil
