@@ -57,7 +57,7 @@ func Example_consumeExactlyOnce() {
 	runCtx, stop := context.WithTimeout(ctx, 10*time.Second)
 	defer stop()
 	go func() {
-		for s := c.Counters(); s.Processed.Load()+s.Duplicates.Load() < 2 && runCtx.Err() == nil; {
+		for s := c.Stats(); s.Processed+s.Duplicates < 2 && runCtx.Err() == nil; s = c.Stats() {
 			time.Sleep(10 * time.Millisecond)
 		}
 		stop()
@@ -66,6 +66,6 @@ func Example_consumeExactlyOnce() {
 
 	var n int
 	_ = pool.QueryRow(ctx, `SELECT count(*) FROM example_reservations WHERE event_id = $1`, ev.ID).Scan(&n)
-	fmt.Println("applied:", n, "duplicates absorbed:", c.Counters().Duplicates.Load())
+	fmt.Println("applied:", n, "duplicates absorbed:", c.Stats().Duplicates)
 	// Output: applied: 1 duplicates absorbed: 1
 }

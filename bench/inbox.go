@@ -235,17 +235,16 @@ func inboxTxbox(ctx context.Context, e *inboxEnv, o inboxOpts, txBatch int) (tim
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() { done <- c.Run(rctx) }()
-	ctrs := c.Counters()
-	for ctrs.Processed.Load() < int64(o.events) {
-		if n := ctrs.Failed.Load() + ctrs.Parked.Load() + ctrs.Undecodable.Load(); n > 0 {
+	for ctrs := c.Stats(); ctrs.Processed < int64(o.events); ctrs = c.Stats() {
+		if n := ctrs.Failed + ctrs.Parked + ctrs.Undecodable; n > 0 {
 			cancel()
 			<-done
-			return 0, fmt.Errorf("inbox: %d failed, %d parked, %d undecodable", ctrs.Failed.Load(), ctrs.Parked.Load(), ctrs.Undecodable.Load())
+			return 0, fmt.Errorf("inbox: %d failed, %d parked, %d undecodable", ctrs.Failed, ctrs.Parked, ctrs.Undecodable)
 		}
 		if time.Since(start) > o.timeout {
 			cancel()
 			<-done
-			return 0, fmt.Errorf("timed out: %d of %d processed", ctrs.Processed.Load(), o.events)
+			return 0, fmt.Errorf("timed out: %d of %d processed", ctrs.Processed, o.events)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

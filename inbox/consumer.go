@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/txbox/txbox"
@@ -32,18 +31,6 @@ import (
 	"github.com/txbox/txbox/internal/backoff"
 	"github.com/txbox/txbox/store"
 )
-
-// Counters are cumulative since the consumer started.
-type Counters struct {
-	Processed   atomic.Int64 // handler ran and committed
-	Duplicates  atomic.Int64 // already processed: acknowledged and skipped
-	Stale       atomic.Int64 // dropped by the version guard
-	Failed      atomic.Int64 // handler errors (each attempt)
-	Parked      atomic.Int64 // events parked after MaxAttempts
-	Undecodable atomic.Int64 // messages that were not txbox events, parked raw
-	Replayed    atomic.Int64 // parked events run again on request
-	Gaps        atomic.Int64 // Ordered: events sent back to wait for their predecessor
-}
 
 // Consumer applies events exactly once per consumer name.
 type Consumer struct {
@@ -53,7 +40,7 @@ type Consumer struct {
 	log     *slog.Logger
 	db      txDB
 	handle  func(ctx context.Context, native any, e txbox.Event) error
-	ctrs    Counters
+	ctrs    counters
 	held    map[string]held // Ordered: deliveries waiting for a predecessor; Run's goroutine only
 
 	// Optional capabilities of the dialect (the PostgreSQL store's has both).
@@ -114,9 +101,6 @@ func newConsumer(cfg Config, d store.InboxDialect, admin store.InboxAdmin, db tx
 	return c, nil
 }
 
-// Counters exposes the consumer's counters.
-func (c *Consumer) Counters() *Counters { return &c.ctrs }
-
 // Run consumes until ctx ends; the delivery in hand is finished first.
 func (c *Consumer) Run(ctx context.Context) error {
 	c.log.Info("inbox consumer started", "batch", c.cfg.BatchSize, "max_attempts", c.cfg.MaxAttempts, "version_guard", c.cfg.VersionGuard)
@@ -141,16 +125,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		c.HandleBatch(context.WithoutCancel(ctx), ds)
+		c.handleBatch(context.WithoutCancel(ctx), ds)
 	}
 	c.expireHeld(context.WithoutCancel(ctx), true)
 	return nil
 }
 
-// HandleBatch processes deliveries in order. Once an event of an aggregate
+// handleBatch processes deliveries in order. Once an event of an aggregate
 // fails, the later events of that aggregate in the batch are sent back too,
 // unprocessed, so they do not overtake it.
-func (c *Consumer) HandleBatch(ctx context.Context, ds []broker.Delivery) {
+func (c *Consumer) handleBatch(ctx context.Context, ds []broker.Delivery) {
 	if c.cfg.TxBatch > 1 {
 		c.handleSharedTx(ctx, ds)
 		return
@@ -296,7 +280,7 @@ func (c *Consumer) run(ctx context.Context, ev txbox.Event, again txbox.Status, 
 	return c.settleStep(ctx, ev, st, again, canWait)
 }
 
-// handleSharedTx is HandleBatch with TxBatch > 1: up to TxBatch events per
+// handleSharedTx is handleBatch with TxBatch > 1: up to TxBatch events per
 // transaction, each under its own savepoint.
 func (c *Consumer) handleSharedTx(ctx context.Context, ds []broker.Delivery) {
 	type item struct {

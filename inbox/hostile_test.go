@@ -221,7 +221,7 @@ func runHostileMessages(t *testing.T, h harness) {
 	t.Cleanup(func() { cancel(); <-done })
 
 	waitFor(t, 20*time.Second, "every good event processed and every hostile one parked", func() bool {
-		return c.Counters().Processed.Load() == int64(len(good)) && c.Counters().Undecodable.Load() == int64(len(want))
+		return c.Stats().Processed == int64(len(good)) && c.Stats().Undecodable == int64(len(want))
 	})
 	// Longer than any backoff: nothing comes back.
 	time.Sleep(300 * time.Millisecond)
@@ -237,8 +237,8 @@ func runHostileMessages(t *testing.T, h harness) {
 	if len(got) != len(good) {
 		t.Errorf("handler ran for %d events, want %d", len(got), len(good))
 	}
-	if c := c.Counters(); c.Failed.Load() != 0 || c.Parked.Load() != 0 {
-		t.Errorf("failed %d, parked %d: a hostile message reached the handler", c.Failed.Load(), c.Parked.Load())
+	if c := c.Stats(); c.Failed != 0 || c.Parked != 0 {
+		t.Errorf("failed %d, parked %d: a hostile message reached the handler", c.Failed, c.Parked)
 	}
 
 	rows, err := s.(store.InboxAdmin).InboxList(context.Background(), store.InboxFilter{Consumer: "hostile", Status: txbox.StatusDead, Limit: 1000})
@@ -399,8 +399,8 @@ func TestStoreErrorsRedeliverOnlyDataIsParked(t *testing.T) {
 			t.Fatalf("delivery %d: acked %v (naked for %v), want acked %v", i, f.acked, f.nakedIn, want)
 		}
 	}
-	if got := app.get()[ev.ID]; got != 1 || c.Counters().Undecodable.Load() != 0 {
-		t.Fatalf("applied %d, undecodable %d", got, c.Counters().Undecodable.Load())
+	if got := app.get()[ev.ID]; got != 1 || c.Stats().Undecodable != 0 {
+		t.Fatalf("applied %d, undecodable %d", got, c.Stats().Undecodable)
 	}
 
 	// An undecodable message while the connection fails once: parking fails,

@@ -183,9 +183,9 @@ func mixedBatch(t *testing.T, h harness, usePgx bool) {
 					t.Errorf("%s: %+v", n, r)
 				}
 			}
-			ct := c.Counters()
-			if ct.Processed.Load() != 6 || ct.Duplicates.Load() != 2 || ct.Failed.Load() != 2 {
-				t.Errorf("processed %d duplicates %d failed %d, want 6, 2, 2", ct.Processed.Load(), ct.Duplicates.Load(), ct.Failed.Load())
+			ct := c.Stats()
+			if ct.Processed != 6 || ct.Duplicates != 2 || ct.Failed != 2 {
+				t.Errorf("processed %d duplicates %d failed %d, want 6, 2, 2", ct.Processed, ct.Duplicates, ct.Failed)
 			}
 		})
 	}

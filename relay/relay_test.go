@@ -152,7 +152,7 @@ func TestDeliversEverythingInAggregateOrder(t *testing.T) {
 		st, _ := s.Stats(context.Background())
 		return st.Counts[txbox.StatusSent] == 600
 	})
-	if got := r.Counters().Published.Load(); got != 600 {
+	if got := r.Stats().Published; got != 600 {
 		t.Fatalf("published counter %d", got)
 	}
 }
@@ -168,7 +168,7 @@ func TestFailingAggregateBlocksOnlyItself(t *testing.T) {
 	write(t, s, evs...)
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: f, BackoffBase: 50 * time.Millisecond, BackoffMax: 100 * time.Millisecond, MaxAttempts: 1000})
 	waitFor(t, 10*time.Second, "good aggregates delivered", func() bool { return len(b.Messages()) == 5 })
-	waitFor(t, 10*time.Second, "several retries of the bad head", func() bool { return r.Counters().Retried.Load() >= 3 })
+	waitFor(t, 10*time.Second, "several retries of the bad head", func() bool { return r.Stats().Retried >= 3 })
 	for _, m := range b.Messages() {
 		if m.Event.AggregateID == "bad" {
 			t.Fatal("event of the failing aggregate published")
@@ -214,7 +214,7 @@ func TestPermanentErrorGoesDeadAndRestFlows(t *testing.T) {
 	}
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, MaxAttempts: 10})
 	waitFor(t, 10*time.Second, "two delivered", func() bool { return len(b.Messages()) == 2 })
-	waitFor(t, 5*time.Second, "two dead", func() bool { return r.Counters().Dead.Load() == 2 })
+	waitFor(t, 5*time.Second, "two dead", func() bool { return r.Stats().Dead == 2 })
 	dead, _ := s.List(ctx, store.Filter{Status: txbox.StatusDead})
 	if len(dead) != 2 {
 		t.Fatalf("dead: %d", len(dead))
@@ -236,7 +236,7 @@ func TestGivesUpAfterMaxAttempts(t *testing.T) {
 	e := txbox.MustEvent("Order", "o-1", "E", nil)
 	write(t, s, e)
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, MaxAttempts: 3, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
-	waitFor(t, 10*time.Second, "dead after 3 attempts", func() bool { return r.Counters().Dead.Load() == 1 })
+	waitFor(t, 10*time.Second, "dead after 3 attempts", func() bool { return r.Stats().Dead == 1 })
 	recs, _ := s.List(context.Background(), store.Filter{EventIDs: []string{e.ID}})
 	if recs[0].Status != txbox.StatusDead || recs[0].RetryCount != 3 || !strings.Contains(recs[0].LastError, "after 3 attempts") {
 		t.Fatalf("%+v", recs[0])
@@ -289,7 +289,7 @@ func TestLeaseDeadlineReleasesUnpublished(t *testing.T) {
 	if err != nil || n != 30 {
 		t.Fatalf("run once: %d %v", n, err)
 	}
-	rel := r.Counters().Released.Load()
+	rel := r.Stats().Released
 	if rel == 0 || rel == 30 {
 		t.Fatalf("a 30-deep lane at 150ms per round cannot finish in a 1s lease: released %d", rel)
 	}

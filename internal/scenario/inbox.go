@@ -91,9 +91,9 @@ func InboxDuplicateDeliveries(t *testing.T, st Store, br Broker) {
 	go func() { _ = c.Run(cctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	deadline := time.Now().Add(20 * time.Second)
-	for c.Counters().Processed.Load()+c.Counters().Duplicates.Load() < 5 {
+	for c.Stats().Processed+c.Stats().Duplicates < 5 {
 		if time.Now().After(deadline) {
-			t.Fatalf("deliveries: processed %d duplicates %d, want 5 in all", c.Counters().Processed.Load(), c.Counters().Duplicates.Load())
+			t.Fatalf("deliveries: processed %d duplicates %d, want 5 in all", c.Stats().Processed, c.Stats().Duplicates)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -101,7 +101,7 @@ func InboxDuplicateDeliveries(t *testing.T, st Store, br Broker) {
 	if err := db.QueryRowContext(ctx, `SELECT n FROM `+effects+` WHERE event_id = '`+ev.ID+`'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("business table: n = %d (%v), want the event applied once", n, err)
 	}
-	if got := c.Counters().Duplicates.Load(); got != 4 {
+	if got := c.Stats().Duplicates; got != 4 {
 		t.Fatalf("duplicate counter %d, want 4", got)
 	}
 }
