@@ -111,17 +111,11 @@ func New(opts ...Option) *Broker {
 
 var _ broker.Publisher = (*Broker)(nil)
 
-// Capabilities reports order per key, redelivery and, when configured,
-// dedupe and a payload limit. Nothing survives the process.
-func (b *Broker) Capabilities() broker.Capabilities {
-	return broker.Capabilities{
-		OrderPerKey:  true,
-		Persistent:   false,
-		NativeDedupe: b.dedupe,
-		Redelivery:   true,
-		MaxPayload:   b.maxPayload,
-	}
-}
+// MaxPayload is the limit set by WithMaxPayload (0: none).
+func (b *Broker) MaxPayload() int { return b.maxPayload }
+
+// Dedupes reports whether WithDedupe was given.
+func (b *Broker) Dedupes() bool { return b.dedupe }
 
 // Publish stores the messages in order. Each message gets its own result, so
 // a failure injected with FailNext or a bad message fails only itself.

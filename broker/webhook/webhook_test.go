@@ -147,6 +147,13 @@ func TestConformance(t *testing.T) {
 	e := newEndpoint(t)
 	var n atomic.Int64
 	brokertest.Run(t, brokertest.Harness{
+		// A call sends an aggregate's events one after the other, so order
+		// holds per aggregate; the endpoint answers for itself (no
+		// persistence or dedupe promised); redelivery is the relay's retry
+		// of what was not answered 2xx.
+		Capabilities: func(p broker.Publisher) brokertest.Capabilities {
+			return brokertest.Capabilities{OrderPerKey: true, Redelivery: true, MaxPayload: p.(*webhook.Publisher).MaxPayload()}
+		},
 		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
 			p, err := webhook.Open(ctx, e.URL(), webhook.Options{Secret: secret, MaxPayload: 64 << 10, Timeout: 5 * time.Second, Logger: quiet})
 			if err != nil {
