@@ -35,7 +35,7 @@ func (s *Store) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
 	// and cannot be taken, and a margin for other processes' claims and
 	// blocked aggregates; the fallback below covers the rest.
 	held := s.held.ids()
-	window := min(len(held)+limit*txScanFactor, MaxWindow)
+	window := min(len(held)+limit*txScanFactor, maxWindow)
 	floor, chk, rescan := s.floor.get(time.Now())
 	if rescan {
 		s.startRescan(floor)
@@ -109,7 +109,7 @@ func (c *txClaim) more(ctx context.Context, limit, window int, floor int64) erro
 	if err := c.conn.QueryRow(ctx, c.s.q.windowFull, window, floor).Scan(&full); err != nil || !full {
 		return err
 	}
-	rows, err := c.conn.Query(ctx, c.s.q.txHeads, limit-len(c.recs), min(limit, MaxRun), floor)
+	rows, err := c.conn.Query(ctx, c.s.q.txHeads, limit-len(c.recs), min(limit, maxRun), floor)
 	if err != nil {
 		return err
 	}
