@@ -27,8 +27,8 @@ type Config struct {
 	BackoffBase, BackoffMax time.Duration
 
 	// VersionGuard drops an event whose aggregate version is not above the
-	// last one this consumer applied for its aggregate (seed 000 section
-	// 10). Events without a version (0) pass. A gap (5 then 7) is applied:
+	// last one this consumer applied for its aggregate. Events without a
+	// version (0) pass. A gap (5 then 7) is applied:
 	// the guard protects against going backwards, not against a missing
 	// event, which at-least-once delivery will still bring; when 6 arrives
 	// after 7 it is skipped as stale and counted.

@@ -2,7 +2,10 @@
 // transaction together with an inbox row keyed by (event_id, consumer_name),
 // so a redelivered event changes nothing twice.
 //
-// The inbox transaction is Consumer.process: begin; insert-if-absent; a
+// New sets a consumer up from the store that holds the inbox table, with its
+// name, its subscriber and the handler, which gets the store's own
+// transaction (pgx.Tx, *sql.Tx). For each delivery the consumer runs the
+// inbox transaction: begin; insert-if-absent; a
 // duplicate is acknowledged and skipped; else the handler runs; the row is
 // marked processed; commit; only then is the broker acknowledged. (With
 // PostgreSQL the insert writes the row already marked processed, so a first

@@ -16,7 +16,7 @@ import (
 
 // Recorder collects the domain events raised while a unit of work runs. The
 // events are written just before COMMIT: the Go counterpart of Spring's
-// BEFORE_COMMIT listener (seed 000 section 4). Business code can record
+// BEFORE_COMMIT listener. Business code can record
 // through the context without knowing about the outbox.
 type Recorder struct {
 	mu     sync.Mutex

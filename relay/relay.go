@@ -1,7 +1,7 @@
 // Package relay delivers outbox rows to a broker at least once, in
 // per-aggregate order: claim -> publish -> mark.
 //
-// The publish loop is Relay.deliver: rows of one claim are grouped into lanes
+// The publish loop: rows of one claim are grouped into lanes
 // by aggregate; each round publishes the head of every lane in one pipelined
 // call; a lane moves on only after its head is confirmed, so a later event of
 // an aggregate is never sent while an earlier one is unsent. A retryable

@@ -113,10 +113,10 @@ func openPublisher(ctx context.Context, g *globals) (broker.Publisher, error) {
 
 // tuneGC trades memory the relay does not need for CPU it does: every batch
 // allocates its rows and messages afresh and drops them, so the collector
-// runs often over a small live heap. GOGC=300 measured a quarter less relay
-// CPU in the drain benchmark (RSS 47 -> 67 MB); a soft limit of 96 MiB makes
-// the collector work harder before the heap grows past it. GOGC and
-// GOMEMLIMIT in the environment win.
+// runs often over a small live heap, and GOGC=300 saves relay CPU for some
+// memory (BENCHMARKS.md, "Figures behind choices in the code"); a soft limit
+// of 96 MiB makes the collector work harder before the heap grows past it.
+// GOGC and GOMEMLIMIT in the environment win.
 func tuneGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(300)

@@ -1,9 +1,13 @@
-// Package postgres is the PostgreSQL store (pgx v5): claims with FOR UPDATE
-// SKIP LOCKED under fenced leases, partial indexes so that delivered history
-// costs the claim nothing, and advisory-locked migrations.
+// Package postgres is the PostgreSQL store (pgx v5). Claimed rows are held
+// by the claim's open transaction (FOR UPDATE SKIP LOCKED; nothing is
+// written to take them, and a dead relay's rows are free the moment its
+// connection drops) or, with relay.ClaimLease and where no transaction can
+// stay open, by a fenced lease written into the rows. Partial indexes keep
+// delivered history out of the claim's way; migrations take an advisory
+// lock. The store is also what inbox.New takes: its handlers get a pgx.Tx.
 //
-// Every SQL statement of this dialect is in this package: the claim in
-// claim.go, the rest in this file and in sql/.
+// Every SQL statement of this dialect is in this package; the schema is in
+// sql/.
 package postgres
 
 import (
