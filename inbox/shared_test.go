@@ -72,7 +72,7 @@ func mixedBatch(t *testing.T, h harness, usePgx bool) {
 					return apply(func(q string, args ...any) error { _, err := tx.Exec(ctx, q, args...); return err }, ev)
 				})
 			} else {
-				c, err = inbox.New(sqlInbox(t, s, db), cfg, func(ctx context.Context, tx *sql.Tx, ev txbox.Event) error {
+				c, err = inbox.New(storeOrSQL(t, s, db), cfg, func(ctx context.Context, tx *sql.Tx, ev txbox.Event) error {
 					return apply(func(q string, args ...any) error { _, err := tx.ExecContext(ctx, q, args...); return err }, ev)
 				})
 			}
@@ -189,4 +189,13 @@ func mixedBatch(t *testing.T, h harness, usePgx bool) {
 			}
 		})
 	}
+}
+
+// storeOrSQL is the store itself when it begins *sql.Tx inbox transactions
+// (MySQL, SQLite), else the store through database/sql (PostgreSQL).
+func storeOrSQL(t *testing.T, s store.Store, db *sql.DB) store.InboxStore[*sql.Tx] {
+	if is, ok := s.(store.InboxStore[*sql.Tx]); ok {
+		return is
+	}
+	return sqlInbox(t, s, db)
 }
