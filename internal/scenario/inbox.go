@@ -24,15 +24,16 @@ func InboxDuplicateDeliveries(t *testing.T, st Store, br Broker) {
 		t.Skip("broker harness has no subscriber")
 	}
 	s := migrated(t, st)
-	admin, ok := s.(store.InboxAdmin)
+	withAdmin, ok := s.(interface {
+		store.Store
+		store.InboxAdmin
+	})
 	if !ok {
 		t.Fatalf("%T has no inbox support", s)
 	}
 	db := st.SQLDB(t, s)
-	is, err := store.SQLInbox(db, struct {
-		store.Store
-		store.InboxAdmin
-	}{s, admin})
+	// The handler is portable SQL on a *sql.Tx, whatever the store.
+	is, err := store.SQLInbox(db, withAdmin)
 	if err != nil {
 		t.Fatal(err)
 	}
