@@ -30,7 +30,8 @@
 // Dependencies point one way: the core packages (txbox, outbox, relay,
 // inbox, store, broker, pgxtx) import no adapter, database driver or broker
 // client; a program compiles only the adapters it imports. Broker adapters
-// are named <folder>broker (package natsbroker in broker/nats); store
-// adapters are named after their folder (package postgres in
+// are named <folder>broker (package natsbroker in broker/nats, membroker in
+// broker/mem), so that they do not shadow the client libraries they wrap;
+// store adapters are named after their folder (package postgres in
 // store/postgres).
 package txbox

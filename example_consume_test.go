@@ -11,7 +11,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
-	"github.com/txbox/txbox/broker/mem"
+	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/inbox"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -38,7 +38,7 @@ func Example_consumeExactlyOnce() {
 	}
 	_, _ = pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS example_reservations (event_id TEXT, sku TEXT)`)
 
-	b := mem.New() // any broker.Subscriber: NATS, Kafka, RabbitMQ, ...
+	b := membroker.New() // any broker.Subscriber: NATS, Kafka, RabbitMQ, ...
 	sub := b.Subscribe("inventory")
 	c, err := inbox.New(st, inbox.Config{Name: "inventory", Subscriber: sub},
 		func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/broker/mem"
+	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/inbox"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/store/postgres"
@@ -27,7 +27,7 @@ func TestWithDefaults(t *testing.T) {
 
 // New refuses a missing store or handler with a config error naming it.
 func TestNewRequiresStoreAndHandler(t *testing.T) {
-	sub := mem.New().Subscribe("x")
+	sub := membroker.New().Subscribe("x")
 	var pg *postgres.Store
 	_, err := inbox.New(pg, inbox.Config{Name: "n", Subscriber: sub}, func(context.Context, pgx.Tx, txbox.Event) error { return nil })
 	var ce *txbox.ConfigError

@@ -16,7 +16,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
-	"github.com/txbox/txbox/broker/mem"
+	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/inbox"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/store"
@@ -106,7 +106,7 @@ func ceHeaders(t *testing.T, ev txbox.Event) map[string]string {
 	}
 	h := map[string]string{}
 	for _, a := range attrs {
-		h[mem.HeaderPrefix+a[0]] = a[1]
+		h[membroker.HeaderPrefix+a[0]] = a[1]
 	}
 	return h
 }
@@ -162,7 +162,7 @@ func TestHostileMessagesMariaDB(t *testing.T)  { runHostileMessages(t, storeenv.
 func runHostileMessages(t *testing.T, h harness) {
 	s, db := openInboxStore(t, h)
 	dialect := s.Dialect().Name()
-	b := mem.New(mem.WithAckWait(5 * time.Second))
+	b := membroker.New(membroker.WithAckWait(5 * time.Second))
 	sub := &counting{Subscriber: b.Subscribe("hostile")}
 	var app applied
 	c, err := inbox.New(sqlInbox(t, s, db), inbox.Config{
@@ -312,7 +312,7 @@ func TestUnusableBrokerIDParkedOnceMariaDB(t *testing.T)  { unusableBrokerID(t, 
 // redelivery (the first ack was lost) lands on the same row.
 func unusableBrokerID(t *testing.T, h harness) {
 	s, db := openInboxStore(t, h)
-	c, err := inbox.New(sqlInbox(t, s, db), inbox.Config{Name: "ids", Subscriber: mem.New().Subscribe("ids"), Logger: quiet()},
+	c, err := inbox.New(sqlInbox(t, s, db), inbox.Config{Name: "ids", Subscriber: membroker.New().Subscribe("ids"), Logger: quiet()},
 		func(context.Context, *sql.Tx, txbox.Event) error { return nil })
 	if err != nil {
 		t.Fatal(err)
@@ -380,7 +380,7 @@ func TestStoreErrorsRedeliverOnlyDataIsParked(t *testing.T) {
 	s, db := openInboxStore(t, storeenv.Postgres{})
 	d := &flaky{InboxDialect: s.Dialect().(store.InboxDialect), err: errors.New("postgres: inbox insert: read tcp: connection reset by peer")}
 	var app applied
-	c, err := inbox.New(withDialect{sqlInbox(t, s, db), d}, inbox.Config{Name: "flaky", Subscriber: mem.New().Subscribe("flaky"), Logger: quiet(),
+	c, err := inbox.New(withDialect{sqlInbox(t, s, db), d}, inbox.Config{Name: "flaky", Subscriber: membroker.New().Subscribe("flaky"), Logger: quiet(),
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond}, app.handle)
 	if err != nil {
 		t.Fatal(err)
@@ -448,7 +448,7 @@ func TestStoreErrorsRedeliverOnlyDataIsParked(t *testing.T) {
 func TestConsumerNameMustBePlainText(t *testing.T) {
 	s, db := openInboxStore(t, storeenv.SQLite{})
 	for _, name := range []string{"inv ", " inv", "inv\x00", "inv\xff"} {
-		_, err := inbox.New(sqlInbox(t, s, db), inbox.Config{Name: name, Subscriber: mem.New().Subscribe("x")},
+		_, err := inbox.New(sqlInbox(t, s, db), inbox.Config{Name: name, Subscriber: membroker.New().Subscribe("x")},
 			func(context.Context, *sql.Tx, txbox.Event) error { return nil })
 		var ce *txbox.ConfigError
 		if !errors.As(err, &ce) || ce.Field != "Name" {
@@ -463,7 +463,7 @@ func TestConsumerNameMustBePlainText(t *testing.T) {
 func TestVersionGuardRefusedAggregateParkedMariaDB(t *testing.T) {
 	s, db := openInboxStore(t, storeenv.MySQL{})
 	var app applied
-	c, err := inbox.New(sqlInbox(t, s, db), inbox.Config{Name: "guarded", Subscriber: mem.New().Subscribe("guarded"),
+	c, err := inbox.New(sqlInbox(t, s, db), inbox.Config{Name: "guarded", Subscriber: membroker.New().Subscribe("guarded"),
 		VersionGuard: true, Logger: quiet()}, app.handle)
 	if err != nil {
 		t.Fatal(err)

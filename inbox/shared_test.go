@@ -15,7 +15,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
-	"github.com/txbox/txbox/broker/mem"
+	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/inbox"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/store"
@@ -63,7 +63,7 @@ func mixedBatch(t *testing.T, h harness, usePgx bool) {
 				}
 				return nil
 			}
-			cfg := inbox.Config{Name: "mixed", Subscriber: mem.New().Subscribe("mixed"),
+			cfg := inbox.Config{Name: "mixed", Subscriber: membroker.New().Subscribe("mixed"),
 				TxBatch: txBatch, MaxAttempts: 5, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, Logger: quiet()}
 			var c *inbox.Consumer
 			var err error

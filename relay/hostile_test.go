@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/broker/mem"
+	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
 )
@@ -21,7 +21,7 @@ import (
 // and the row came back after every lease without ever spending an attempt.
 func TestBrokerErrorWithBadBytesStillMarks(t *testing.T) {
 	s := openPG(t)
-	b := mem.New()
+	b := membroker.New()
 	ctx := context.Background()
 	poison := txbox.MustEvent("Order", "a", "E", nil)
 	write(t, s, poison)

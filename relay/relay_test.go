@@ -14,7 +14,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
-	"github.com/txbox/txbox/broker/mem"
+	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/outbox"
 	"github.com/txbox/txbox/relay"
@@ -125,7 +125,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 
 func TestDeliversEverythingInAggregateOrder(t *testing.T) {
 	s := openPG(t)
-	b := mem.New()
+	b := membroker.New()
 	var evs []txbox.Event
 	for i := range 600 {
 		evs = append(evs, txbox.MustEvent("Order", fmt.Sprintf("o-%d", i%7), "OrderUpdated", map[string]int{"i": i}))
@@ -159,7 +159,7 @@ func TestDeliversEverythingInAggregateOrder(t *testing.T) {
 
 func TestFailingAggregateBlocksOnlyItself(t *testing.T) {
 	s := openPG(t)
-	b := mem.New()
+	b := membroker.New()
 	f := &faulty{Publisher: b, fail: map[string]bool{"bad": true}}
 	var evs []txbox.Event
 	for i := range 5 {
@@ -201,7 +201,7 @@ func TestFailingAggregateBlocksOnlyItself(t *testing.T) {
 
 func TestPermanentErrorGoesDeadAndRestFlows(t *testing.T) {
 	s := openPG(t)
-	b := mem.New(mem.WithMaxPayload(1000))
+	b := membroker.New(membroker.WithMaxPayload(1000))
 	big := txbox.MustEvent("Order", "o-1", "E", map[string]string{"blob": strings.Repeat("x", 5000)})
 	next := txbox.MustEvent("Order", "o-1", "E", map[string]int{"after": 1})
 	write(t, s, big, next, txbox.MustEvent("Order", "o-2", "E", nil))
@@ -231,7 +231,7 @@ func TestPermanentErrorGoesDeadAndRestFlows(t *testing.T) {
 
 func TestGivesUpAfterMaxAttempts(t *testing.T) {
 	s := openPG(t)
-	b := mem.New()
+	b := membroker.New()
 	b.SetDown(true)
 	e := txbox.MustEvent("Order", "o-1", "E", nil)
 	write(t, s, e)
@@ -245,7 +245,7 @@ func TestGivesUpAfterMaxAttempts(t *testing.T) {
 
 func TestShutdownFinishesOrReleasesInFlight(t *testing.T) {
 	s := openPG(t)
-	b := mem.New()
+	b := membroker.New()
 	f := &faulty{Publisher: b, delay: 300 * time.Millisecond}
 	var evs []txbox.Event
 	for i := range 40 {
@@ -274,7 +274,7 @@ func TestShutdownFinishesOrReleasesInFlight(t *testing.T) {
 
 func TestLeaseDeadlineReleasesUnpublished(t *testing.T) {
 	s := openPG(t)
-	b := mem.New()
+	b := membroker.New()
 	f := &faulty{Publisher: b, delay: 150 * time.Millisecond}
 	var evs []txbox.Event
 	for i := range 30 {
@@ -301,7 +301,7 @@ func TestLeaseDeadlineReleasesUnpublished(t *testing.T) {
 
 func TestConfigValidationNamesTheField(t *testing.T) {
 	s := &postgres.Store{}
-	b := mem.New()
+	b := membroker.New()
 	for _, c := range []struct {
 		cfg   relay.Config
 		field string
@@ -325,7 +325,7 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 // though the relay polls only every 10 seconds.
 func TestWakeupDeliversWithoutWaitingForThePoll(t *testing.T) {
 	s := openPG(t)
-	b := mem.New()
+	b := membroker.New()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wake := postgres.Listen(ctx, s.Pool(), postgres.WakeupChannel(s.Tables().Outbox), nil)

@@ -1,13 +1,18 @@
-// Package mem is an in-memory broker for fast unit tests of the relay and the
-// inbox. It keeps the semantics that matter to them (per-publish results,
-// order, optional dedupe by event id, durable groups, Nak and ack-wait
-// redelivery) and adds hooks to make the broker fail on demand.
+// Package membroker is an in-memory broker for fast unit tests of the relay
+// and the inbox. Its directory is broker/mem; like every broker adapter, the
+// package is named <folder>broker:
+//
+//	import membroker "github.com/txbox/txbox/broker/mem"
+//
+// It keeps the semantics that matter to them (per-publish results, order,
+// optional dedupe by event id, durable groups, Nak and ack-wait redelivery)
+// and adds hooks to make the broker fail on demand.
 //
 // Messages travel in the same CloudEvents form a real broker carries: Publish
 // runs broker.Attributes and a delivery decodes with
 // broker.EventFromAttributes, so an event that a real broker would reject or
 // mangle is rejected or mangled here too.
-package mem
+package membroker
 
 import (
 	"context"

@@ -1,6 +1,12 @@
-// Package webhook delivers txbox events as HTTP POST requests (webhooks) and
-// receives them in Go services, in CloudEvents 1.0 binary content mode
-// (HTTP binding), signed as the Standard Webhooks specification describes.
+// Package webhookbroker delivers txbox events as HTTP POST requests
+// (webhooks) and receives them in Go services, in CloudEvents 1.0 binary
+// content mode (HTTP binding), signed as the Standard Webhooks specification
+// describes.
+//
+// Its directory is broker/webhook; like every broker adapter, the package is
+// named <folder>broker:
+//
+//	import webhookbroker "github.com/txbox/txbox/broker/webhook"
 //
 // # Wire format
 //
@@ -38,7 +44,7 @@
 // answers 200, Nak answers 503 with Retry-After, and the sender's retry is
 // the redelivery. Handler is the simpler form for a function that needs no
 // inbox.
-package webhook
+package webhookbroker
 
 import (
 	"bytes"

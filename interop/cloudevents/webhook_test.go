@@ -14,7 +14,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
-	"github.com/txbox/txbox/broker/webhook"
+	webhookbroker "github.com/txbox/txbox/broker/webhook"
 )
 
 // TestWebhookCloudEventsSDKDecodes: the CloudEvents Go SDK's HTTP binding reads
@@ -44,7 +44,7 @@ func TestWebhookCloudEventsSDKDecodes(t *testing.T) {
 			ev.Extensions()["aggregatetype"], ev.Extensions()["aggregateversion"]), body: ev.Data()}
 	}))
 	defer srv.Close()
-	p, err := webhook.Open(context.Background(), srv.URL, webhook.Options{Secret: "interop-test-secret-0123456789abcdef", Logger: quiet})
+	p, err := webhookbroker.Open(context.Background(), srv.URL, webhookbroker.Options{Secret: "interop-test-secret-0123456789abcdef", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
