@@ -14,10 +14,6 @@ var (
 	// relay sends such a row to DEAD at once instead of spending its attempts.
 	ErrPermanent = errors.New("txbox: permanent failure")
 
-	// ErrLeaseLost: a mark was refused because this relay no longer holds the
-	// row's lease (another relay took it over). Fencing, not a bug.
-	ErrLeaseLost = errors.New("txbox: lease lost")
-
 	// ErrBrokerUnavailable: the broker could not be reached or did not
 	// confirm in time. Always retryable.
 	ErrBrokerUnavailable = errors.New("txbox: broker unavailable")

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -17,7 +18,7 @@ func inTx(ctx context.Context, s store.Store, fn func(store.Tx) error) error {
 		if err != nil {
 			return err
 		}
-		if err := fn(postgres.Tx(tx)); err != nil {
+		if err := fn(pgxtx.Wrap(tx)); err != nil {
 			_ = tx.Rollback(ctx)
 			return err
 		}

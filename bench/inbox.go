@@ -24,7 +24,7 @@ import (
 // one contender drains them from a durable pull consumer into a fresh
 // business table:
 //
-//   - txbox: inbox.NewPgx, per-event mode: one transaction per event
+//   - txbox: inbox.New on the PostgreSQL store, per-event mode: one transaction per event
 //     (inbox row + business INSERT + processed mark), acknowledged after the
 //     commit. BatchSize = --batch deliveries per receive.
 //   - txbox-batch: the same consumer with TxBatch = --tx-batch: up to that
@@ -212,10 +212,14 @@ func inboxTxbox(ctx context.Context, e *inboxEnv, o inboxOpts, txBatch int) (tim
 		return 0, err
 	}
 	defer sub.Close()
-	c, err := inbox.NewPgx(e.pool, inbox.Config{
+	st, err := postgres.New(e.pool, postgres.Options{Tables: e.tables, Logger: quiet()})
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	c, err := inbox.New(st, inbox.Config{
 		Name:       "bench",
 		Subscriber: sub,
-		Dialect:    postgres.Dialect{Tables: e.tables},
 		BatchSize:  o.batch,
 		TxBatch:    txBatch,
 		Logger:     quiet(),
@@ -231,17 +235,16 @@ func inboxTxbox(ctx context.Context, e *inboxEnv, o inboxOpts, txBatch int) (tim
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() { done <- c.Run(rctx) }()
-	ctrs := c.Counters()
-	for ctrs.Processed.Load() < int64(o.events) {
-		if n := ctrs.Failed.Load() + ctrs.Parked.Load() + ctrs.Undecodable.Load(); n > 0 {
+	for ctrs := c.Stats(); ctrs.Processed < int64(o.events); ctrs = c.Stats() {
+		if n := ctrs.Failed + ctrs.Parked + ctrs.Undecodable; n > 0 {
 			cancel()
 			<-done
-			return 0, fmt.Errorf("inbox: %d failed, %d parked, %d undecodable", ctrs.Failed.Load(), ctrs.Parked.Load(), ctrs.Undecodable.Load())
+			return 0, fmt.Errorf("inbox: %d failed, %d parked, %d undecodable", ctrs.Failed, ctrs.Parked, ctrs.Undecodable)
 		}
 		if time.Since(start) > o.timeout {
 			cancel()
 			<-done
-			return 0, fmt.Errorf("timed out: %d of %d processed", ctrs.Processed.Load(), o.events)
+			return 0, fmt.Errorf("timed out: %d of %d processed", ctrs.Processed, o.events)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

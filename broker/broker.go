@@ -34,18 +34,7 @@ type Message struct {
 // txbox.ErrBrokerUnavailable.
 type Publisher interface {
 	Publish(ctx context.Context, msgs []Message) []error
-	Capabilities() Capabilities
 	Close() error
-}
-
-// Capabilities is what a broker guarantees. brokertest runs exactly the
-// cases an adapter declares and logs a reason for each it skips.
-type Capabilities struct {
-	OrderPerKey  bool // messages with one key (aggregate id) arrive in publish order
-	Persistent   bool // a confirmed message survives a broker restart
-	NativeDedupe bool // the broker drops a second publish with the same event id
-	Redelivery   bool // an unacknowledged delivery comes back
-	MaxPayload   int  // bytes; 0 = unknown
 }
 
 // Delivery is one received message. Event decodes it; a decode error wraps

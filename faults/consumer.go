@@ -13,7 +13,6 @@ import (
 	"github.com/txbox/txbox"
 	natsbroker "github.com/txbox/txbox/broker/nats"
 	"github.com/txbox/txbox/inbox"
-	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
 
@@ -53,8 +52,8 @@ func RunConsumer() error {
 		time.Sleep(300 * time.Millisecond)
 	}
 	defer sub.Close()
-	c, err := inbox.NewPgx(pool, inbox.Config{
-		Name: "inventory", Subscriber: sub, Dialect: s.Dialect().(store.InboxDialect), Admin: s,
+	c, err := inbox.New(s, inbox.Config{
+		Name: "inventory", Subscriber: sub,
 		VersionGuard: true, Ordered: true, MaxAttempts: 1000,
 		BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second, BatchSize: 100,
 	}, func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
-	"github.com/txbox/txbox/store"
 )
 
 // Config configures a Consumer. Zero fields take the documented default;
@@ -19,22 +18,17 @@ type Config struct {
 	Name string
 	// Subscriber delivers the events (a durable consumer of the broker).
 	Subscriber broker.Subscriber
-	// Dialect is the inbox SQL of the consumer's database, e.g.
-	// postgres.Dialect{Tables: ...}.
-	Dialect store.InboxDialect
-	// Admin, when set, lets the consumer pick up events an operator asked
-	// to replay (`txbox inbox replay`). Usually the opened store.
-	Admin store.InboxAdmin
 
-	// MaxAttempts failed attempts park an event (DEAD). Default 10.
+	// MaxAttempts failed attempts park an event (DEAD). Default
+	// DefaultMaxAttempts.
 	MaxAttempts int
 	// BackoffBase and BackoffMax shape the redelivery delay after a failed
-	// attempt. Defaults 1s and 300s.
+	// attempt. Defaults DefaultBackoffBase and DefaultBackoffMax.
 	BackoffBase, BackoffMax time.Duration
 
 	// VersionGuard drops an event whose aggregate version is not above the
-	// last one this consumer applied for its aggregate (seed 000 section
-	// 10). Events without a version (0) pass. A gap (5 then 7) is applied:
+	// last one this consumer applied for its aggregate. Events without a
+	// version (0) pass. A gap (5 then 7) is applied:
 	// the guard protects against going backwards, not against a missing
 	// event, which at-least-once delivery will still bring; when 6 arrives
 	// after 7 it is skipped as stale and counted.
@@ -53,9 +47,10 @@ type Config struct {
 
 	// HoldFor is how long an Ordered delivery whose predecessor is missing
 	// is held, unacknowledged, waiting for it; then it is sent back for
-	// redelivery. Keep it well below the broker's ack wait. Default 5s.
+	// redelivery. Keep it well below the broker's ack wait. Default
+	// DefaultHoldFor.
 	HoldFor time.Duration
-	// MaxHeld caps the deliveries held at once. Default 10000.
+	// MaxHeld caps the deliveries held at once. Default DefaultMaxHeld.
 	MaxHeld int
 
 	// TxBatch is how many deliveries share one database transaction. 1 (the
@@ -72,10 +67,11 @@ type Config struct {
 	// session's snapshots while it lasts, so keep TxBatch at 64 or below.
 	TxBatch int
 
-	// BatchSize is how many deliveries one receive takes. Default 64.
+	// BatchSize is how many deliveries one receive takes. Default
+	// DefaultBatchSize.
 	BatchSize int
 	// ReplayInterval is how often the consumer looks for replay requests.
-	// Default 2s.
+	// Default DefaultReplayInterval.
 	ReplayInterval time.Duration
 
 	Logger *slog.Logger // default slog.Default()
@@ -83,28 +79,28 @@ type Config struct {
 
 func (c *Config) withDefaults() {
 	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 10
+		c.MaxAttempts = DefaultMaxAttempts
 	}
 	if c.BackoffBase == 0 {
-		c.BackoffBase = time.Second
+		c.BackoffBase = DefaultBackoffBase
 	}
 	if c.BackoffMax == 0 {
-		c.BackoffMax = 300 * time.Second
+		c.BackoffMax = DefaultBackoffMax
 	}
 	if c.BatchSize == 0 {
-		c.BatchSize = 64
+		c.BatchSize = DefaultBatchSize
 	}
 	if c.TxBatch == 0 {
-		c.TxBatch = 1
+		c.TxBatch = DefaultTxBatch
 	}
 	if c.HoldFor == 0 {
-		c.HoldFor = 5 * time.Second
+		c.HoldFor = DefaultHoldFor
 	}
 	if c.MaxHeld == 0 {
-		c.MaxHeld = 10000
+		c.MaxHeld = DefaultMaxHeld
 	}
 	if c.ReplayInterval == 0 {
-		c.ReplayInterval = 2 * time.Second
+		c.ReplayInterval = DefaultReplayInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -123,8 +119,6 @@ func (c *Config) Validate() error {
 		return bad("Name", "%q: must be valid UTF-8 without NUL bytes or surrounding spaces", c.Name)
 	case c.Subscriber == nil:
 		return bad("Subscriber", "required")
-	case c.Dialect == nil:
-		return bad("Dialect", "required")
 	case c.MaxAttempts < 1:
 		return bad("MaxAttempts", "%d is below 1", c.MaxAttempts)
 	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:

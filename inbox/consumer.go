@@ -2,7 +2,10 @@
 // transaction together with an inbox row keyed by (event_id, consumer_name),
 // so a redelivered event changes nothing twice.
 //
-// The inbox transaction is Consumer.process: begin; insert-if-absent; a
+// New sets a consumer up from the store that holds the inbox table, with its
+// name, its subscriber and the handler, which gets the store's own
+// transaction (pgx.Tx, *sql.Tx). For each delivery the consumer runs the
+// inbox transaction: begin; insert-if-absent; a
 // duplicate is acknowledged and skipped; else the handler runs; the row is
 // marked processed; commit; only then is the broker acknowledged. (With
 // PostgreSQL the insert writes the row already marked processed, so a first
@@ -18,47 +21,32 @@ package inbox
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/internal/backoff"
 	"github.com/txbox/txbox/store"
-	"github.com/txbox/txbox/store/postgres"
 )
-
-// Counters are cumulative since the consumer started.
-type Counters struct {
-	Processed   atomic.Int64 // handler ran and committed
-	Duplicates  atomic.Int64 // already processed: acknowledged and skipped
-	Stale       atomic.Int64 // dropped by the version guard
-	Failed      atomic.Int64 // handler errors (each attempt)
-	Parked      atomic.Int64 // events parked after MaxAttempts
-	Undecodable atomic.Int64 // messages that were not txbox events, parked raw
-	Replayed    atomic.Int64 // parked events run again on request
-	Gaps        atomic.Int64 // Ordered: events sent back to wait for their predecessor
-}
 
 // Consumer applies events exactly once per consumer name.
 type Consumer struct {
-	cfg    Config
-	log    *slog.Logger
-	db     txDB
-	handle func(ctx context.Context, native any, e txbox.Event) error
-	ctrs   Counters
-	held   map[string]held // Ordered: deliveries waiting for a predecessor; Run's goroutine only
+	cfg     Config
+	dialect store.InboxDialect // the store's inbox SQL
+	admin   store.InboxAdmin   // where operators' replay requests are found
+	log     *slog.Logger
+	db      txDB
+	handle  func(ctx context.Context, native any, e txbox.Event) error
+	ctrs    counters
+	held    map[string]held // Ordered: deliveries waiting for a predecessor; Run's goroutine only
 
-	// Optional capabilities of the dialect (postgres.Dialect has both).
+	// Optional capabilities of the dialect (the PostgreSQL store's has both).
 	acqDone  processedAcquirer
 	batchIns batchInserter
 }
@@ -105,41 +93,16 @@ type savepoints interface {
 	undo(ctx context.Context) error
 }
 
-// NewSQL returns a consumer whose handler gets a *sql.Tx.
-func NewSQL(db *sql.DB, cfg Config, h func(ctx context.Context, tx *sql.Tx, e txbox.Event) error) (*Consumer, error) {
-	if db == nil {
-		return nil, &txbox.ConfigError{Field: "db", Reason: "required"}
-	}
-	return newConsumer(cfg, sqlDB{db}, func(ctx context.Context, native any, e txbox.Event) error { return h(ctx, native.(*sql.Tx), e) })
-}
-
-// PgxBeginner is *pgxpool.Pool, *pgx.Conn, or anything that begins a pgx
-// transaction.
-type PgxBeginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
-
-// NewPgx returns a consumer whose handler gets a pgx.Tx.
-func NewPgx(db PgxBeginner, cfg Config, h func(ctx context.Context, tx pgx.Tx, e txbox.Event) error) (*Consumer, error) {
-	if db == nil {
-		return nil, &txbox.ConfigError{Field: "db", Reason: "required"}
-	}
-	return newConsumer(cfg, pgxDB{db: db, known: &sqlSet{}}, func(ctx context.Context, native any, e txbox.Event) error { return h(ctx, native.(pgx.Tx), e) })
-}
-
-func newConsumer(cfg Config, db txDB, h func(context.Context, any, txbox.Event) error) (*Consumer, error) {
+func newConsumer(cfg Config, d store.InboxDialect, admin store.InboxAdmin, db txDB, h func(context.Context, any, txbox.Event) error) (*Consumer, error) {
 	cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Consumer{cfg: cfg, log: cfg.Logger.With("consumer", cfg.Name), db: db, handle: h, held: map[string]held{}}
-	c.acqDone, _ = cfg.Dialect.(processedAcquirer)
-	c.batchIns, _ = cfg.Dialect.(batchInserter)
+	c := &Consumer{cfg: cfg, log: cfg.Logger.With("consumer", cfg.Name), dialect: d, admin: admin, db: db, handle: h, held: map[string]held{}}
+	c.acqDone, _ = d.(processedAcquirer)
+	c.batchIns, _ = d.(batchInserter)
 	return c, nil
 }
-
-// Counters exposes the consumer's counters.
-func (c *Consumer) Counters() *Counters { return &c.ctrs }
 
 // Run consumes until ctx ends; the delivery in hand is finished first.
 func (c *Consumer) Run(ctx context.Context) error {
@@ -147,7 +110,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	defer c.log.Info("inbox consumer stopped")
 	nextReplay := time.Now()
 	for ctx.Err() == nil {
-		if c.cfg.Admin != nil && time.Now().After(nextReplay) {
+		if c.admin != nil && time.Now().After(nextReplay) {
 			c.replays(context.WithoutCancel(ctx))
 			nextReplay = time.Now().Add(c.cfg.ReplayInterval)
 		}
@@ -165,16 +128,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		c.HandleBatch(context.WithoutCancel(ctx), ds)
+		c.handleBatch(context.WithoutCancel(ctx), ds)
 	}
 	c.expireHeld(context.WithoutCancel(ctx), true)
 	return nil
 }
 
-// HandleBatch processes deliveries in order. Once an event of an aggregate
+// handleBatch processes deliveries in order. Once an event of an aggregate
 // fails, the later events of that aggregate in the batch are sent back too,
 // unprocessed, so they do not overtake it.
-func (c *Consumer) HandleBatch(ctx context.Context, ds []broker.Delivery) {
+func (c *Consumer) handleBatch(ctx context.Context, ds []broker.Delivery) {
 	if c.cfg.TxBatch > 1 {
 		c.handleSharedTx(ctx, ds)
 		return
@@ -320,7 +283,7 @@ func (c *Consumer) run(ctx context.Context, ev txbox.Event, again txbox.Status, 
 	return c.settleStep(ctx, ev, st, again, canWait)
 }
 
-// handleSharedTx is HandleBatch with TxBatch > 1: up to TxBatch events per
+// handleSharedTx is handleBatch with TxBatch > 1: up to TxBatch events per
 // transaction, each under its own savepoint.
 func (c *Consumer) handleSharedTx(ctx context.Context, ds []broker.Delivery) {
 	type item struct {
@@ -467,7 +430,7 @@ func (c *Consumer) apply(ctx context.Context, tx store.Tx, native any, ev txbox.
 		state, attempts, err = c.acqDone.InboxAcquireProcessed(ctx, tx, c.cfg.Name, ev)
 	default:
 		marked = false
-		state, attempts, err = c.cfg.Dialect.InboxAcquire(ctx, tx, c.cfg.Name, ev)
+		state, attempts, err = c.dialect.InboxAcquire(ctx, tx, c.cfg.Name, ev)
 	}
 	if err != nil {
 		c.log.Warn("inbox acquire failed", "event_id", ev.ID, "err", err)
@@ -494,7 +457,7 @@ func (c *Consumer) apply(ctx context.Context, tx store.Tx, native any, ev txbox.
 		case gap != nil:
 			return step{kind: stepFail, attempts: attempts, err: gap, gap: true}
 		case stale != "":
-			if err := c.cfg.Dialect.InboxDone(ctx, tx, c.cfg.Name, ev.ID, txbox.StatusSkipped, stale); err != nil {
+			if err := c.dialect.InboxDone(ctx, tx, c.cfg.Name, ev.ID, txbox.StatusSkipped, stale); err != nil {
 				return step{kind: stepInfra, err: err}
 			}
 			return step{kind: stepCommit, stale: stale}
@@ -504,7 +467,7 @@ func (c *Consumer) apply(ctx context.Context, tx store.Tx, native any, ev txbox.
 		return step{kind: stepFail, attempts: attempts, err: herr}
 	}
 	if !marked {
-		if err := c.cfg.Dialect.InboxDone(ctx, tx, c.cfg.Name, ev.ID, txbox.StatusProcessed, ""); err != nil {
+		if err := c.dialect.InboxDone(ctx, tx, c.cfg.Name, ev.ID, txbox.StatusProcessed, ""); err != nil {
 			return step{kind: stepInfra, err: err}
 		}
 	}
@@ -545,7 +508,7 @@ func (c *Consumer) settleStep(ctx context.Context, ev txbox.Event, st step, agai
 // and the event's predecessor has not been applied yet. What it records is
 // rolled back with the transaction when the handler fails.
 func (c *Consumer) checkVersion(ctx context.Context, tx store.Tx, ev txbox.Event) (stale string, gap error, err error) {
-	d, name, v := c.cfg.Dialect, c.cfg.Name, ev.AggregateVersion
+	d, name, v := c.dialect, c.cfg.Name, ev.AggregateVersion
 	if c.cfg.Ordered && v > 1 {
 		// Recording v-1 succeeds only if the last applied version is below
 		// v-1: then v-1 itself is missing. The transaction is rolled back.
@@ -583,7 +546,7 @@ func (c *Consumer) fail(ctx context.Context, ev txbox.Event, prior int, herr err
 	if err != nil {
 		return false, c.backoff(prior + 1)
 	}
-	attempts, parked, err := c.cfg.Dialect.InboxFail(ctx, tx, c.cfg.Name, ev, herr.Error(), c.cfg.MaxAttempts, again)
+	attempts, parked, err := c.dialect.InboxFail(ctx, tx, c.cfg.Name, ev, herr.Error(), c.cfg.MaxAttempts, again)
 	if err == nil {
 		err = commit()
 	} else {
@@ -621,7 +584,7 @@ func (c *Consumer) parkUndecodable(ctx context.Context, d broker.Delivery, cause
 	ev := txbox.Event{ID: id, Type: store.UndecodableType, AggregateType: "unknown", AggregateID: store.Truncate(raw.Topic, 128), Payload: payload}
 	tx, _, commit, rollback, err := c.db.begin(ctx)
 	if err == nil {
-		_, _, err = c.cfg.Dialect.InboxFail(ctx, tx, c.cfg.Name, ev, "undecodable: "+cause.Error(), 1, txbox.StatusRetry)
+		_, _, err = c.dialect.InboxFail(ctx, tx, c.cfg.Name, ev, "undecodable: "+cause.Error(), 1, txbox.StatusRetry)
 		if err == nil {
 			err = commit()
 		} else {
@@ -642,7 +605,7 @@ func (c *Consumer) parkUndecodable(ctx context.Context, d broker.Delivery, cause
 // messages were acknowledged when they were parked, so the inbox itself
 // carries them: a failure sets them back to REPLAY, not RETRY.
 func (c *Consumer) replays(ctx context.Context) {
-	rows, err := c.cfg.Admin.InboxList(ctx, store.InboxFilter{Consumer: c.cfg.Name, Status: txbox.StatusReplay, Limit: c.cfg.BatchSize})
+	rows, err := c.admin.InboxList(ctx, store.InboxFilter{Consumer: c.cfg.Name, Status: txbox.StatusReplay, Limit: c.cfg.BatchSize})
 	if err != nil {
 		c.log.Warn("looking for replays failed", "err", err)
 		return
@@ -665,46 +628,4 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-}
-
-type sqlDB struct{ db *sql.DB }
-
-func (s sqlDB) begin(ctx context.Context) (store.Tx, any, func() error, func() error, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-	return store.SQLTx(tx), tx, tx.Commit, tx.Rollback, nil
-}
-
-func (s sqlDB) beginShared(ctx context.Context) (store.Tx, any, savepoints, func() error, func() error, error) {
-	tx, native, commit, rollback, err := s.begin(ctx)
-	if err != nil {
-		return nil, nil, nil, nil, nil, err
-	}
-	return tx, native, &eagerSavepoints{tx: tx}, commit, rollback, nil
-}
-
-type pgxDB struct {
-	db    PgxBeginner
-	known *sqlSet // SQL texts a savepoint may ride with (spTx)
-}
-
-func (p pgxDB) begin(ctx context.Context) (store.Tx, any, func() error, func() error, error) {
-	tx, err := p.db.Begin(ctx)
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-	bg := context.WithoutCancel(ctx)
-	return postgres.Tx(tx), tx, func() error { return tx.Commit(bg) }, func() error { return tx.Rollback(bg) }, nil
-}
-
-func (p pgxDB) beginShared(ctx context.Context) (store.Tx, any, savepoints, func() error, func() error, error) {
-	tx, err := p.db.Begin(ctx)
-	if err != nil {
-		return nil, nil, nil, nil, nil, err
-	}
-	bg := context.WithoutCancel(ctx)
-	st := &spTx{Tx: tx, known: p.known}
-	return postgres.Tx(st), st, st, func() error { return tx.Commit(bg) }, func() error { return tx.Rollback(bg) }, nil
 }

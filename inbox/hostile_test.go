@@ -16,11 +16,10 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
-	"github.com/txbox/txbox/broker/mem"
+	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/inbox"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/store"
-	"github.com/txbox/txbox/store/postgres"
 	"github.com/txbox/txbox/store/storetest"
 )
 
@@ -38,6 +37,28 @@ func openInboxStore(t *testing.T, h harness) (store.Store, *sql.DB) {
 	}
 	return s, h.SQLDB(t, s)
 }
+
+// sqlInbox is s's inbox through db: handlers get a *sql.Tx, whatever the
+// store (the PostgreSQL one through pgx's stdlib driver).
+func sqlInbox(t *testing.T, s store.Store, db *sql.DB) store.InboxStore[*sql.Tx] {
+	t.Helper()
+	is, err := store.SQLInbox(db, s.(interface {
+		store.Store
+		store.InboxAdmin
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return is
+}
+
+// withDialect is an inbox store whose inbox SQL is d.
+type withDialect struct {
+	store.InboxStore[*sql.Tx]
+	d store.InboxDialect
+}
+
+func (w withDialect) InboxDialect() store.InboxDialect { return w.d }
 
 // applied counts handler runs per event id.
 type applied struct {
@@ -85,7 +106,7 @@ func ceHeaders(t *testing.T, ev txbox.Event) map[string]string {
 	}
 	h := map[string]string{}
 	for _, a := range attrs {
-		h[mem.HeaderPrefix+a[0]] = a[1]
+		h[membroker.HeaderPrefix+a[0]] = a[1]
 	}
 	return h
 }
@@ -141,11 +162,11 @@ func TestHostileMessagesMariaDB(t *testing.T)  { runHostileMessages(t, storeenv.
 func runHostileMessages(t *testing.T, h harness) {
 	s, db := openInboxStore(t, h)
 	dialect := s.Dialect().Name()
-	b := mem.New(mem.WithAckWait(5 * time.Second))
+	b := membroker.New(membroker.WithAckWait(5 * time.Second))
 	sub := &counting{Subscriber: b.Subscribe("hostile")}
 	var app applied
-	c, err := inbox.NewSQL(db, inbox.Config{
-		Name: "hostile", Subscriber: sub, Dialect: s.Dialect().(store.InboxDialect), Admin: s.(store.InboxAdmin),
+	c, err := inbox.New(sqlInbox(t, s, db), inbox.Config{
+		Name: "hostile", Subscriber: sub,
 		MaxAttempts: 3, BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
 		ReplayInterval: 50 * time.Millisecond, Logger: quiet(),
 	}, app.handle)
@@ -200,7 +221,7 @@ func runHostileMessages(t *testing.T, h harness) {
 	t.Cleanup(func() { cancel(); <-done })
 
 	waitFor(t, 20*time.Second, "every good event processed and every hostile one parked", func() bool {
-		return c.Counters().Processed.Load() == int64(len(good)) && c.Counters().Undecodable.Load() == int64(len(want))
+		return c.Stats().Processed == int64(len(good)) && c.Stats().Undecodable == int64(len(want))
 	})
 	// Longer than any backoff: nothing comes back.
 	time.Sleep(300 * time.Millisecond)
@@ -216,8 +237,8 @@ func runHostileMessages(t *testing.T, h harness) {
 	if len(got) != len(good) {
 		t.Errorf("handler ran for %d events, want %d", len(got), len(good))
 	}
-	if c := c.Counters(); c.Failed.Load() != 0 || c.Parked.Load() != 0 {
-		t.Errorf("failed %d, parked %d: a hostile message reached the handler", c.Failed.Load(), c.Parked.Load())
+	if c := c.Stats(); c.Failed != 0 || c.Parked != 0 {
+		t.Errorf("failed %d, parked %d: a hostile message reached the handler", c.Failed, c.Parked)
 	}
 
 	rows, err := s.(store.InboxAdmin).InboxList(context.Background(), store.InboxFilter{Consumer: "hostile", Status: txbox.StatusDead, Limit: 1000})
@@ -291,7 +312,7 @@ func TestUnusableBrokerIDParkedOnceMariaDB(t *testing.T)  { unusableBrokerID(t, 
 // redelivery (the first ack was lost) lands on the same row.
 func unusableBrokerID(t *testing.T, h harness) {
 	s, db := openInboxStore(t, h)
-	c, err := inbox.NewSQL(db, inbox.Config{Name: "ids", Subscriber: mem.New().Subscribe("ids"), Dialect: s.Dialect().(store.InboxDialect), Logger: quiet()},
+	c, err := inbox.New(sqlInbox(t, s, db), inbox.Config{Name: "ids", Subscriber: membroker.New().Subscribe("ids"), Logger: quiet()},
 		func(context.Context, *sql.Tx, txbox.Event) error { return nil })
 	if err != nil {
 		t.Fatal(err)
@@ -359,7 +380,7 @@ func TestStoreErrorsRedeliverOnlyDataIsParked(t *testing.T) {
 	s, db := openInboxStore(t, storeenv.Postgres{})
 	d := &flaky{InboxDialect: s.Dialect().(store.InboxDialect), err: errors.New("postgres: inbox insert: read tcp: connection reset by peer")}
 	var app applied
-	c, err := inbox.NewSQL(db, inbox.Config{Name: "flaky", Subscriber: mem.New().Subscribe("flaky"), Dialect: d, Logger: quiet(),
+	c, err := inbox.New(withDialect{sqlInbox(t, s, db), d}, inbox.Config{Name: "flaky", Subscriber: membroker.New().Subscribe("flaky"), Logger: quiet(),
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond}, app.handle)
 	if err != nil {
 		t.Fatal(err)
@@ -378,8 +399,8 @@ func TestStoreErrorsRedeliverOnlyDataIsParked(t *testing.T) {
 			t.Fatalf("delivery %d: acked %v (naked for %v), want acked %v", i, f.acked, f.nakedIn, want)
 		}
 	}
-	if got := app.get()[ev.ID]; got != 1 || c.Counters().Undecodable.Load() != 0 {
-		t.Fatalf("applied %d, undecodable %d", got, c.Counters().Undecodable.Load())
+	if got := app.get()[ev.ID]; got != 1 || c.Stats().Undecodable != 0 {
+		t.Fatalf("applied %d, undecodable %d", got, c.Stats().Undecodable)
 	}
 
 	// An undecodable message while the connection fails once: parking fails,
@@ -425,8 +446,10 @@ func TestStoreErrorsRedeliverOnlyDataIsParked(t *testing.T) {
 // A consumer name no store can key on is a configuration error at start,
 // not a reason to park (or endlessly redeliver) every event.
 func TestConsumerNameMustBePlainText(t *testing.T) {
+	s, db := openInboxStore(t, storeenv.SQLite{})
 	for _, name := range []string{"inv ", " inv", "inv\x00", "inv\xff"} {
-		_, err := inbox.NewSQL(&sql.DB{}, inbox.Config{Name: name, Subscriber: mem.New().Subscribe("x"), Dialect: postgres.Dialect{}}, nil)
+		_, err := inbox.New(sqlInbox(t, s, db), inbox.Config{Name: name, Subscriber: membroker.New().Subscribe("x")},
+			func(context.Context, *sql.Tx, txbox.Event) error { return nil })
 		var ce *txbox.ConfigError
 		if !errors.As(err, &ce) || ce.Field != "Name" {
 			t.Errorf("name %q: err = %v, want a config error naming Name", name, err)
@@ -440,7 +463,7 @@ func TestConsumerNameMustBePlainText(t *testing.T) {
 func TestVersionGuardRefusedAggregateParkedMariaDB(t *testing.T) {
 	s, db := openInboxStore(t, storeenv.MySQL{})
 	var app applied
-	c, err := inbox.NewSQL(db, inbox.Config{Name: "guarded", Subscriber: mem.New().Subscribe("guarded"), Dialect: s.Dialect().(store.InboxDialect),
+	c, err := inbox.New(sqlInbox(t, s, db), inbox.Config{Name: "guarded", Subscriber: membroker.New().Subscribe("guarded"),
 		VersionGuard: true, Logger: quiet()}, app.handle)
 	if err != nil {
 		t.Fatal(err)

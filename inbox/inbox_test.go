@@ -122,17 +122,13 @@ func (e *env) consumer(cfg inbox.Config, h func(context.Context, pgx.Tx, txbox.E
 // test ends.
 func (e *env) stoppableConsumer(cfg inbox.Config, h func(context.Context, pgx.Tx, txbox.Event) error) (*inbox.Consumer, func()) {
 	e.t.Helper()
-	cfg.Dialect = e.s.Dialect().(store.InboxDialect)
-	if cfg.Admin == nil {
-		cfg.Admin = e.s
-	}
 	if cfg.BackoffBase == 0 {
 		cfg.BackoffBase, cfg.BackoffMax = 20*time.Millisecond, 100*time.Millisecond
 	}
 	if cfg.ReplayInterval == 0 {
 		cfg.ReplayInterval = 100 * time.Millisecond
 	}
-	c, err := inbox.NewPgx(e.s.Pool(), cfg, h)
+	c, err := inbox.New(e.s, cfg, h)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -217,24 +213,24 @@ func TestOneEventDeliveredFiveTimes(t *testing.T) {
 	waitFor(t, 10*time.Second, "relay republish", streamHas(2))
 
 	c, stop := e.stoppableConsumer(inbox.Config{Name: "inventory", Subscriber: e.subscriber("inventory", 30*time.Second)}, e.applyEffect)
-	waitFor(t, 10*time.Second, "two deliveries", func() bool { return c.Counters().Processed.Load()+c.Counters().Duplicates.Load() == 2 })
+	waitFor(t, 10*time.Second, "two deliveries", func() bool { return c.Stats().Processed+c.Stats().Duplicates == 2 })
 	stop()
 
 	// Replay the stream: a new durable consumer for the same inbox name
 	// starts from the first message again.
 	c2 := e.consumer(inbox.Config{Name: "inventory", Subscriber: e.subscriber("inventory-replay", 30*time.Second)}, e.applyEffect)
-	waitFor(t, 10*time.Second, "stream replay", func() bool { return c2.Counters().Duplicates.Load() == 2 })
+	waitFor(t, 10*time.Second, "stream replay", func() bool { return c2.Stats().Duplicates == 2 })
 
 	republish()
 	waitFor(t, 10*time.Second, "third copy", streamHas(3))
 	waitFor(t, 10*time.Second, "five deliveries", func() bool {
-		return c.Counters().Processed.Load()+c.Counters().Duplicates.Load()+c2.Counters().Processed.Load()+c2.Counters().Duplicates.Load() == 5
+		return c.Stats().Processed+c.Stats().Duplicates+c2.Stats().Processed+c2.Stats().Duplicates == 5
 	})
 	if got := e.effectCounts(); len(got) != 1 || got[ev.ID] != 1 {
 		t.Fatalf("business table after 5 deliveries: %v, want the event applied once", got)
 	}
-	dups := c.Counters().Duplicates.Load() + c2.Counters().Duplicates.Load()
-	processed := c.Counters().Processed.Load() + c2.Counters().Processed.Load()
+	dups := c.Stats().Duplicates + c2.Stats().Duplicates
+	processed := c.Stats().Processed + c2.Stats().Processed
 	if dups != 4 || processed != 1 {
 		t.Fatalf("duplicates %d processed %d, want 4 and 1", dups, processed)
 	}
@@ -260,7 +256,7 @@ func TestFailsTwiceThenSucceeds(t *testing.T) {
 			}
 			return nil
 		})
-	waitFor(t, 15*time.Second, "processed", func() bool { return c.Counters().Processed.Load() == 1 })
+	waitFor(t, 15*time.Second, "processed", func() bool { return c.Stats().Processed == 1 })
 	if got := e.effectCounts(); got[ev.ID] != 1 {
 		t.Fatalf("effect applied %d times", got[ev.ID])
 	}
@@ -268,8 +264,8 @@ func TestFailsTwiceThenSucceeds(t *testing.T) {
 	if r.Status != txbox.StatusProcessed || r.RetryCount != 2 || r.ErrorMessage != "stock service timeout #2" {
 		t.Fatalf("inbox row: status %s attempts %d error %q", r.Status, r.RetryCount, r.ErrorMessage)
 	}
-	if c.Counters().Failed.Load() != 2 {
-		t.Fatalf("failed counter %d", c.Counters().Failed.Load())
+	if c.Stats().Failed != 2 {
+		t.Fatalf("failed counter %d", c.Stats().Failed)
 	}
 }
 
@@ -291,7 +287,7 @@ func TestAlwaysFailingIsParkedOthersFlowReplayApplies(t *testing.T) {
 			return e.applyEffect(ctx, tx, ev)
 		})
 	waitFor(t, 15*time.Second, "parked and the rest applied", func() bool {
-		return c.Counters().Parked.Load() == 1 && c.Counters().Processed.Load() == 20
+		return c.Stats().Parked == 1 && c.Stats().Processed == 20
 	})
 	r := e.inboxRow("inventory", poison.ID)
 	if r.Status != txbox.StatusDead || r.RetryCount != 3 || r.ErrorMessage != "unknown sku broken" || string(r.Event.Payload) != string(poison.Payload) {
@@ -309,7 +305,7 @@ func TestAlwaysFailingIsParkedOthersFlowReplayApplies(t *testing.T) {
 	if err != nil || !strings.Contains(out, "replay requested for 1") {
 		t.Fatalf("txbox inbox replay: %v\n%s", err, out)
 	}
-	waitFor(t, 10*time.Second, "replayed", func() bool { return c.Counters().Replayed.Load() == 1 })
+	waitFor(t, 10*time.Second, "replayed", func() bool { return c.Stats().Replayed == 1 })
 	if got := e.effectCounts(); got[poison.ID] != 1 {
 		t.Fatalf("replayed event applied %d times", got[poison.ID])
 	}
@@ -331,9 +327,9 @@ func TestVersionGuardSkipsStale(t *testing.T) {
 	e.write(v5, v3, v6)
 	e.relay()
 	c := e.consumer(inbox.Config{Name: "inventory", Subscriber: e.subscriber("inventory", 30*time.Second), VersionGuard: true}, e.applyEffect)
-	waitFor(t, 10*time.Second, "three handled", func() bool { return c.Counters().Processed.Load()+c.Counters().Stale.Load() == 3 })
-	if c.Counters().Stale.Load() != 1 || c.Counters().Processed.Load() != 2 {
-		t.Fatalf("stale %d processed %d", c.Counters().Stale.Load(), c.Counters().Processed.Load())
+	waitFor(t, 10*time.Second, "three handled", func() bool { return c.Stats().Processed+c.Stats().Stale == 3 })
+	if c.Stats().Stale != 1 || c.Stats().Processed != 2 {
+		t.Fatalf("stale %d processed %d", c.Stats().Stale, c.Stats().Processed)
 	}
 	got := e.effectCounts()
 	if got[v3.ID] != 0 || got[v5.ID] != 1 || got[v6.ID] != 1 {
@@ -369,9 +365,9 @@ func TestUndecodableMessageParkedNotLost(t *testing.T) {
 	e.write(good)
 	e.relay()
 	c := e.consumer(inbox.Config{Name: "inventory", Subscriber: e.subscriber("inventory", 30*time.Second)}, e.applyEffect)
-	waitFor(t, 10*time.Second, "good event after the junk", func() bool { return c.Counters().Processed.Load() == 1 })
-	if c.Counters().Undecodable.Load() != 2 {
-		t.Fatalf("undecodable %d", c.Counters().Undecodable.Load())
+	waitFor(t, 10*time.Second, "good event after the junk", func() bool { return c.Stats().Processed == 1 })
+	if c.Stats().Undecodable != 2 {
+		t.Fatalf("undecodable %d", c.Stats().Undecodable)
 	}
 	rows, err := e.s.InboxList(ctx, store.InboxFilter{Consumer: "inventory", Status: txbox.StatusDead})
 	if err != nil || len(rows) != 2 {
@@ -472,7 +468,7 @@ func TestOrderedAppliesInVersionOrder(t *testing.T) {
 			mu.Unlock()
 			return e.applyEffect(ctx, tx, ev)
 		})
-	waitFor(t, 15*time.Second, "five applied", func() bool { return c.Counters().Processed.Load() == 5 })
+	waitFor(t, 15*time.Second, "five applied", func() bool { return c.Stats().Processed == 5 })
 	mu.Lock()
 	defer mu.Unlock()
 	var o1 []string
@@ -484,8 +480,8 @@ func TestOrderedAppliesInVersionOrder(t *testing.T) {
 	if strings.Join(o1, ",") != "o-1/1,o-1/2,o-1/3" {
 		t.Fatalf("aggregate o-1 applied as %v (all handler calls: %v)", o1, applied)
 	}
-	if c.Counters().Gaps.Load() == 0 || c.Counters().Stale.Load() != 0 {
-		t.Fatalf("gaps %d stale %d", c.Counters().Gaps.Load(), c.Counters().Stale.Load())
+	if c.Stats().Gaps == 0 || c.Stats().Stale != 0 {
+		t.Fatalf("gaps %d stale %d", c.Stats().Gaps, c.Stats().Stale)
 	}
 	for id, n := range e.effectCounts() {
 		if n != 1 {
@@ -521,7 +517,7 @@ func TestSharedTransactionSavepoints(t *testing.T) {
 			return nil
 		})
 	waitFor(t, 20*time.Second, "59 applied and one parked", func() bool {
-		return c.Counters().Processed.Load() == 59 && c.Counters().Parked.Load() == 1
+		return c.Stats().Processed == 59 && c.Stats().Parked == 1
 	})
 	got := e.effectCounts()
 	if len(got) != 59 || got[poison.ID] != 0 || got[flaky.ID] != 1 {

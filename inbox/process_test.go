@@ -50,7 +50,7 @@ func child() error {
 	}
 	defer sub.Close()
 	effects := g("CHILD_EFFECTS")
-	c, err := inbox.NewPgx(s.Pool(), inbox.Config{Name: g("CHILD_NAME"), Subscriber: sub, Dialect: s.Dialect().(store.InboxDialect), BatchSize: 100},
+	c, err := inbox.New(s, inbox.Config{Name: g("CHILD_NAME"), Subscriber: sub, BatchSize: 100},
 		func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {
 			_, err := tx.Exec(ctx, `INSERT INTO `+effects+` (event_id, n) VALUES ($1, 1) ON CONFLICT (event_id) DO UPDATE SET n = `+effects+`.n + 1`, ev.ID)
 			return err

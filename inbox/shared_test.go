@@ -15,7 +15,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
-	"github.com/txbox/txbox/broker/mem"
+	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/inbox"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/store"
@@ -63,16 +63,16 @@ func mixedBatch(t *testing.T, h harness, usePgx bool) {
 				}
 				return nil
 			}
-			cfg := inbox.Config{Name: "mixed", Subscriber: mem.New().Subscribe("mixed"), Dialect: s.Dialect().(store.InboxDialect),
+			cfg := inbox.Config{Name: "mixed", Subscriber: membroker.New().Subscribe("mixed"),
 				TxBatch: txBatch, MaxAttempts: 5, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, Logger: quiet()}
 			var c *inbox.Consumer
 			var err error
 			if usePgx {
-				c, err = inbox.NewPgx(s.(*postgres.Store).Pool(), cfg, func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {
+				c, err = inbox.New(s.(*postgres.Store), cfg, func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {
 					return apply(func(q string, args ...any) error { _, err := tx.Exec(ctx, q, args...); return err }, ev)
 				})
 			} else {
-				c, err = inbox.NewSQL(db, cfg, func(ctx context.Context, tx *sql.Tx, ev txbox.Event) error {
+				c, err = inbox.New(storeOrSQL(t, s, db), cfg, func(ctx context.Context, tx *sql.Tx, ev txbox.Event) error {
 					return apply(func(q string, args ...any) error { _, err := tx.ExecContext(ctx, q, args...); return err }, ev)
 				})
 			}
@@ -183,10 +183,19 @@ func mixedBatch(t *testing.T, h harness, usePgx bool) {
 					t.Errorf("%s: %+v", n, r)
 				}
 			}
-			ct := c.Counters()
-			if ct.Processed.Load() != 6 || ct.Duplicates.Load() != 2 || ct.Failed.Load() != 2 {
-				t.Errorf("processed %d duplicates %d failed %d, want 6, 2, 2", ct.Processed.Load(), ct.Duplicates.Load(), ct.Failed.Load())
+			ct := c.Stats()
+			if ct.Processed != 6 || ct.Duplicates != 2 || ct.Failed != 2 {
+				t.Errorf("processed %d duplicates %d failed %d, want 6, 2, 2", ct.Processed, ct.Duplicates, ct.Failed)
 			}
 		})
 	}
+}
+
+// storeOrSQL is the store itself when it begins *sql.Tx inbox transactions
+// (MySQL, SQLite), else the store through database/sql (PostgreSQL).
+func storeOrSQL(t *testing.T, s store.Store, db *sql.DB) store.InboxStore[*sql.Tx] {
+	if is, ok := s.(store.InboxStore[*sql.Tx]); ok {
+		return is
+	}
+	return sqlInbox(t, s, db)
 }

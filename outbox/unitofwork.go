@@ -10,13 +10,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
-	"github.com/txbox/txbox/store/postgres"
 )
 
 // Recorder collects the domain events raised while a unit of work runs. The
 // events are written just before COMMIT: the Go counterpart of Spring's
-// BEFORE_COMMIT listener (seed 000 section 4). Business code can record
+// BEFORE_COMMIT listener. Business code can record
 // through the context without knowing about the outbox.
 type Recorder struct {
 	mu     sync.Mutex
@@ -84,7 +84,7 @@ func (w *Writer) RunPgx(ctx context.Context, db interface {
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 		}
 	}()
-	return w.run(ctx, postgres.Tx(tx), func(ctx context.Context, rec *Recorder) error { return fn(ctx, tx, rec) },
+	return w.run(ctx, pgxtx.Wrap(tx), func(ctx context.Context, rec *Recorder) error { return fn(ctx, tx, rec) },
 		func() error { return tx.Commit(ctx) })
 }
 

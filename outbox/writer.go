@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
-	"github.com/txbox/txbox/store/postgres"
 )
 
 // Writer adds events through one dialect. It is safe for concurrent use.
@@ -100,5 +100,5 @@ func (w *Writer) AddSQL(ctx context.Context, tx *sql.Tx, events ...txbox.Event) 
 
 // AddPgx is Add for a pgx transaction.
 func (w *Writer) AddPgx(ctx context.Context, tx pgx.Tx, events ...txbox.Event) error {
-	return w.Add(ctx, postgres.Tx(tx), events...)
+	return w.Add(ctx, pgxtx.Wrap(tx), events...)
 }

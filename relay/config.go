@@ -22,44 +22,45 @@ type Config struct {
 	// Topic is the destination template over {aggregate_type} and
 	// {event_type}. Default broker.DefaultTopic.
 	Topic broker.Topic
-	// Source is the CloudEvents "source" attribute. Default "txbox".
+	// Source is the CloudEvents "source" attribute. Default DefaultSource.
 	Source string
 	// ID names this relay in locked_by. Default host-pid-random.
 	ID string
 
-	// BatchSize is the most rows one claim takes. Default 500.
+	// BatchSize is the most rows one claim takes. Default DefaultBatchSize.
 	BatchSize int
 	// Workers is how many claimed batches are published and marked at
-	// once; claims themselves run one at a time. Default 2.
+	// once; claims themselves run one at a time. Default DefaultWorkers.
 	Workers int
 	// PollInterval is how long an idle relay waits before claiming again
-	// when no wake-up arrives. Default 500ms.
+	// when no wake-up arrives. Default DefaultPollInterval.
 	PollInterval time.Duration
 	// Wakeup, when set, makes an idle relay claim at once on a receive
 	// (push wake-ups such as PostgreSQL LISTEN); polling stays the fallback.
 	Wakeup <-chan struct{}
 	// Lease is how long claimed rows stay reserved for this relay. Another
-	// relay may take them over after that. Default 30s.
+	// relay may take them over after that. Default DefaultLease.
 	Lease time.Duration
-	// Claims chooses how claimed rows are reserved. "" or "auto": by the
+	// Claims chooses how claimed rows are reserved. "" or ClaimAuto: by the
 	// open transaction of the claim where the store can (PostgreSQL: the row
 	// locks are the reservation, nothing is written to take it, and a dead
 	// relay's rows are free the moment its connection drops), else by a
-	// lease written into the rows. "lease": always a lease, for poolers
+	// lease written into the rows. ClaimLease: always a lease, for poolers
 	// that cannot keep a transaction on one connection (PgBouncer statement
 	// pooling) or to hold rows visibly as PROCESSING.
-	Claims string
-	// PublishTimeout bounds one publish round. Default 10s; it must leave
-	// room inside Lease so a relay never publishes a row whose lease it no
-	// longer holds.
+	Claims ClaimMode
+	// PublishTimeout bounds one publish round. Default
+	// PublishTimeoutFor(Lease): min(10s, Lease/3). It must be at most half
+	// of Lease, so a relay never publishes a row whose lease it no longer
+	// holds.
 	PublishTimeout time.Duration
 
 	// MaxAttempts is how many failed publishes send a row to DEAD.
-	// Default 10.
+	// Default DefaultMaxAttempts.
 	MaxAttempts int
 	// BackoffBase and BackoffMax shape the retry delay: attempt n waits
 	// between half and all of min(BackoffMax, BackoffBase * 2^(n-1)).
-	// Defaults 1s and 300s.
+	// Defaults DefaultBackoffBase and DefaultBackoffMax.
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
 
@@ -71,34 +72,34 @@ func (c *Config) withDefaults() {
 		c.Topic = broker.DefaultTopic
 	}
 	if c.Source == "" {
-		c.Source = "txbox"
+		c.Source = DefaultSource
 	}
 	if c.ID == "" {
 		c.ID = defaultID()
 	}
 	if c.BatchSize == 0 {
-		c.BatchSize = 500
+		c.BatchSize = DefaultBatchSize
 	}
 	if c.Workers == 0 {
-		c.Workers = 2
+		c.Workers = DefaultWorkers
 	}
 	if c.PollInterval == 0 {
-		c.PollInterval = 500 * time.Millisecond
+		c.PollInterval = DefaultPollInterval
 	}
 	if c.Lease == 0 {
-		c.Lease = 30 * time.Second
+		c.Lease = DefaultLease
 	}
 	if c.PublishTimeout == 0 {
-		c.PublishTimeout = min(10*time.Second, c.Lease/3)
+		c.PublishTimeout = PublishTimeoutFor(c.Lease)
 	}
 	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 10
+		c.MaxAttempts = DefaultMaxAttempts
 	}
 	if c.BackoffBase == 0 {
-		c.BackoffBase = time.Second
+		c.BackoffBase = DefaultBackoffBase
 	}
 	if c.BackoffMax == 0 {
-		c.BackoffMax = 300 * time.Second
+		c.BackoffMax = DefaultBackoffMax
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -140,7 +141,7 @@ func (c Config) ValidateSettings() error {
 		return bad("BackoffBase", "%v must be positive", c.BackoffBase)
 	case c.BackoffMax < c.BackoffBase:
 		return bad("BackoffMax", "%v is below BackoffBase %v", c.BackoffMax, c.BackoffBase)
-	case c.Claims != "" && c.Claims != "auto" && c.Claims != "lease":
+	case c.Claims != "" && c.Claims != ClaimAuto && c.Claims != ClaimLease:
 		return bad("Claims", "%q: want auto or lease", c.Claims)
 	case len(c.ID) > 100:
 		return bad("ID", "longer than 100 characters")

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/broker/mem"
+	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
 )
@@ -21,7 +21,7 @@ import (
 // and the row came back after every lease without ever spending an attempt.
 func TestBrokerErrorWithBadBytesStillMarks(t *testing.T) {
 	s := openPG(t)
-	b := mem.New()
+	b := membroker.New()
 	ctx := context.Background()
 	poison := txbox.MustEvent("Order", "a", "E", nil)
 	write(t, s, poison)
@@ -51,7 +51,7 @@ func TestBrokerErrorWithBadBytesStillMarks(t *testing.T) {
 	if recs[0].Status != txbox.StatusDead || recs[0].RetryCount != 1 || recs[1].RetryCount != 1 {
 		t.Errorf("rows: %+v", recs)
 	}
-	if c := r.Counters(); c.Errors.Load() != 0 || c.Dead.Load() != 1 || c.Retried.Load() != 1 {
-		t.Errorf("relay counters: errors %d, dead %d, retried %d; want 0, 1, 1", c.Errors.Load(), c.Dead.Load(), c.Retried.Load())
+	if c := r.Stats(); c.Errors != 0 || c.Dead != 1 || c.Retried != 1 {
+		t.Errorf("relay counters: errors %d, dead %d, retried %d; want 0, 1, 1", c.Errors, c.Dead, c.Retried)
 	}
 }

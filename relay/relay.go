@@ -1,7 +1,7 @@
 // Package relay delivers outbox rows to a broker at least once, in
 // per-aggregate order: claim -> publish -> mark.
 //
-// The publish loop is Relay.deliver: rows of one claim are grouped into lanes
+// The publish loop: rows of one claim are grouped into lanes
 // by aggregate; each round publishes the head of every lane in one pipelined
 // call; a lane moves on only after its head is confirmed, so a later event of
 // an aggregate is never sent while an earlier one is unsent. A retryable
@@ -32,26 +32,7 @@ type Relay struct {
 	txc  store.TxClaimer // nil: lease claims
 	log  *slog.Logger
 	seq  atomic.Uint64
-	ctrs Counters
-}
-
-// Counters are cumulative since the relay started.
-type Counters struct {
-	Claimed   atomic.Int64 // rows claimed
-	Published atomic.Int64 // rows confirmed by the broker
-	Retried   atomic.Int64 // rows sent to RETRY
-	Dead      atomic.Int64 // rows sent to DEAD
-	Released  atomic.Int64 // rows handed back unpublished
-	LeaseLost atomic.Int64 // marks refused because another relay took the row
-	Errors    atomic.Int64 // store errors in the loop
-	LastClaim atomic.Int64 // unix nanoseconds of the last successful claim
-
-	// Time spent per phase, in nanoseconds, summed over batches: where a
-	// relay's time goes (claims run one at a time; publishes and marks of
-	// up to Workers batches overlap).
-	ClaimNanos   atomic.Int64
-	PublishNanos atomic.Int64
-	MarkNanos    atomic.Int64
+	ctrs counters
 }
 
 // New validates cfg and returns a relay.
@@ -61,17 +42,11 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{cfg: cfg, log: cfg.Logger.With("relay", cfg.ID)}
-	if txc, ok := cfg.Store.(store.TxClaimer); ok && cfg.Claims != "lease" {
+	if txc, ok := cfg.Store.(store.TxClaimer); ok && cfg.Claims != ClaimLease {
 		r.txc = txc
 	}
 	return r, nil
 }
-
-// Counters exposes the relay's counters.
-func (r *Relay) Counters() *Counters { return &r.ctrs }
-
-// Config returns the effective configuration (defaults applied).
-func (r *Relay) Config() Config { return r.cfg }
 
 // Run delivers until ctx is cancelled. On cancellation the batches in
 // flight finish their publish round and release the rest, then Run returns
@@ -154,16 +129,6 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 	case <-wake:
 	}
 	return true
-}
-
-// RunOnce claims one batch and delivers it. It returns how many rows it
-// claimed.
-func (r *Relay) RunOnce(ctx context.Context) (int, error) {
-	b, err := r.claim(ctx)
-	if err != nil || len(b.recs) == 0 {
-		return 0, err
-	}
-	return len(b.recs), r.deliver(ctx, b, nil)
 }
 
 // batch is one claim: its fencing token or open transaction, rows, and the
@@ -408,7 +373,7 @@ func (r *Relay) lost(n int64, err error) {
 		// The broker has these; another relay that took them over will send
 		// them again. At least once still holds; the inbox absorbs the copy.
 		r.ctrs.LeaseLost.Add(n)
-		r.log.Warn("marks refused: lease lost to another relay", "rows", n, "err", txbox.ErrLeaseLost)
+		r.log.Warn("marks refused: lease lost to another relay", "rows", n)
 	}
 }
 

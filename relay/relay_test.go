@@ -14,7 +14,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
-	"github.com/txbox/txbox/broker/mem"
+	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/outbox"
 	"github.com/txbox/txbox/relay"
@@ -125,7 +125,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 
 func TestDeliversEverythingInAggregateOrder(t *testing.T) {
 	s := openPG(t)
-	b := mem.New()
+	b := membroker.New()
 	var evs []txbox.Event
 	for i := range 600 {
 		evs = append(evs, txbox.MustEvent("Order", fmt.Sprintf("o-%d", i%7), "OrderUpdated", map[string]int{"i": i}))
@@ -152,14 +152,14 @@ func TestDeliversEverythingInAggregateOrder(t *testing.T) {
 		st, _ := s.Stats(context.Background())
 		return st.Counts[txbox.StatusSent] == 600
 	})
-	if got := r.Counters().Published.Load(); got != 600 {
+	if got := r.Stats().Published; got != 600 {
 		t.Fatalf("published counter %d", got)
 	}
 }
 
 func TestFailingAggregateBlocksOnlyItself(t *testing.T) {
 	s := openPG(t)
-	b := mem.New()
+	b := membroker.New()
 	f := &faulty{Publisher: b, fail: map[string]bool{"bad": true}}
 	var evs []txbox.Event
 	for i := range 5 {
@@ -168,7 +168,7 @@ func TestFailingAggregateBlocksOnlyItself(t *testing.T) {
 	write(t, s, evs...)
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: f, BackoffBase: 50 * time.Millisecond, BackoffMax: 100 * time.Millisecond, MaxAttempts: 1000})
 	waitFor(t, 10*time.Second, "good aggregates delivered", func() bool { return len(b.Messages()) == 5 })
-	waitFor(t, 10*time.Second, "several retries of the bad head", func() bool { return r.Counters().Retried.Load() >= 3 })
+	waitFor(t, 10*time.Second, "several retries of the bad head", func() bool { return r.Stats().Retried >= 3 })
 	for _, m := range b.Messages() {
 		if m.Event.AggregateID == "bad" {
 			t.Fatal("event of the failing aggregate published")
@@ -201,7 +201,7 @@ func TestFailingAggregateBlocksOnlyItself(t *testing.T) {
 
 func TestPermanentErrorGoesDeadAndRestFlows(t *testing.T) {
 	s := openPG(t)
-	b := mem.New(mem.WithMaxPayload(1000))
+	b := membroker.New(membroker.WithMaxPayload(1000))
 	big := txbox.MustEvent("Order", "o-1", "E", map[string]string{"blob": strings.Repeat("x", 5000)})
 	next := txbox.MustEvent("Order", "o-1", "E", map[string]int{"after": 1})
 	write(t, s, big, next, txbox.MustEvent("Order", "o-2", "E", nil))
@@ -214,7 +214,7 @@ func TestPermanentErrorGoesDeadAndRestFlows(t *testing.T) {
 	}
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, MaxAttempts: 10})
 	waitFor(t, 10*time.Second, "two delivered", func() bool { return len(b.Messages()) == 2 })
-	waitFor(t, 5*time.Second, "two dead", func() bool { return r.Counters().Dead.Load() == 2 })
+	waitFor(t, 5*time.Second, "two dead", func() bool { return r.Stats().Dead == 2 })
 	dead, _ := s.List(ctx, store.Filter{Status: txbox.StatusDead})
 	if len(dead) != 2 {
 		t.Fatalf("dead: %d", len(dead))
@@ -231,12 +231,12 @@ func TestPermanentErrorGoesDeadAndRestFlows(t *testing.T) {
 
 func TestGivesUpAfterMaxAttempts(t *testing.T) {
 	s := openPG(t)
-	b := mem.New()
+	b := membroker.New()
 	b.SetDown(true)
 	e := txbox.MustEvent("Order", "o-1", "E", nil)
 	write(t, s, e)
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, MaxAttempts: 3, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
-	waitFor(t, 10*time.Second, "dead after 3 attempts", func() bool { return r.Counters().Dead.Load() == 1 })
+	waitFor(t, 10*time.Second, "dead after 3 attempts", func() bool { return r.Stats().Dead == 1 })
 	recs, _ := s.List(context.Background(), store.Filter{EventIDs: []string{e.ID}})
 	if recs[0].Status != txbox.StatusDead || recs[0].RetryCount != 3 || !strings.Contains(recs[0].LastError, "after 3 attempts") {
 		t.Fatalf("%+v", recs[0])
@@ -245,7 +245,7 @@ func TestGivesUpAfterMaxAttempts(t *testing.T) {
 
 func TestShutdownFinishesOrReleasesInFlight(t *testing.T) {
 	s := openPG(t)
-	b := mem.New()
+	b := membroker.New()
 	f := &faulty{Publisher: b, delay: 300 * time.Millisecond}
 	var evs []txbox.Event
 	for i := range 40 {
@@ -274,7 +274,7 @@ func TestShutdownFinishesOrReleasesInFlight(t *testing.T) {
 
 func TestLeaseDeadlineReleasesUnpublished(t *testing.T) {
 	s := openPG(t)
-	b := mem.New()
+	b := membroker.New()
 	f := &faulty{Publisher: b, delay: 150 * time.Millisecond}
 	var evs []txbox.Event
 	for i := range 30 {
@@ -289,7 +289,7 @@ func TestLeaseDeadlineReleasesUnpublished(t *testing.T) {
 	if err != nil || n != 30 {
 		t.Fatalf("run once: %d %v", n, err)
 	}
-	rel := r.Counters().Released.Load()
+	rel := r.Stats().Released
 	if rel == 0 || rel == 30 {
 		t.Fatalf("a 30-deep lane at 150ms per round cannot finish in a 1s lease: released %d", rel)
 	}
@@ -301,7 +301,7 @@ func TestLeaseDeadlineReleasesUnpublished(t *testing.T) {
 
 func TestConfigValidationNamesTheField(t *testing.T) {
 	s := &postgres.Store{}
-	b := mem.New()
+	b := membroker.New()
 	for _, c := range []struct {
 		cfg   relay.Config
 		field string
@@ -325,7 +325,7 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 // though the relay polls only every 10 seconds.
 func TestWakeupDeliversWithoutWaitingForThePoll(t *testing.T) {
 	s := openPG(t)
-	b := mem.New()
+	b := membroker.New()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wake := postgres.Listen(ctx, s.Pool(), postgres.WakeupChannel(s.Tables().Outbox), nil)

@@ -2,8 +2,8 @@
 // in the manner of go-cloud's pubsub drivertest and watermill's pubsub tests:
 // one set of cases, run against each adapter through a Harness.
 //
-// The suite runs what an adapter declares in its Capabilities and what its
-// Harness can do; every case it cannot run is skipped with the reason, never
+// The suite runs what an adapter's Harness declares in its Capabilities and
+// what the Harness can do; every case it cannot run is skipped with the reason, never
 // silently. A bug fixed in one adapter becomes a case here so every adapter
 // proves it.
 package brokertest
@@ -28,6 +28,11 @@ type Harness struct {
 	// NewPublisher returns a publisher for the broker under test. The suite
 	// closes it.
 	NewPublisher func(ctx context.Context, t *testing.T) broker.Publisher
+
+	// Capabilities declares what the broker guarantees for a publisher
+	// NewPublisher returned (some depend on its options or on the server).
+	// Required.
+	Capabilities func(p broker.Publisher) Capabilities
 
 	// NewSubscriber returns a receiver for the durable group (consumer name)
 	// on topic, which came from Topic. The suite closes it. Nil when the
@@ -85,8 +90,8 @@ const (
 // Run runs every case against the harness.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	if h.NewPublisher == nil || h.Topic == nil {
-		t.Fatal("brokertest: Harness.NewPublisher and Harness.Topic are required")
+	if h.NewPublisher == nil || h.Topic == nil || h.Capabilities == nil {
+		t.Fatal("brokertest: Harness.NewPublisher, Harness.Topic and Harness.Capabilities are required")
 	}
 	cases := []struct {
 		name string
@@ -412,7 +417,7 @@ func testHeaderRoundTrip(t *testing.T, h Harness) {
 // arrive in publish order per key.
 func testOrderPerKey(t *testing.T, h Harness) {
 	p := publisher(t, h)
-	if !p.Capabilities().OrderPerKey {
+	if !h.caps(p).OrderPerKey {
 		t.Skip("skipped: adapter does not declare OrderPerKey")
 	}
 	topic := h.Topic(t)
@@ -455,7 +460,7 @@ func testOrderPerKey(t *testing.T, h Harness) {
 // times and stored once.
 func testNativeDedupe(t *testing.T, h Harness) {
 	p := publisher(t, h)
-	if !p.Capabilities().NativeDedupe {
+	if !h.caps(p).NativeDedupe {
 		t.Skip("skipped: adapter does not declare NativeDedupe")
 	}
 	topic := h.Topic(t)
@@ -475,7 +480,7 @@ func testNativeDedupe(t *testing.T, h Harness) {
 // the messages around it in the same call are still confirmed.
 func testOversize(t *testing.T, h Harness) {
 	p := publisher(t, h)
-	limit := p.Capabilities().MaxPayload
+	limit := h.caps(p).MaxPayload
 	if limit <= 0 {
 		t.Skip("skipped: adapter declares no MaxPayload")
 	}
@@ -541,7 +546,7 @@ func testReceiveContext(t *testing.T, h Harness) {
 // with a higher attempt; an acked one never does.
 func testRedeliveryNak(t *testing.T, h Harness) {
 	p := publisher(t, h)
-	if !p.Capabilities().Redelivery {
+	if !h.caps(p).Redelivery {
 		t.Skip("skipped: adapter does not declare Redelivery")
 	}
 	topic := h.Topic(t)
@@ -603,7 +608,7 @@ func testRedeliveryNak(t *testing.T, h Harness) {
 // after the ack wait.
 func testRedeliveryAckWait(t *testing.T, h Harness) {
 	p := publisher(t, h)
-	if !p.Capabilities().Redelivery {
+	if !h.caps(p).Redelivery {
 		t.Skip("skipped: adapter does not declare Redelivery")
 	}
 	if h.AckWait <= 0 {
@@ -692,7 +697,7 @@ func testBrokerDown(t *testing.T, h Harness) {
 	topic := h.Topic(t)
 	before := event("k", 0)
 	var survivor string // the group that must still get before
-	if h.SubscribeFirst && h.NewSubscriber != nil && p.Capabilities().Persistent {
+	if h.SubscribeFirst && h.NewSubscriber != nil && h.caps(p).Persistent {
 		survivor = group()
 		if err := subscriber(t, h, survivor, topic).Close(); err != nil {
 			t.Fatalf("subscriber Close: %v", err)
@@ -754,7 +759,7 @@ func testBrokerDown(t *testing.T, h Harness) {
 // before it was stopped, to group if given, else to a new group.
 func checkSurvived(t *testing.T, h Harness, p broker.Publisher, topic, id, group string) {
 	t.Helper()
-	if !p.Capabilities().Persistent {
+	if !h.caps(p).Persistent {
 		t.Log("not checking that messages survive the restart: adapter does not declare Persistent")
 		return
 	}

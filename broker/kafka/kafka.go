@@ -27,8 +27,8 @@
 // the client retries internally (a lost response, a leader change) is stored
 // once. That is not event dedupe: an event the relay publishes again (after a
 // crash between the broker's ack and the SENT mark) is a new record, and
-// Kafka stores both; the consumer's inbox absorbs the copy. Capabilities
-// therefore says NativeDedupe false.
+// Kafka stores both; the consumer's inbox absorbs the copy. The conformance
+// harness therefore declares NativeDedupe false.
 //
 // Publish hands every record to the client in slice order without waiting
 // between them, then waits for each acknowledgement or for ctx. Per-message

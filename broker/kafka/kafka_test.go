@@ -47,6 +47,13 @@ func TestConformance(t *testing.T) {
 	var n atomic.Int64
 	const ackWait = time.Second
 	brokertest.Run(t, brokertest.Harness{
+		// One partition per key keeps order; acks=all persists; Kafka does
+		// not drop a republished event (the idempotent producer drops only
+		// the client's own retries).
+		Capabilities: func(p broker.Publisher) brokertest.Capabilities {
+			return brokertest.Capabilities{OrderPerKey: true, Persistent: true, Redelivery: true,
+				MaxPayload: p.(*kafkabroker.Publisher).MaxPayload()}
+		},
 		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
 			p, err := kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Logger: quiet})
 			if err != nil {

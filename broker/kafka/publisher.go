@@ -147,13 +147,8 @@ func (p *Publisher) batchMax(topic string) int32 {
 	return int32(p.opts.MaxMessageBytes)
 }
 
-// Capabilities: Kafka keeps per-key order (one partition per key) and
-// persists what it acknowledged with acks=all; it does not drop a republished
-// event (the idempotent producer only drops the client's own retries).
-// MaxPayload is MaxMessageBytes; a topic may allow less.
-func (p *Publisher) Capabilities() broker.Capabilities {
-	return broker.Capabilities{OrderPerKey: true, Persistent: true, NativeDedupe: false, Redelivery: true, MaxPayload: p.opts.MaxMessageBytes}
-}
+// MaxPayload is Options.MaxMessageBytes; a topic may allow less.
+func (p *Publisher) MaxPayload() int { return p.opts.MaxMessageBytes }
 
 // Client is the underlying franz-go client, for health checks and metrics.
 func (p *Publisher) Client() *kgo.Client { return p.cl }

@@ -1,13 +1,18 @@
-// Package mem is an in-memory broker for fast unit tests of the relay and the
-// inbox. It keeps the semantics that matter to them (per-publish results,
-// order, optional dedupe by event id, durable groups, Nak and ack-wait
-// redelivery) and adds hooks to make the broker fail on demand.
+// Package membroker is an in-memory broker for fast unit tests of the relay
+// and the inbox. Its directory is broker/mem; like every broker adapter, the
+// package is named <folder>broker:
+//
+//	import membroker "github.com/txbox/txbox/broker/mem"
+//
+// It keeps the semantics that matter to them (per-publish results, order,
+// optional dedupe by event id, durable groups, Nak and ack-wait redelivery)
+// and adds hooks to make the broker fail on demand.
 //
 // Messages travel in the same CloudEvents form a real broker carries: Publish
 // runs broker.Attributes and a delivery decodes with
 // broker.EventFromAttributes, so an event that a real broker would reject or
 // mangle is rejected or mangled here too.
-package mem
+package membroker
 
 import (
 	"context"
@@ -111,17 +116,11 @@ func New(opts ...Option) *Broker {
 
 var _ broker.Publisher = (*Broker)(nil)
 
-// Capabilities reports order per key, redelivery and, when configured,
-// dedupe and a payload limit. Nothing survives the process.
-func (b *Broker) Capabilities() broker.Capabilities {
-	return broker.Capabilities{
-		OrderPerKey:  true,
-		Persistent:   false,
-		NativeDedupe: b.dedupe,
-		Redelivery:   true,
-		MaxPayload:   b.maxPayload,
-	}
-}
+// MaxPayload is the limit set by WithMaxPayload (0: none).
+func (b *Broker) MaxPayload() int { return b.maxPayload }
+
+// Dedupes reports whether WithDedupe was given.
+func (b *Broker) Dedupes() bool { return b.dedupe }
 
 // Publish stores the messages in order. Each message gets its own result, so
 // a failure injected with FailNext or a bad message fails only itself.

@@ -1,4 +1,4 @@
-package mem_test
+package membroker_test
 
 import (
 	"context"
@@ -11,13 +11,19 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/brokertest"
-	"github.com/txbox/txbox/broker/mem"
+	membroker "github.com/txbox/txbox/broker/mem"
 )
 
 func TestConformance(t *testing.T) {
-	b := mem.New(mem.WithDedupe(), mem.WithMaxPayload(64<<10), mem.WithAckWait(time.Second))
+	b := membroker.New(membroker.WithDedupe(), membroker.WithMaxPayload(64<<10), membroker.WithAckWait(time.Second))
 	var n atomic.Int64
 	brokertest.Run(t, brokertest.Harness{
+		// Order per key and redelivery; dedupe and a payload limit only when
+		// configured. Nothing survives the process.
+		Capabilities: func(p broker.Publisher) brokertest.Capabilities {
+			m := p.(*membroker.Broker)
+			return brokertest.Capabilities{OrderPerKey: true, Redelivery: true, NativeDedupe: m.Dedupes(), MaxPayload: m.MaxPayload()}
+		},
 		NewPublisher: func(context.Context, *testing.T) broker.Publisher { return b },
 		NewSubscriber: func(_ context.Context, _ *testing.T, group, topic string) broker.Subscriber {
 			return b.Subscribe(group, topic)
@@ -33,16 +39,14 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// TestCapabilitiesFollowOptions: dedupe and the payload limit are declared
-// only when configured, so brokertest skips what a plain broker lacks.
-func TestCapabilitiesFollowOptions(t *testing.T) {
-	c := mem.New().Capabilities()
-	if c.NativeDedupe || c.MaxPayload != 0 || c.Persistent || !c.OrderPerKey || !c.Redelivery {
-		t.Fatalf("plain broker capabilities = %+v", c)
+// TestLimitsFollowOptions: dedupe and the payload limit hold only when
+// configured, so brokertest skips what a plain broker lacks.
+func TestLimitsFollowOptions(t *testing.T) {
+	if b := membroker.New(); b.Dedupes() || b.MaxPayload() != 0 {
+		t.Fatalf("plain broker: dedupe %v, max payload %d", b.Dedupes(), b.MaxPayload())
 	}
-	c = mem.New(mem.WithDedupe(), mem.WithMaxPayload(10)).Capabilities()
-	if !c.NativeDedupe || c.MaxPayload != 10 {
-		t.Fatalf("configured broker capabilities = %+v", c)
+	if b := membroker.New(membroker.WithDedupe(), membroker.WithMaxPayload(10)); !b.Dedupes() || b.MaxPayload() != 10 {
+		t.Fatalf("configured broker: dedupe %v, max payload %d", b.Dedupes(), b.MaxPayload())
 	}
 }
 
@@ -55,7 +59,7 @@ func msg(topic, key string, n int) broker.Message {
 // n messages one by one, are returned as given, and leave no trace in
 // Messages; Messages keeps duplicates in publish order.
 func TestFailNextAndMessages(t *testing.T) {
-	b := mem.New(mem.WithDedupe())
+	b := membroker.New(membroker.WithDedupe())
 	ctx := context.Background()
 	boom := errors.New("boom")
 	b.FailNext(2, boom)
@@ -90,7 +94,7 @@ func TestFailNextAndMessages(t *testing.T) {
 // TestDownAffectsEverything: a down broker fails publishes, receives and
 // acks with ErrBrokerUnavailable, and keeps what it stored.
 func TestDownAffectsEverything(t *testing.T) {
-	b := mem.New()
+	b := membroker.New()
 	ctx := context.Background()
 	sub := b.Subscribe("g")
 	if errs := b.Publish(ctx, []broker.Message{msg("t", "a", 0)}); errs[0] != nil {
@@ -122,7 +126,7 @@ func TestDownAffectsEverything(t *testing.T) {
 // TestGroupsAndFilters: every group sees every matching message once;
 // receivers of one group share them; topic patterns follow NATS rules.
 func TestGroupsAndFilters(t *testing.T) {
-	b := mem.New()
+	b := membroker.New()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	g1a := b.Subscribe("g1", "orders.>")
@@ -160,7 +164,7 @@ func TestGroupsAndFilters(t *testing.T) {
 // TestStaleAckDoesNotCancelRedelivery: a handler that outlived the ack wait
 // cannot ack away the newer delivery of the same message.
 func TestStaleAckDoesNotCancelRedelivery(t *testing.T) {
-	b := mem.New(mem.WithAckWait(50 * time.Millisecond))
+	b := membroker.New(membroker.WithAckWait(50 * time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s := b.Subscribe("g")
@@ -197,7 +201,7 @@ func TestStaleAckDoesNotCancelRedelivery(t *testing.T) {
 // TestInvalidHeaderIsPermanent: mem rejects what the wire format cannot
 // carry, as real brokers do.
 func TestInvalidHeaderIsPermanent(t *testing.T) {
-	b := mem.New()
+	b := membroker.New()
 	m := msg("t", "k", 0)
 	m.Event.Headers = map[string]string{"Bad-Name": "x"}
 	if errs := b.Publish(context.Background(), []broker.Message{m}); !errors.Is(errs[0], txbox.ErrPermanent) {

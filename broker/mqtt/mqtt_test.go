@@ -38,6 +38,15 @@ func harness(t *testing.T, url string, opts mqttbroker.Options) brokertest.Harne
 	const ackWait = time.Second
 	opts.Logger = quiet
 	return brokertest.Harness{
+		// QoS 1 on one connection keeps publish order per topic, and the
+		// relay publishes an aggregate's next event only once the one
+		// before was acknowledged; persistent sessions get back what they
+		// did not acknowledge; MQTT has no dedupe. Persistent is
+		// Options.Persistent.
+		Capabilities: func(p broker.Publisher) brokertest.Capabilities {
+			return brokertest.Capabilities{OrderPerKey: true, Persistent: opts.Persistent, Redelivery: true,
+				MaxPayload: p.(*mqttbroker.Publisher).MaxPayload()}
+		},
 		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
 			p, err := mqttbroker.Open(ctx, url, opts)
 			if err != nil {

@@ -42,7 +42,8 @@ type Options struct {
 	MaxPayload int
 	// Persistent declares that the broker keeps confirmed messages across a
 	// restart (for subscriptions that existed when they were published). It
-	// is reported in Capabilities and changes nothing else.
+	// changes nothing in the publisher: it is what the conformance suite is
+	// told to expect.
 	Persistent bool
 	// RequireSubscribers makes a PUBACK with reason 0x10 (no matching
 	// subscribers: the broker dropped the message) a retryable failure
@@ -157,21 +158,14 @@ func (p *Publisher) conn(ctx context.Context) (*conn, error) {
 	return nc, nil
 }
 
-// Capabilities: QoS 1 on one connection keeps publish order per topic (an
-// MQTT "ordered topic"); events of one aggregate on different topics (the
-// template holds {event_type}) stay in order because the relay publishes
-// the next event of an aggregate only once the broker acknowledged, and so
-// queued, the one before. The broker redelivers to persistent sessions what
-// they did not acknowledge; MQTT has no dedupe. Persistent is
-// Options.Persistent.
-// MaxPayload is Options.MaxPayload, or else the server's Maximum Packet Size
-// (headers and payload together), or 0 when neither is known.
-func (p *Publisher) Capabilities() broker.Capabilities {
+// MaxPayload is Options.MaxPayload, or else the server's Maximum Packet
+// Size (headers and payload together), or 0 when neither is known.
+func (p *Publisher) MaxPayload() int {
 	limit := p.opts.MaxPayload
 	if mp := int(p.maxPacket.Load()); mp > 0 && (limit <= 0 || mp < limit) {
 		limit = mp
 	}
-	return broker.Capabilities{OrderPerKey: true, Persistent: p.opts.Persistent, NativeDedupe: false, Redelivery: true, MaxPayload: limit}
+	return limit
 }
 
 // NoSubscribers counts confirmed publishes the broker reported (reason

@@ -119,6 +119,13 @@ func TestConformance(t *testing.T) {
 	var n atomic.Int64
 	const ackWait = time.Second
 	brokertest.Run(t, brokertest.Harness{
+		// One stream keeps publish order per connection, persists, drops a
+		// repeated Nats-Msg-Id inside its duplicate window, and redelivers
+		// what a consumer does not acknowledge.
+		Capabilities: func(p broker.Publisher) brokertest.Capabilities {
+			return brokertest.Capabilities{OrderPerKey: true, Persistent: true, NativeDedupe: true, Redelivery: true,
+				MaxPayload: p.(*natsbroker.Publisher).MaxPayload()}
+		},
 		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
 			p, err := natsbroker.Open(ctx, url, opts)
 			if err != nil {
@@ -232,7 +239,7 @@ func TestDuplicatesCounted(t *testing.T) {
 func TestPermanentErrorsNameTheProblem(t *testing.T) {
 	url, prefix := sharedStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage, MaxMsgSize: 2048})
 	p := open(t, url, natsbroker.Options{Stream: streamName(prefix)})
-	if got := p.Capabilities().MaxPayload; got != 2048 {
+	if got := p.MaxPayload(); got != 2048 {
 		t.Errorf("MaxPayload = %d, want the stream's 2048", got)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

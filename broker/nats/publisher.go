@@ -207,16 +207,15 @@ func streamErr(verb, stream string, err error) error {
 	return unavailable(fmt.Sprintf("%s stream %q", verb, stream), err)
 }
 
-// Capabilities: one stream keeps publish order per connection, persists,
-// drops a repeated Nats-Msg-Id inside its duplicate window, and redelivers
-// what a consumer does not acknowledge. MaxPayload is the server's limit
-// (or the stream's, if smaller) for headers and body together.
-func (p *Publisher) Capabilities() broker.Capabilities {
+// MaxPayload is the largest message, headers and body together, the
+// publisher sends: the server's limit, or the stream's if smaller. A larger
+// one fails with txbox.ErrPermanent.
+func (p *Publisher) MaxPayload() int {
 	limit := int(p.nc.MaxPayload())
 	if p.streamMax > 0 && (limit <= 0 || p.streamMax < limit) {
 		limit = p.streamMax
 	}
-	return broker.Capabilities{OrderPerKey: true, Persistent: true, NativeDedupe: true, Redelivery: true, MaxPayload: limit}
+	return limit
 }
 
 // Duplicates counts messages JetStream acknowledged as duplicates of an

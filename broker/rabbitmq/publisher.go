@@ -150,12 +150,8 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 	return p, nil
 }
 
-// Capabilities: one channel keeps publish order; persistent messages in
-// durable queues survive a restart once confirmed; RabbitMQ does not drop a
-// repeated message_id; unacked deliveries come back.
-func (p *Publisher) Capabilities() broker.Capabilities {
-	return broker.Capabilities{OrderPerKey: true, Persistent: true, NativeDedupe: false, Redelivery: true, MaxPayload: p.opts.MaxPayload}
-}
+// MaxPayload is Options.MaxPayload.
+func (p *Publisher) MaxPayload() int { return p.opts.MaxPayload }
 
 // Returned counts messages the broker returned as unroutable.
 func (p *Publisher) Returned() uint64 { return p.returns.Load() }

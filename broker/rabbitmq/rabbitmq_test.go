@@ -167,6 +167,13 @@ func TestConformance(t *testing.T) {
 	var n atomic.Int64
 	const ackWait = time.Second
 	brokertest.Run(t, brokertest.Harness{
+		// One channel keeps publish order; persistent messages in durable
+		// queues survive a restart once confirmed; RabbitMQ does not drop a
+		// repeated message_id; unacked deliveries come back.
+		Capabilities: func(p broker.Publisher) brokertest.Capabilities {
+			return brokertest.Capabilities{OrderPerKey: true, Persistent: true, Redelivery: true,
+				MaxPayload: p.(*rabbitmqbroker.Publisher).MaxPayload()}
+		},
 		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
 			p, err := rabbitmqbroker.Open(ctx, via, opts)
 			if err != nil {

@@ -25,7 +25,7 @@
 // One Publish is one pipeline of XADDs on one connection, so a call's
 // entries are appended in slice order, and each gets its own result. An
 // XADD the server answered is durable as far as the server's persistence
-// goes (see Capabilities.Persistent). A key that holds another type
+// goes (see Publisher.Persistent). A key that holds another type
 // (WRONGTYPE), a key the ACL forbids (NOPERM), an empty stream name and a
 // payload over MaxPayload are permanent; a lost connection is
 // txbox.ErrBrokerUnavailable (the client dials again on the next call,

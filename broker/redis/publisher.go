@@ -105,13 +105,15 @@ func serverConfig(ctx context.Context, rdb *redis.Client, names ...string) map[s
 	return out
 }
 
-// Capabilities: a stream keeps append order; Persistent only when the
-// server writes an append-only file (appendonly yes; with appendfsync
-// everysec a power loss can still take the last second); Redis does not
-// drop a repeated event id; pending entries are claimed again.
-func (p *Publisher) Capabilities() broker.Capabilities {
-	return broker.Capabilities{OrderPerKey: true, Persistent: p.persistent, NativeDedupe: false, Redelivery: true, MaxPayload: p.maxPayload}
-}
+// Persistent reports whether a confirmed message survives a server
+// restart: the server writes an append-only file (appendonly yes; with
+// appendfsync everysec a power loss can still take the last second), or
+// Options.AssumePersistent says so.
+func (p *Publisher) Persistent() bool { return p.persistent }
+
+// MaxPayload is the largest message the publisher sends (0: no limit of its
+// own).
+func (p *Publisher) MaxPayload() int { return p.maxPayload }
 
 // Publish appends every message with one pipeline of XADDs, in slice
 // order, and reports each one's result.

@@ -1,6 +1,12 @@
-// Package webhook delivers txbox events as HTTP POST requests (webhooks) and
-// receives them in Go services, in CloudEvents 1.0 binary content mode
-// (HTTP binding), signed as the Standard Webhooks specification describes.
+// Package webhookbroker delivers txbox events as HTTP POST requests
+// (webhooks) and receives them in Go services, in CloudEvents 1.0 binary
+// content mode (HTTP binding), signed as the Standard Webhooks specification
+// describes.
+//
+// Its directory is broker/webhook; like every broker adapter, the package is
+// named <folder>broker:
+//
+//	import webhookbroker "github.com/txbox/txbox/broker/webhook"
 //
 // # Wire format
 //
@@ -38,7 +44,7 @@
 // answers 200, Nak answers 503 with Retry-After, and the sender's retry is
 // the redelivery. Handler is the simpler form for a function that needs no
 // inbox.
-package webhook
+package webhookbroker
 
 import (
 	"bytes"
@@ -220,15 +226,8 @@ func (p *Publisher) Target(topic string) (string, error) {
 	return u.String(), nil
 }
 
-// Capabilities: a Publish call sends the events of one aggregate one after
-// the other, each only once the one before it was answered, and different
-// aggregates concurrently, so order holds per aggregate (the relay puts at
-// most one event of an aggregate in a call anyway). The endpoint answers for
-// itself: no persistence or dedupe is promised here; redelivery is the
-// relay's retry of what was not answered 2xx.
-func (p *Publisher) Capabilities() broker.Capabilities {
-	return broker.Capabilities{OrderPerKey: true, Persistent: false, NativeDedupe: false, Redelivery: true, MaxPayload: max(p.opts.MaxPayload, 0)}
-}
+// MaxPayload is Options.MaxPayload (0: no limit).
+func (p *Publisher) MaxPayload() int { return max(p.opts.MaxPayload, 0) }
 
 // Publish POSTs the messages, at most MaxInFlight at once over all calls.
 // Messages of one aggregate go in slice order, each after the one before it

@@ -1,4 +1,4 @@
-package webhook_test
+package webhookbroker_test
 
 import (
 	"bytes"
@@ -17,16 +17,16 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
-	"github.com/txbox/txbox/broker/webhook"
+	webhookbroker "github.com/txbox/txbox/broker/webhook"
 )
 
-func open(t *testing.T, base string, opts webhook.Options) *webhook.Publisher {
+func open(t *testing.T, base string, opts webhookbroker.Options) *webhookbroker.Publisher {
 	t.Helper()
 	if opts.Secret == "" {
 		opts.Secret = secret
 	}
 	opts.Logger = quiet
-	p, err := webhook.Open(context.Background(), base, opts)
+	p, err := webhookbroker.Open(context.Background(), base, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,16 +41,16 @@ func msg(topic, key string, n int) broker.Message {
 // The Standard Webhooks specification's test vector: receivers using its
 // libraries verify what the publisher signs.
 func TestSignMatchesStandardWebhooksVector(t *testing.T) {
-	key, err := webhook.Key("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	key, err := webhookbroker.Key("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := webhook.Sign(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`))
+	got := webhookbroker.Sign(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`))
 	if want := "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; got != want {
 		t.Fatalf("Sign = %s, want %s", got, want)
 	}
 	for _, bad := range []string{"", "short", "whsec_!!!", "whsec_c2hvcnQ="} {
-		if _, err := webhook.Key(bad); err == nil || (bad != "" && strings.Contains(err.Error(), bad)) {
+		if _, err := webhookbroker.Key(bad); err == nil || (bad != "" && strings.Contains(err.Error(), bad)) {
 			t.Errorf("Key(%q) = %v, want an error that does not repeat the secret", bad, err)
 		}
 	}
@@ -65,18 +65,18 @@ func TestTarget(t *testing.T) {
 		{"https://user:pw@h/in", "x", "https://h/in/x"},
 	}
 	for _, c := range cases {
-		p := open(t, c.base, webhook.Options{})
+		p := open(t, c.base, webhookbroker.Options{})
 		got, err := p.Target(c.topic)
 		if err != nil || got != c.want {
 			t.Errorf("Target(%q) under %s = %q, %v; want %q", c.topic, c.base, got, err, c.want)
 		}
 	}
 	for _, bad := range []string{"ftp://h", "http://", "http://h/{topic}/{topic}", "http://h?x={topic}", "http://h/#frag", "://x"} {
-		if _, err := webhook.Open(context.Background(), bad, webhook.Options{Secret: secret}); !errors.Is(err, txbox.ErrConfig) {
+		if _, err := webhookbroker.Open(context.Background(), bad, webhookbroker.Options{Secret: secret}); !errors.Is(err, txbox.ErrConfig) {
 			t.Errorf("Open(%q) = %v, want a config error", bad, err)
 		}
 	}
-	if _, err := webhook.Open(context.Background(), "http://h", webhook.Options{}); !errors.Is(err, txbox.ErrConfig) || !strings.Contains(err.Error(), "secret") {
+	if _, err := webhookbroker.Open(context.Background(), "http://h", webhookbroker.Options{}); !errors.Is(err, txbox.ErrConfig) || !strings.Contains(err.Error(), "secret") {
 		t.Errorf("Open without a secret = %v, want a config error naming the secret", err)
 	}
 }
@@ -104,7 +104,7 @@ func TestAnswersClassified(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	p := open(t, srv.URL, webhook.Options{Timeout: 300 * time.Millisecond})
+	p := open(t, srv.URL, webhookbroker.Options{Timeout: 300 * time.Millisecond})
 	topics := []string{"ok", "bad", "slow-down", "timeout408", "broken", "moved", "hang"}
 	var msgs []broker.Message
 	for i, tp := range topics {
@@ -168,7 +168,7 @@ func TestLaneOrder(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	p := open(t, srv.URL, webhook.Options{MaxInFlight: 3})
+	p := open(t, srv.URL, webhookbroker.Options{MaxInFlight: 3})
 	var msgs []broker.Message
 	for i := range 4 {
 		for _, k := range []string{"a", "b", "c", "d", "fail"} {
@@ -221,7 +221,7 @@ func TestHeadersAndBody(t *testing.T) {
 		req, body = r, must(io.ReadAll(r.Body))
 	}))
 	defer srv.Close()
-	p := open(t, strings.Replace(srv.URL, "http://", "http://hook:pa55word@", 1), webhook.Options{})
+	p := open(t, strings.Replace(srv.URL, "http://", "http://hook:pa55word@", 1), webhookbroker.Options{})
 	m := msg("billing/Invoice", "inv \"7\" 100%", 1)
 	m.Event.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
 	if err := p.Publish(context.Background(), []broker.Message{m})[0]; err != nil {
@@ -247,9 +247,9 @@ func TestHeadersAndBody(t *testing.T) {
 	if req.URL.Path != "/billing/Invoice" || !bytes.Equal(body, m.Event.Payload) {
 		t.Errorf("path %s body %s", req.URL.Path, body)
 	}
-	key, _ := webhook.Key(secret)
+	key, _ := webhookbroker.Key(secret)
 	ts, _ := strconv.ParseInt(h.Get("webhook-timestamp"), 10, 64)
-	if want := webhook.Sign(key, m.Event.ID, time.Unix(ts, 0), body); h.Get("webhook-signature") != want {
+	if want := webhookbroker.Sign(key, m.Event.ID, time.Unix(ts, 0), body); h.Get("webhook-signature") != want {
 		t.Errorf("signature %s, want %s", h.Get("webhook-signature"), want)
 	}
 }
@@ -264,12 +264,12 @@ func must[T any](v T, err error) T {
 // TestSecretsNeverShown: neither the signing secret nor the URL's password
 // is in any error.
 func TestSecretsNeverShown(t *testing.T) {
-	p := open(t, "http://user:pa55word@127.0.0.1:1/in", webhook.Options{Timeout: time.Second})
+	p := open(t, "http://user:pa55word@127.0.0.1:1/in", webhookbroker.Options{Timeout: time.Second})
 	err := p.Publish(context.Background(), []broker.Message{msg("x", "k", 0)})[0]
 	if !errors.Is(err, txbox.ErrBrokerUnavailable) || strings.Contains(err.Error(), "pa55word") || strings.Contains(err.Error(), secret) {
 		t.Fatalf("err = %v", err)
 	}
-	_, err = webhook.Open(context.Background(), "gopher://user:pa55word@h", webhook.Options{Secret: secret})
+	_, err = webhookbroker.Open(context.Background(), "gopher://user:pa55word@h", webhookbroker.Options{Secret: secret})
 	if err == nil || strings.Contains(err.Error(), "pa55word") {
 		t.Fatalf("err = %v", err)
 	}

@@ -1,4 +1,4 @@
-package webhook
+package webhookbroker
 
 import (
 	"context"
@@ -403,7 +403,7 @@ func (d *delivery) Raw() broker.RawMessage {
 func Handler(secret string, tolerance time.Duration, fn func(ctx context.Context, e txbox.Event) error) http.Handler {
 	v, err := newVerifier([]string{secret}, tolerance)
 	if err != nil {
-		panic("webhook.Handler: " + err.Error())
+		panic("webhookbroker.Handler: " + err.Error())
 	}
 	log := slog.Default()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -1,4 +1,4 @@
-package webhook
+package webhookbroker
 
 import (
 	"crypto/hmac"

@@ -27,7 +27,7 @@ older than --inbox-retention, a batch per statement.
 The inbox retention is refused when it is below
   max(7 days, --broker-horizon + retry window + --manual-window)
 because an inbox row is what stops a redelivered event from being applied
-twice (seed 000 section 13). The retry window follows from the consumers'
+twice. The retry window follows from the consumers'
 --inbox-max-attempts, --inbox-backoff-base and --inbox-backoff-max.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -68,9 +68,9 @@ twice (seed 000 section 13). The retry window follows from the consumers'
 	f.DurationVar(&ret.Keep, "inbox-retention", inbox.DefaultRetentionFloor, "age of processed inbox rows to delete")
 	f.DurationVar(&ret.BrokerHorizon, "broker-horizon", 0, "how long the broker may still redeliver a message (stream max age, TTL)")
 	f.DurationVar(&ret.ManualWindow, "manual-window", inbox.DefaultManualWindow, "time operators get to repair a stuck flow")
-	f.IntVar(&maxAttempts, "inbox-max-attempts", 10, "the consumers' MaxAttempts")
-	f.DurationVar(&backoffBase, "inbox-backoff-base", time.Second, "the consumers' BackoffBase")
-	f.DurationVar(&backoffMax, "inbox-backoff-max", 300*time.Second, "the consumers' BackoffMax")
+	f.IntVar(&maxAttempts, "inbox-max-attempts", inbox.DefaultMaxAttempts, "the consumers' MaxAttempts")
+	f.DurationVar(&backoffBase, "inbox-backoff-base", inbox.DefaultBackoffBase, "the consumers' BackoffBase")
+	f.DurationVar(&backoffMax, "inbox-backoff-max", inbox.DefaultBackoffMax, "the consumers' BackoffMax")
 	f.BoolVar(&skipInbox, "outbox-only", false, "leave the inbox alone")
 	return cmd
 }

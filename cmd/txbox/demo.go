@@ -306,8 +306,8 @@ func (w *demoWorld) consumer(o demoOpts) (*inbox.Consumer, error) {
 	var mu sync.Mutex
 	failures := map[string]int{}
 	var seq atomic.Int64
-	return inbox.NewSQL(w.invDB.DB(), inbox.Config{
-		Name: "inventory", Subscriber: sub, Dialect: w.invDB.Dialect().(store.InboxDialect), Admin: w.invDB,
+	return inbox.New(w.invDB, inbox.Config{
+		Name: "inventory", Subscriber: sub,
 		BackoffBase: 50 * time.Millisecond, BackoffMax: 400 * time.Millisecond, Logger: discardLogger(),
 	}, func(ctx context.Context, tx *sql.Tx, ev txbox.Event) error {
 		var o2 struct {
@@ -478,8 +478,8 @@ func (w *demoWorld) status(ctx context.Context, c *inbox.Consumer) demoStatus {
 		st.sent = s.Counts[txbox.StatusSent]
 		st.backlog = s.Counts[txbox.StatusPending] + s.Counts[txbox.StatusRetry] + s.Counts[txbox.StatusProcessing]
 	}
-	ct := c.Counters()
-	st.consumed, st.dups, st.retries = ct.Processed.Load(), ct.Duplicates.Load(), ct.Failed.Load()
+	ct := c.Stats()
+	st.consumed, st.dups, st.retries = ct.Processed, ct.Duplicates, ct.Failed
 	return st
 }
 
@@ -509,14 +509,14 @@ func (w *demoWorld) verdict(ctx context.Context, out io.Writer, c *inbox.Consume
 	}
 	lost := q(w.invDB.DB(), `SELECT count(*) FROM o.orders x WHERE NOT EXISTS (SELECT 1 FROM reservations r WHERE r.order_id = x.id)`)
 	phantom := q(w.invDB.DB(), `SELECT count(*) FROM reservations r WHERE NOT EXISTS (SELECT 1 FROM o.orders x WHERE x.id = r.order_id)`)
-	ct := c.Counters()
+	ct := c.Stats()
 	fmt.Fprintf(out, "\nverdict (from the databases):\n")
 	fmt.Fprintf(out, "  orders committed      %d   (rolled back on purpose: %d)\n", orders, w.rolledBack.Load())
 	fmt.Fprintf(out, "  events in the outbox  %d   (SENT %d, DEAD %d)\n", events, st.Counts[txbox.StatusSent], st.Dead)
 	fmt.Fprintf(out, "  effects applied       %d\n", effects)
 	fmt.Fprintf(out, "  faults                %d relay SIGKILLs, %d events republished by a rogue producer, %d handler failures retried\n",
-		w.kills.Load(), w.republish.Load(), ct.Failed.Load())
-	fmt.Fprintf(out, "  duplicates absorbed   %d\n", ct.Duplicates.Load())
+		w.kills.Load(), w.republish.Load(), ct.Failed)
+	fmt.Fprintf(out, "  duplicates absorbed   %d\n", ct.Duplicates)
 	fmt.Fprintf(out, "  lost                  %d\n", lost)
 	fmt.Fprintf(out, "  double effects        %d\n", double)
 	fmt.Fprintf(out, "  effects of rollbacks  %d\n", phantom)

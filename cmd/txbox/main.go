@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/internal/open"
 	"github.com/txbox/txbox/store"
 )
@@ -94,7 +95,7 @@ func newRoot() *cobra.Command {
 	f := root.PersistentFlags()
 	f.StringVar(&g.db, "db", "", "database URL: postgres://..., mysql://..., sqlite://PATH")
 	f.StringVar(&g.broker, "broker", "", "broker URL: nats://...")
-	f.StringVar(&g.topic, "topic", "outbox.{aggregate_type}.{event_type}", "destination template over {aggregate_type} and {event_type}")
+	f.StringVar(&g.topic, "topic", broker.DefaultTopic, "destination template over {aggregate_type} and {event_type}")
 	f.StringVar(&g.schema, "schema", "", "schema (PostgreSQL) holding the tables; default: search path")
 	f.StringVar(&g.outbox, "outbox-table", "outbox_event", "outbox table name")
 	f.StringVar(&g.inbox, "inbox-table", "inbox_event", "inbox table name")

@@ -20,7 +20,7 @@ import (
 func newRelay(g *globals) *cobra.Command {
 	var cfg relay.Config
 	var migrate bool
-	var wakeup string
+	var wakeup, claims string
 	cmd := &cobra.Command{
 		Use:   "relay",
 		Short: "Deliver outbox rows to the broker until SIGTERM",
@@ -28,6 +28,7 @@ func newRelay(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			cfg.Topic = broker.Topic(g.topic)
+			cfg.Claims = relay.ClaimMode(claims)
 			cfg.Logger = g.log
 			if err := cfg.ValidateSettings(); err != nil {
 				return err
@@ -72,16 +73,17 @@ func newRelay(g *globals) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&cfg.BatchSize, "batch-size", 500, "rows per claim")
-	f.IntVar(&cfg.Workers, "workers", 2, "claimed batches published concurrently")
-	f.DurationVar(&cfg.PollInterval, "poll-interval", 500*time.Millisecond, "idle wait between claims")
-	f.StringVar(&cfg.Claims, "claims", "auto", "auto: hold claimed rows with the claim's open transaction where the database can (PostgreSQL), else a lease; lease: always a lease written into the rows (PgBouncer statement pooling)")
-	f.DurationVar(&cfg.Lease, "lease", 30*time.Second, "how long claimed rows stay reserved (with transaction claims: how long one claim may stay open)")
-	f.DurationVar(&cfg.PublishTimeout, "publish-timeout", 10*time.Second, "bound on one publish round (at most half the lease)")
-	f.IntVar(&cfg.MaxAttempts, "max-attempts", 10, "failed publishes before a row is DEAD")
-	f.DurationVar(&cfg.BackoffBase, "backoff-base", time.Second, "first retry delay")
-	f.DurationVar(&cfg.BackoffMax, "backoff-max", 300*time.Second, "retry delay cap")
-	f.StringVar(&cfg.Source, "source", "txbox", "CloudEvents source attribute")
+	// Defaults are the library's (relay.Default*): one source.
+	f.IntVar(&cfg.BatchSize, "batch-size", relay.DefaultBatchSize, "rows per claim")
+	f.IntVar(&cfg.Workers, "workers", relay.DefaultWorkers, "claimed batches published concurrently")
+	f.DurationVar(&cfg.PollInterval, "poll-interval", relay.DefaultPollInterval, "idle wait between claims")
+	f.StringVar(&claims, "claims", string(relay.ClaimAuto), "auto: hold claimed rows with the claim's open transaction where the database can (PostgreSQL), else a lease; lease: always a lease written into the rows (PgBouncer statement pooling)")
+	f.DurationVar(&cfg.Lease, "lease", relay.DefaultLease, "how long claimed rows stay reserved (with transaction claims: how long one claim may stay open)")
+	f.DurationVar(&cfg.PublishTimeout, "publish-timeout", 0, fmt.Sprintf("bound on one publish round, at most half the lease (default min(%v, lease/3))", relay.DefaultPublishTimeout))
+	f.IntVar(&cfg.MaxAttempts, "max-attempts", relay.DefaultMaxAttempts, "failed publishes before a row is DEAD")
+	f.DurationVar(&cfg.BackoffBase, "backoff-base", relay.DefaultBackoffBase, "first retry delay")
+	f.DurationVar(&cfg.BackoffMax, "backoff-max", relay.DefaultBackoffMax, "retry delay cap")
+	f.StringVar(&cfg.Source, "source", relay.DefaultSource, "CloudEvents source attribute")
 	f.StringVar(&cfg.ID, "relay-id", "", "name in locked_by (default host-pid-random)")
 	f.BoolVar(&migrate, "migrate", false, "apply migrations before starting")
 	f.StringVar(&wakeup, "wakeup", "poll", "poll, or listen: PostgreSQL LISTEN for writers using outbox.WithWakeup (polling stays the fallback; not through PgBouncer transaction pooling)")
@@ -111,10 +113,10 @@ func openPublisher(ctx context.Context, g *globals) (broker.Publisher, error) {
 
 // tuneGC trades memory the relay does not need for CPU it does: every batch
 // allocates its rows and messages afresh and drops them, so the collector
-// runs often over a small live heap. GOGC=300 measured a quarter less relay
-// CPU in the drain benchmark (RSS 47 -> 67 MB); a soft limit of 96 MiB makes
-// the collector work harder before the heap grows past it. GOGC and
-// GOMEMLIMIT in the environment win.
+// runs often over a small live heap, and GOGC=300 saves relay CPU for some
+// memory (BENCHMARKS.md, "Figures behind choices in the code"); a soft limit
+// of 96 MiB makes the collector work harder before the heap grows past it.
+// GOGC and GOMEMLIMIT in the environment win.
 func tuneGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(300)

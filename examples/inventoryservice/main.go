@@ -70,11 +70,9 @@ func main() {
 	}
 	defer sub.Close()
 
-	c, err := inbox.NewPgx(pool, inbox.Config{
+	c, err := inbox.New(s, inbox.Config{
 		Name:       "inventory",
 		Subscriber: sub,
-		Dialect:    s.Dialect().(store.InboxDialect),
-		Admin:      s,
 		Logger:     slog.Default(),
 	}, reserve)
 	if err != nil {
@@ -83,8 +81,8 @@ func main() {
 	if err := c.Run(ctx); err != nil {
 		log.Fatal(err)
 	}
-	ct := c.Counters()
-	log.Printf("processed %d, duplicates absorbed %d, parked %d", ct.Processed.Load(), ct.Duplicates.Load(), ct.Parked.Load())
+	ct := c.Stats()
+	log.Printf("processed %d, duplicates absorbed %d, parked %d", ct.Processed, ct.Duplicates, ct.Parked)
 }
 
 // reserve is the handler: its writes share the transaction of the inbox row.

@@ -19,13 +19,13 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
-	"github.com/txbox/txbox/broker/webhook"
+	webhookbroker "github.com/txbox/txbox/broker/webhook"
 	"github.com/txbox/txbox/internal/scenario"
 )
 
 // Webhook runs each scenario against an HTTP endpoint of its own on
 // 127.0.0.1, which the broker-down scenario closes and opens again on the
-// same port. The endpoint is webhook.Handler (signature and timestamp
+// same port. The endpoint is webhookbroker.Handler (signature and timestamp
 // checked with the shared secret) behind a recorder: Tapped is every
 // request, Stored every request it answered 2xx. The poison event type is
 // answered 422 by the handler, which the relay takes as permanent; once the
@@ -38,7 +38,7 @@ import (
 // later, which the inbox scenario assumes (it publishes first and consumes
 // after). Subscriber therefore stands in for a queueing gateway: it
 // forwards every stored request, unchanged (signature included), in order,
-// to a webhook.Receiver feeding the inbox, and retries a 503 after its
+// to a webhookbroker.Receiver feeding the inbox, and retries a 503 after its
 // Retry-After, as a sender does.
 type Webhook struct{}
 
@@ -73,7 +73,7 @@ func (Webhook) Setup(t *testing.T) *scenario.Destination {
 	prefix := "t" + strings.ReplaceAll(txbox.NewID()[24:], "-", "")
 
 	e := &hookEndpoint{more: make(chan struct{}, 1)}
-	e.handler = webhook.Handler(secret, 0, func(_ context.Context, ev txbox.Event) error {
+	e.handler = webhookbroker.Handler(secret, 0, func(_ context.Context, ev txbox.Event) error {
 		if ev.Type == WebhookPoisonType {
 			return txbox.Permanent(fmt.Errorf("no route for event type %q", ev.Type))
 		}
@@ -92,7 +92,7 @@ func (Webhook) Setup(t *testing.T) *scenario.Destination {
 		URL:   base,
 		Topic: prefix + "/{aggregate_type}/{event_type}",
 		Publisher: func(t *testing.T) broker.Publisher {
-			p, err := webhook.Open(context.Background(), base, webhook.Options{Secret: secret})
+			p, err := webhookbroker.Open(context.Background(), base, webhookbroker.Options{Secret: secret})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,7 +192,7 @@ func (e *hookEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // forwardTo returns a Receiver fed, in order, with every request the
 // endpoint stored, past and future, until the test ends.
 func (e *hookEndpoint) forwardTo(t *testing.T, secret string) broker.Subscriber {
-	rc, err := webhook.NewReceiver(webhook.ReceiverOptions{Secrets: []string{secret}, PathPrefix: "/hooks/", Logger: hookQuiet})
+	rc, err := webhookbroker.NewReceiver(webhookbroker.ReceiverOptions{Secrets: []string{secret}, PathPrefix: "/hooks/", Logger: hookQuiet})
 	if err != nil {
 		t.Fatal(err)
 	}

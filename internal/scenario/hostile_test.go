@@ -247,11 +247,11 @@ func hostileRows(t *testing.T, st scenario.Store) {
 		t.Fatalf("the relay stopped: %v", err)
 	default:
 	}
-	c := r.Counters()
-	if n := c.Errors.Load(); n != 0 {
+	c := r.Stats()
+	if n := c.Errors; n != 0 {
 		t.Errorf("relay counted %d store errors", n)
 	}
-	if n := c.Dead.Load(); n != int64(len(deadRows)) {
+	if n := c.Dead; n != int64(len(deadRows)) {
 		t.Errorf("relay counted %d DEAD, want %d", n, len(deadRows))
 	}
 

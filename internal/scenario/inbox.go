@@ -24,11 +24,19 @@ func InboxDuplicateDeliveries(t *testing.T, st Store, br Broker) {
 		t.Skip("broker harness has no subscriber")
 	}
 	s := migrated(t, st)
-	dialect, ok := s.Dialect().(store.InboxDialect)
+	withAdmin, ok := s.(interface {
+		store.Store
+		store.InboxAdmin
+	})
 	if !ok {
-		t.Fatalf("%T has no inbox support", s.Dialect())
+		t.Fatalf("%T has no inbox support", s)
 	}
 	db := st.SQLDB(t, s)
+	// The handler is portable SQL on a *sql.Tx, whatever the store.
+	is, err := store.SQLInbox(db, withAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	effects := "effects_" + s.Tables().Outbox
 	if _, err := db.ExecContext(ctx, `CREATE TABLE `+effects+` (event_id VARCHAR(64) NOT NULL PRIMARY KEY, n INT NOT NULL)`); err != nil {
@@ -63,8 +71,8 @@ func InboxDuplicateDeliveries(t *testing.T, st Store, br Broker) {
 	waitCount(t, d, 5, 15*time.Second)
 	waitStatus(t, s, ev.ID, txbox.StatusSent, 10*time.Second)
 
-	c, err := inbox.NewSQL(db, inbox.Config{Name: "inventory", Subscriber: d.Subscriber(t, "inventory"),
-		Dialect: dialect, BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond},
+	c, err := inbox.New(is, inbox.Config{Name: "inventory", Subscriber: d.Subscriber(t, "inventory"),
+		BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond},
 		func(ctx context.Context, tx *sql.Tx, e txbox.Event) error {
 			// Portable "apply once more": a second application shows as n = 2.
 			res, err := tx.ExecContext(ctx, `UPDATE `+effects+` SET n = n + 1 WHERE event_id = '`+e.ID+`'`)
@@ -84,9 +92,9 @@ func InboxDuplicateDeliveries(t *testing.T, st Store, br Broker) {
 	go func() { _ = c.Run(cctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	deadline := time.Now().Add(20 * time.Second)
-	for c.Counters().Processed.Load()+c.Counters().Duplicates.Load() < 5 {
+	for c.Stats().Processed+c.Stats().Duplicates < 5 {
 		if time.Now().After(deadline) {
-			t.Fatalf("deliveries: processed %d duplicates %d, want 5 in all", c.Counters().Processed.Load(), c.Counters().Duplicates.Load())
+			t.Fatalf("deliveries: processed %d duplicates %d, want 5 in all", c.Stats().Processed, c.Stats().Duplicates)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -94,7 +102,7 @@ func InboxDuplicateDeliveries(t *testing.T, st Store, br Broker) {
 	if err := db.QueryRowContext(ctx, `SELECT n FROM `+effects+` WHERE event_id = '`+ev.ID+`'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("business table: n = %d (%v), want the event applied once", n, err)
 	}
-	if got := c.Counters().Duplicates.Load(); got != 4 {
+	if got := c.Stats().Duplicates; got != 4 {
 		t.Fatalf("duplicate counter %d, want 4", got)
 	}
 }

@@ -405,7 +405,7 @@ func BrokerDown(t *testing.T, st Store, br Broker) {
 	if first, last := gap(1), gap(len(seen)-1); last < 2*first {
 		t.Fatalf("delays do not grow: first gap %v, last gap %v (%+v)", first, last, seen)
 	}
-	if r.Counters().Retried.Load() == 0 {
+	if r.Stats().Retried == 0 {
 		t.Fatal("no retries counted")
 	}
 	d.Start()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/testenv"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -79,7 +80,7 @@ func (Postgres) Begin(t *testing.T, s store.Store) (store.Tx, func() error, func
 	// A test that fails between Begin and commit must not leave the
 	// transaction open: its locks would hold up the tables' cleanup.
 	t.Cleanup(func() { _ = tx.Rollback(ctx) })
-	return postgres.Tx(tx), func() error { return tx.Commit(ctx) }, func() error { return tx.Rollback(ctx) }
+	return pgxtx.Wrap(tx), func() error { return tx.Commit(ctx) }, func() error { return tx.Rollback(ctx) }
 }
 
 func (Postgres) ForeignInsert(t *testing.T, s store.Store, eventID, aggType, aggID, eventType, payload string) {

@@ -18,7 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/broker/mem"
+	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/console"
 	"github.com/txbox/txbox/inbox"
 	"github.com/txbox/txbox/internal/storeenv"
@@ -144,7 +144,7 @@ func operatorNight(t *testing.T, h harness, chrome string) {
 	}
 
 	// The relay starts and drains the backlog.
-	mb := mem.New()
+	mb := membroker.New()
 	r, err := relay.New(relay.Config{Store: s, Publisher: mb, PollInterval: 50 * time.Millisecond, ID: "relay-b", Claims: "lease", Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
@@ -178,8 +178,15 @@ func operatorNight(t *testing.T, h harness, chrome string) {
 	// Open the parked inbox event, replay it, and see the consumer apply it.
 	var mu sync.Mutex
 	applied := map[string]int{}
-	cons, err := inbox.NewSQL(h.SQLDB(t, s), inbox.Config{Name: "billing", Subscriber: mb.Subscribe("billing", "none"),
-		Dialect: s.Dialect().(store.InboxDialect), Admin: s.(store.InboxAdmin), ReplayInterval: 100 * time.Millisecond, Logger: quiet()},
+	ist, err := store.SQLInbox(h.SQLDB(t, s), s.(interface {
+		Dialect() store.Dialect
+		store.InboxAdmin
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := inbox.New(ist, inbox.Config{Name: "billing", Subscriber: mb.Subscribe("billing", "none"),
+		ReplayInterval: 100 * time.Millisecond, Logger: quiet()},
 		func(_ context.Context, _ *sql.Tx, e txbox.Event) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -252,7 +259,7 @@ func (b *browser) waitStatus(url, sel, want string) {
 	}
 }
 
-func published(mb *mem.Broker, id string) bool {
+func published(mb *membroker.Broker, id string) bool {
 	for _, m := range mb.Messages() {
 		if m.Event.ID == id {
 			return true

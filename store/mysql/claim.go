@@ -90,7 +90,7 @@ func (q queries) runQuery(heads []head, run int) (string, []any) {
 // aggregate (at most run-1 of them) with whether each is deliverable.
 func (s *Store) runs(ctx context.Context, tx *sql.Tx, heads []head, limit int) ([]head, error) {
 	cands := slices.Clone(heads)
-	run := min(limit, MaxRun)
+	run := min(limit, maxRun)
 	if run == 1 {
 		return cands, nil
 	}
@@ -146,9 +146,9 @@ func (s *Store) runs(ctx context.Context, tx *sql.Tx, heads []head, limit int) (
 	return cands, nil
 }
 
-// MaxRun caps how many rows of one aggregate one claim takes, so a hot
+// maxRun caps how many rows of one aggregate one claim takes, so a hot
 // aggregate with a deep backlog cannot make a claim read its whole history.
-const MaxRun = 64
+const maxRun = 64
 
 // runChunk heads per runs statement.
 const runChunk = 100

@@ -10,7 +10,7 @@
 //
 //   - Delivered rows leave the hot table. MySQL has no partial indexes, and an
 //     index on status decays as SENT rows pile up until the optimizer stops
-//     using it (seed 003). So MarkSent moves each confirmed row, in the same
+//     using it. So MarkSent moves each confirmed row, in the same
 //     transaction, into an archive table <outbox>_sent (INSERT ... SELECT,
 //     then DELETE), or deletes it outright with Options.DeleteSent. The hot
 //     table holds only unsent and DEAD rows, and a stored generated column
@@ -62,8 +62,8 @@
 // characters, so that <outbox>_migrations and <inbox>_status_chk fit
 // MySQL's 64.
 //
-// Every SQL statement of this dialect is in this package: the claim in
-// claim.go, the schema in sql/, the rest here and in dialect.go.
+// Every SQL statement of this dialect is in this package; the schema is in
+// sql/.
 package mysql
 
 import (

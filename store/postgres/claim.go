@@ -233,17 +233,17 @@ SELECT id, event_id, aggregate_type, aggregate_id, aggregate_version, event_type
 	return q
 }
 
-// MaxRun caps how many rows of one aggregate one claim takes, so a hot
+// maxRun caps how many rows of one aggregate one claim takes, so a hot
 // aggregate with a deep backlog cannot make a claim read its whole history.
-const MaxRun = 64
+const maxRun = 64
 
 // Claim implements store.Outbox.
 func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Record, error) {
 	if req.Limit <= 0 || req.Lease == "" || req.LeaseFor <= 0 {
 		return nil, fmt.Errorf("postgres: claim: need Limit > 0, Lease and LeaseFor > 0")
 	}
-	run := min(req.Limit, MaxRun)
-	window := min(req.Limit*ScanFactor, MaxWindow)
+	run := min(req.Limit, maxRun)
+	window := min(req.Limit*scanFactor, maxWindow)
 	recs, err := s.claimWith(ctx, s.q.claimScan, req.Limit, window, req.Lease, req.LeaseFor.Milliseconds())
 	if err != nil || len(recs) == req.Limit {
 		return recs, err
@@ -280,12 +280,12 @@ func sortByID(recs []store.Record) {
 // rollbackTimeout bounds ending a claim that is being given up.
 const rollbackTimeout = 5 * time.Second
 
-// ScanFactor and MaxWindow size the fast path's window: Limit*ScanFactor
-// rows, at most MaxWindow, so rows in flight at the front do not hide the
+// scanFactor and maxWindow size the fast path's window: Limit*scanFactor
+// rows, at most maxWindow, so rows in flight at the front do not hide the
 // deliverable ones behind them.
 const (
-	ScanFactor = 4
-	MaxWindow  = 20000
+	scanFactor = 4
+	maxWindow  = 20000
 )
 
 // claimWith runs a lease claim as an unnamed statement, planned for its

@@ -5,15 +5,12 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/store"
 )
 
 // Dialect writes PostgreSQL SQL inside a caller's transaction. It works with
-// pgx.Tx (wrapped by Tx) and with *sql.Tx from the pgx stdlib driver
+// pgx.Tx (wrapped by pgxtx.Wrap) and with *sql.Tx from the pgx stdlib driver
 // (wrapped by store.SQLTx).
 type Dialect struct {
 	Tables store.Tables
@@ -71,30 +68,6 @@ func (p *preparedDialect) InsertEvents(ctx context.Context, tx store.Tx, events 
 		return fmt.Errorf("postgres: insert events: %w", err)
 	}
 	return nil
-}
-
-// Tx adapts a pgx transaction (or pool, or conn) to store.Tx.
-func Tx(tx interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}) store.Tx {
-	return pgxTx{tx}
-}
-
-type pgxTx struct {
-	tx interface {
-		Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	}
-}
-
-func (t pgxTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
-	tag, err := t.tx.Exec(ctx, q, args...)
-	return tag.RowsAffected(), err
-}
-
-func (t pgxTx) QueryRow(ctx context.Context, q string, args ...any) store.Row {
-	return t.tx.QueryRow(ctx, q, args...)
 }
 
 // errNoRowsSQL is database/sql's no-rows error, which a *sql.Tx from the

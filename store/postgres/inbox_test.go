@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -63,7 +64,7 @@ func TestInboxInsertProcessedAndForget(t *testing.T) {
 	d := postgres.Dialect{Tables: s.Tables()}
 	inTx := func(fn func(tx store.Tx) error) {
 		t.Helper()
-		if err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error { return fn(postgres.Tx(tx)) }); err != nil {
+		if err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error { return fn(pgxtx.Wrap(tx)) }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,9 +1,13 @@
-// Package postgres is the PostgreSQL store (pgx v5): claims with FOR UPDATE
-// SKIP LOCKED under fenced leases, partial indexes so that delivered history
-// costs the claim nothing, and advisory-locked migrations.
+// Package postgres is the PostgreSQL store (pgx v5). Claimed rows are held
+// by the claim's open transaction (FOR UPDATE SKIP LOCKED; nothing is
+// written to take them, and a dead relay's rows are free the moment its
+// connection drops) or, with relay.ClaimLease and where no transaction can
+// stay open, by a fenced lease written into the rows. Partial indexes keep
+// delivered history out of the claim's way; migrations take an advisory
+// lock. The store is also what inbox.New takes: its handlers get a pgx.Tx.
 //
-// Every SQL statement of this dialect is in this package: the claim in
-// claim.go, the rest in this file and in sql/.
+// Every SQL statement of this dialect is in this package; the schema is in
+// sql/.
 package postgres
 
 import (
@@ -20,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 )
 
@@ -47,6 +52,7 @@ type Store struct {
 	q      queries
 	held   heldRows // rows of this store's open transaction claims
 	floor  floorTracker
+	inbox  *pgxtx.Inbox // begins inbox transactions (inbox.New)
 	// Work that runs beside the claims (the floor's rescan); Close stops it.
 	bgCtx  context.Context
 	bgStop context.CancelFunc
@@ -91,7 +97,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Store{pool: pool, tables: t, opts: opts, log: opts.Logger}
+	s := &Store{pool: pool, tables: t, opts: opts, log: opts.Logger, inbox: pgxtx.NewInbox(pool)}
 	s.bgCtx, s.bgStop = context.WithCancel(context.Background())
 	s.q = buildQueries(t.Qualified(t.Outbox), t.Qualified(t.Outbox+"_sent"), opts.DeleteSent)
 	return s, nil

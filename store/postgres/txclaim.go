@@ -35,7 +35,7 @@ func (s *Store) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
 	// and cannot be taken, and a margin for other processes' claims and
 	// blocked aggregates; the fallback below covers the rest.
 	held := s.held.ids()
-	window := min(len(held)+limit*txScanFactor, MaxWindow)
+	window := min(len(held)+limit*txScanFactor, maxWindow)
 	floor, chk, rescan := s.floor.get(time.Now())
 	if rescan {
 		s.startRescan(floor)
@@ -78,23 +78,23 @@ func (s *Store) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
 }
 
 // planClaim sets two planner settings for the claim's transaction (SET
-// LOCAL: they end with it), each worth a multiple of the claim's cost:
+// LOCAL: they end with it), each worth a multiple of the claim's cost
+// (BENCHMARKS.md, "Figures behind choices in the code"):
 //   - enable_bitmapscan: the window must be an ordered walk of the unsent
 //     index that stops after the window's rows. The planner instead reads the
 //     whole backlog with a bitmap scan and sorts it whenever the table's
 //     statistics say the unsent rows are few: a table never analysed
 //     (autovacuum off), or analysed while its queue was empty, just before a
-//     backlog built up (109 ms against 10-14 ms on a fresh 100,000-row
-//     backlog).
+//     backlog built up.
 //   - jit: on a large table the claim's estimates pass jit_above_cost, and
-//     compiling costs more than the claim (150 ms seen). enable_seqscan =
-//     off would trigger exactly that through the floor probe's sequence
-//     read, so it stays on.
+//     compiling costs more than the claim. enable_seqscan = off would
+//     trigger exactly that through the floor probe's sequence read, so it
+//     stays on.
 //
 // The claim statement is prepared once per connection, and PostgreSQL
 // switches to a generic plan after five runs; claim.go's query is written so
-// that the generic plan is as good as a custom one (9 ms per claim of 1,000
-// either way; the earlier anti-join became a 55 ms nested loop).
+// that the generic plan is as good as a custom one (an anti-join, written
+// before, became a nested loop under the generic plan).
 const planClaim = `SELECT set_config('enable_bitmapscan', 'off', true), set_config('jit', 'off', true)`
 
 // txScanFactor sizes a transaction claim's window beyond the rows this store
@@ -109,7 +109,7 @@ func (c *txClaim) more(ctx context.Context, limit, window int, floor int64) erro
 	if err := c.conn.QueryRow(ctx, c.s.q.windowFull, window, floor).Scan(&full); err != nil || !full {
 		return err
 	}
-	rows, err := c.conn.Query(ctx, c.s.q.txHeads, limit-len(c.recs), min(limit, MaxRun), floor)
+	rows, err := c.conn.Query(ctx, c.s.q.txHeads, limit-len(c.recs), min(limit, maxRun), floor)
 	if err != nil {
 		return err
 	}

@@ -117,9 +117,9 @@ RETURNING ` + cols
 	return q
 }
 
-// MaxRun caps how many rows of one aggregate one claim takes, so a hot
+// maxRun caps how many rows of one aggregate one claim takes, so a hot
 // aggregate with a deep backlog cannot make a claim read its whole history.
-const MaxRun = 64
+const maxRun = 64
 
 // Claim implements store.Outbox.
 func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Record, error) {
@@ -134,7 +134,7 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Reco
 	default:
 		return nil, fmt.Errorf("sqlite: claim: %w", err)
 	}
-	run := min(req.Limit, MaxRun)
+	run := min(req.Limit, maxRun)
 	var recs []store.Record
 	err := s.immediate(ctx, func(c *sql.Conn) error {
 		// Now is read after the write lock is ours: waiting for it may take

@@ -12,7 +12,7 @@ import (
 	"github.com/txbox/txbox/store"
 )
 
-// TestQueryPlans pins what keeps the relay fast as history grows (seed 003):
+// TestQueryPlans pins what keeps the relay fast as history grows:
 // the claim, its probe, the marks and cleanup never scan the outbox table;
 // they use the partial indexes on unsent / sent rows or the primary key.
 func TestQueryPlans(t *testing.T) {

@@ -1,4 +1,4 @@
-package scenario_test
+package cloudevents_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package kafkabroker_test
+package cloudevents_test
 
 import (
 	"context"
@@ -15,17 +15,21 @@ import (
 	"github.com/txbox/txbox/broker/kafka/kafkatest"
 )
 
-// TestCloudEventsSDKDecodes: the record the publisher stored, read back
+// TestKafkaCloudEventsSDKDecodes: the record the publisher stored, read back
 // with a plain franz-go client, is a binary-mode CloudEvent to the official
 // Go SDK's Kafka binding (protocol/kafka_sarama/v2), with every attribute
 // where a non-txbox consumer looks for it. The binding reads a
 // *sarama.ConsumerMessage; we fill one from the franz-go record rather than
 // run sarama's client, since only the record's fields matter to it.
-func TestCloudEventsSDKDecodes(t *testing.T) {
+func TestKafkaCloudEventsSDKDecodes(t *testing.T) {
 	kc := kafkatest.Start(t)
-	p := open(t, kc, kafkabroker.Options{CreateTopics: true, Partitions: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	p, err := kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{CreateTopics: true, Partitions: 1, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
 	at := time.Date(2025, 3, 1, 12, 30, 45, 123456789, time.UTC)
 	e := txbox.Event{
 		ID: txbox.NewID(), Type: "OrderPlaced", AggregateType: "Order", AggregateID: "order-7",

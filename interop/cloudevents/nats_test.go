@@ -1,7 +1,8 @@
-package natsbroker_test
+package cloudevents_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,16 +14,37 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	natsbroker "github.com/txbox/txbox/broker/nats"
+	"github.com/txbox/txbox/internal/testenv"
 )
 
-// TestCloudEventsSDKDecodes: what the publisher stores is a binary-mode
+func streamName(prefix string) string {
+	return strings.ReplaceAll(strings.ToUpper(prefix), ".", "_")
+}
+
+// TestNATSCloudEventsSDKDecodes: what the publisher stores is a binary-mode
 // CloudEvent to the official Go SDK's JetStream binding, with every
 // attribute where a non-txbox consumer would look for it.
-func TestCloudEventsSDKDecodes(t *testing.T) {
-	url, prefix := sharedStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage})
-	p := open(t, url, natsbroker.Options{Stream: streamName(prefix)})
+func TestNATSCloudEventsSDKDecodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	url := testenv.URL(t, "TXBOX_TEST_NATS")
+	prefix := "txboxinterop.s" + strings.ReplaceAll(txbox.NewID(), "-", "")
+	stream := streamName(prefix)
+	nc0, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc0.Close()
+	js0, _ := jetstream.New(nc0)
+	if _, err := js0.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js0.DeleteStream(context.Background(), stream) })
+	p, err := natsbroker.Open(ctx, url, natsbroker.Options{Stream: stream, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
 
 	at := time.Date(2025, 3, 1, 12, 30, 45, 123456789, time.UTC)
 	e := txbox.Event{
@@ -43,7 +65,7 @@ func TestCloudEventsSDKDecodes(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	st, err := js.Stream(ctx, streamName(prefix))
+	st, err := js.Stream(ctx, stream)
 	if err != nil {
 		t.Fatal(err)
 	}

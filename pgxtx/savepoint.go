@@ -1,4 +1,4 @@
-package inbox
+package pgxtx
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/txbox/txbox/store"
 )
 
 // spName is the one savepoint name of a shared transaction: each event's
@@ -21,32 +19,6 @@ const (
 	spTake     = "SAVEPOINT " + spName
 	spRollback = "ROLLBACK TO SAVEPOINT " + spName
 )
-
-// eagerSavepoints sends each savepoint command as its own statement: the
-// database/sql path, for every store.
-type eagerSavepoints struct {
-	tx   store.Tx
-	live bool // a savepoint named spName exists
-}
-
-func (s *eagerSavepoints) mark(ctx context.Context) error {
-	if s.live {
-		if _, err := s.tx.Exec(ctx, spRelease); err != nil {
-			return err
-		}
-		s.live = false
-	}
-	if _, err := s.tx.Exec(ctx, spTake); err != nil {
-		return err
-	}
-	s.live = true
-	return nil
-}
-
-func (s *eagerSavepoints) undo(ctx context.Context) error {
-	_, err := s.tx.Exec(ctx, spRollback)
-	return err
-}
 
 // spTx is the pgx.Tx of a shared transaction, handed to the handlers and
 // used for the inbox's own statements. An event's savepoint (with the
@@ -107,7 +79,7 @@ func (s *sqlSet) ban(q string) {
 	s.m[q] = false
 }
 
-func (t *spTx) mark(context.Context) error {
+func (t *spTx) mark() error {
 	t.want = true
 	return t.broken
 }

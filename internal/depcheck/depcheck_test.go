@@ -1,0 +1,120 @@
+package depcheck
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/txbox/txbox"
+
+// drivers are the third-party packages of each adapter: what no core
+// package and no other adapter may compile.
+var drivers = map[string][]string{
+	"store/postgres":  {"github.com/jackc/pgx/v5/pgxpool", "github.com/jackc/pgx/v5/stdlib"},
+	"store/mysql":     {"github.com/go-sql-driver/mysql"},
+	"store/sqlite":    {"modernc.org/sqlite"},
+	"broker/nats":     {"github.com/nats-io/"},
+	"broker/kafka":    {"github.com/twmb/franz-go", "github.com/IBM/sarama"},
+	"broker/rabbitmq": {"github.com/rabbitmq/"},
+	"broker/redis":    {"github.com/redis/"},
+	"broker/mqtt":     {"github.com/eclipse/paho"},
+	"broker/webhook":  nil,
+	"broker/mem":      nil,
+}
+
+// pgx is the driver package itself. Only the outbox's pgx entry points
+// (AddPgx, RunPgx, through pgxtx) may compile it: its pool may not.
+const pgx = "github.com/jackc/pgx/v5"
+
+var core = []string{"", "outbox", "relay", "inbox", "store", "broker", "pgxtx"}
+
+// violations lists what pkg (a path below the module, "" for the root)
+// must not depend on but does.
+func violations(pkg string, deps []string) []string {
+	var bad []string
+	isCore := slices.Contains(core, pkg)
+	for _, d := range deps {
+		for adapter, prefixes := range drivers {
+			if adapter == pkg {
+				continue
+			}
+			if isCore && (d == mod+"/"+adapter || strings.HasPrefix(d, mod+"/"+adapter+"/")) {
+				bad = append(bad, d+" (adapter)")
+			}
+			for _, p := range prefixes {
+				if strings.HasPrefix(d, p) && (isCore || strings.HasPrefix(adapter, strings.SplitN(pkg, "/", 2)[0]+"/")) {
+					bad = append(bad, d+" (driver of "+adapter+")")
+				}
+			}
+		}
+		if d == pgx || strings.HasPrefix(d, pgx+"/") {
+			if (isCore && pkg != "outbox" && pkg != "pgxtx") || pkg == "store/mysql" || pkg == "store/sqlite" {
+				bad = append(bad, d+" (pgx)")
+			}
+		}
+		if strings.HasPrefix(d, "github.com/cloudevents/") {
+			bad = append(bad, d+" (test-only interop dependency)")
+		}
+	}
+	return bad
+}
+
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	path := mod
+	if pkg != "" {
+		path += "/" + pkg
+	}
+	out, err := exec.Command("go", "list", "-deps", path).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", path, err)
+	}
+	return strings.Fields(string(out))
+}
+
+func TestDependenciesPointOneWay(t *testing.T) {
+	pkgs := append([]string(nil), core...)
+	for a := range drivers {
+		pkgs = append(pkgs, a)
+	}
+	for _, pkg := range pkgs {
+		if bad := violations(pkg, deps(t, pkg)); len(bad) > 0 {
+			t.Errorf("%s/%s depends on:\n  %s", mod, pkg, strings.Join(bad, "\n  "))
+		}
+	}
+}
+
+// The check itself notices each kind of wrong dependency.
+func TestViolationsNoticed(t *testing.T) {
+	for _, c := range []struct {
+		pkg, dep string
+	}{
+		{"inbox", mod + "/store/postgres"},
+		{"outbox", "github.com/jackc/pgx/v5/pgxpool"},
+		{"relay", "github.com/jackc/pgx/v5"},
+		{"", "github.com/nats-io/nats.go"},
+		{"broker", mod + "/broker/mem"},
+		{"store/mysql", "github.com/jackc/pgx/v5/pgconn"},
+		{"store/sqlite", "github.com/go-sql-driver/mysql"},
+		{"store/postgres", "modernc.org/sqlite"},
+		{"broker/nats", "github.com/twmb/franz-go/pkg/kgo"},
+		{"store", "github.com/cloudevents/sdk-go/v2"},
+	} {
+		if bad := violations(c.pkg, []string{"fmt", c.dep}); len(bad) == 0 {
+			t.Errorf("%q depending on %s not noticed", c.pkg, c.dep)
+		}
+	}
+	for _, ok := range []struct{ pkg, dep string }{
+		{"outbox", "github.com/jackc/pgx/v5"},
+		{"pgxtx", "github.com/jackc/pgx/v5/pgconn"},
+		{"store/postgres", "github.com/jackc/pgx/v5/pgxpool"},
+		{"broker/nats", "github.com/nats-io/nats.go"},
+		{"store/mysql", "github.com/go-sql-driver/mysql"},
+	} {
+		if bad := violations(ok.pkg, []string{ok.dep}); len(bad) > 0 {
+			t.Errorf("%q depending on %s flagged: %v", ok.pkg, ok.dep, bad)
+		}
+	}
+}

@@ -1,0 +1,8 @@
+package cloudevents_test
+
+import (
+	"io"
+	"log/slog"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

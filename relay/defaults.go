@@ -1,0 +1,41 @@
+package relay
+
+import "time"
+
+// The defaults of Config: one source for the library and the CLI's flags.
+const (
+	DefaultSource       = "txbox"
+	DefaultBatchSize    = 500
+	DefaultWorkers      = 2
+	DefaultPollInterval = 500 * time.Millisecond
+	DefaultLease        = 30 * time.Second
+	// DefaultPublishTimeout caps the default publish timeout, which is
+	// min(DefaultPublishTimeout, Lease/3): it follows a shorter Lease.
+	DefaultPublishTimeout = 10 * time.Second
+	DefaultMaxAttempts    = 10
+	DefaultBackoffBase    = time.Second
+	DefaultBackoffMax     = 300 * time.Second
+)
+
+// ClaimMode chooses how claimed rows are reserved (Config.Claims).
+type ClaimMode string
+
+const (
+	// ClaimAuto (or "") holds claimed rows by the claim's open transaction
+	// where the store can (PostgreSQL), else by a lease.
+	ClaimAuto ClaimMode = "auto"
+	// ClaimLease always writes a lease into the rows.
+	ClaimLease ClaimMode = "lease"
+)
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	c.withDefaults()
+	return c
+}
+
+// PublishTimeoutFor is the default publish timeout for a lease:
+// min(DefaultPublishTimeout, lease/3).
+func PublishTimeoutFor(lease time.Duration) time.Duration {
+	return min(DefaultPublishTimeout, lease/3)
+}

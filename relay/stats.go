@@ -1,0 +1,56 @@
+package relay
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// counters are cumulative since the relay started.
+type counters struct {
+	Claimed   atomic.Int64 // rows claimed
+	Published atomic.Int64 // rows confirmed by the broker
+	Retried   atomic.Int64 // rows sent to RETRY
+	Dead      atomic.Int64 // rows sent to DEAD
+	Released  atomic.Int64 // rows handed back unpublished
+	LeaseLost atomic.Int64 // marks refused because another relay took the row
+	Errors    atomic.Int64 // store errors in the loop
+	LastClaim atomic.Int64 // unix nanoseconds of the last successful claim
+
+	// Time spent per phase, in nanoseconds, summed over batches.
+	ClaimNanos   atomic.Int64
+	PublishNanos atomic.Int64
+	MarkNanos    atomic.Int64
+}
+
+// Stats is a snapshot of a relay's counters, cumulative since it started.
+type Stats struct {
+	Claimed   int64     // rows claimed
+	Published int64     // rows confirmed by the broker
+	Retried   int64     // rows sent to RETRY
+	Dead      int64     // rows sent to DEAD
+	Released  int64     // rows handed back unpublished
+	LeaseLost int64     // marks refused because another relay took the row
+	Errors    int64     // store errors in the loop
+	LastClaim time.Time // of the last successful claim; zero before the first
+
+	// Time spent per phase, summed over batches: where a relay's time goes
+	// (claims run one at a time; publishes and marks of up to Workers
+	// batches overlap).
+	ClaimTime, PublishTime, MarkTime time.Duration
+}
+
+// Stats returns a snapshot of the relay's counters. Each field is read
+// atomically; the fields are not read at one instant.
+func (r *Relay) Stats() Stats {
+	c := &r.ctrs
+	s := Stats{
+		Claimed: c.Claimed.Load(), Published: c.Published.Load(), Retried: c.Retried.Load(), Dead: c.Dead.Load(),
+		Released: c.Released.Load(), LeaseLost: c.LeaseLost.Load(), Errors: c.Errors.Load(),
+		ClaimTime: time.Duration(c.ClaimNanos.Load()), PublishTime: time.Duration(c.PublishNanos.Load()),
+		MarkTime: time.Duration(c.MarkNanos.Load()),
+	}
+	if ns := c.LastClaim.Load(); ns != 0 {
+		s.LastClaim = time.Unix(0, ns)
+	}
+	return s
+}
