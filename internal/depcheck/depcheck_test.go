@@ -28,7 +28,7 @@ var drivers = map[string][]string{
 // (AddPgx, RunPgx, through pgxtx) may compile it: its pool may not.
 const pgx = "github.com/jackc/pgx/v5"
 
-var core = []string{"", "outbox", "relay", "inbox", "store", "broker", "pgxtx"}
+var core = []string{"", "outbox", "relay", "inbox", "store", "broker", "pgxtx", "console"}
 
 // violations lists what pkg (a path below the module, "" for the root)
 // must not depend on but does.
