@@ -1,0 +1,143 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/store"
+)
+
+// Stats counts the hot table by status and the archive as SENT. Counting
+// the archive reads it; Cleanup is what keeps it small.
+func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	st := store.Stats{Counts: map[txbox.Status]int64{}}
+	rows, err := s.db.QueryContext(ctx, `SELECT status, COUNT(*) FROM `+s.q.table+` GROUP BY status
+		UNION ALL SELECT 'SENT', COUNT(*) FROM `+s.q.sent)
+	if err != nil {
+		return st, fmt.Errorf("mysql: stats: %w", err)
+	}
+	for rows.Next() {
+		var status string
+		var n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			rows.Close()
+			return st, fmt.Errorf("mysql: stats: %w", err)
+		}
+		if n > 0 {
+			st.Counts[txbox.Status(status)] += n
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return st, fmt.Errorf("mysql: stats: %w", err)
+	}
+	var oldest utcTime
+	var ageUs sql.NullInt64
+	err = s.db.QueryRowContext(ctx, `SELECT MIN(created_at), TIMESTAMPDIFF(MICROSECOND, MIN(created_at), UTC_TIMESTAMP(6))
+		FROM `+s.q.table+` WHERE unsent = 1`).Scan(&oldest, &ageUs)
+	if err != nil {
+		return st, fmt.Errorf("mysql: stats: %w", err)
+	}
+	st.OldestPending = oldest.ptr()
+	if ageUs.Valid {
+		st.OldestAge = time.Duration(ageUs.Int64) * time.Microsecond
+	}
+	st.Dead = st.Counts[txbox.StatusDead]
+	return st, nil
+}
+
+func ph(int) string { return "?" }
+
+// filter builds the WHERE clause for f; timestamps become UTC text.
+func filter(f store.Filter) (string, []any) {
+	where, args := store.FilterSQL(f, ph, 1)
+	for i, a := range args {
+		if t, ok := a.(time.Time); ok {
+			args[i] = sqlTime(t)
+		}
+	}
+	return where, args
+}
+
+// List reads the hot table and, unless the filter asks for a status that
+// never is archived, the archive of SENT rows.
+func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error) {
+	where, args := filter(f)
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	lim := strconv.Itoa(limit)
+	var parts []string
+	var all []any
+	if f.Status != txbox.StatusSent {
+		parts = append(parts, `(SELECT `+recordCols+` FROM `+s.q.table+` WHERE `+where+` ORDER BY id LIMIT `+lim+`)`)
+		all = append(all, args...)
+	}
+	if f.Status == "" || f.Status == txbox.StatusSent {
+		parts = append(parts, `(SELECT `+recordCols+` FROM `+s.q.sent+` WHERE `+where+` ORDER BY id LIMIT `+lim+`)`)
+		all = append(all, args...)
+	}
+	q := strings.Join(parts, " UNION ALL ")
+	if len(parts) > 1 {
+		q += ` ORDER BY id LIMIT ` + lim
+	}
+	rows, err := s.db.QueryContext(ctx, q, all...)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: list: %w", err)
+	}
+	recs, err := collect(rows)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: list: %w", err)
+	}
+	return recs, nil
+}
+
+func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
+	where, args := filter(store.DeadOnly(f))
+	n, err := s.exec(ctx, `UPDATE `+s.q.table+` SET status = 'PENDING', retry_count = 0, next_retry_at = NULL,
+		locked_by = NULL, locked_until = NULL WHERE `+where, args...)
+	if err != nil {
+		return 0, fmt.Errorf("mysql: replay: %w", err)
+	}
+	return n, nil
+}
+
+func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
+	where, args := filter(store.DeadOnly(f))
+	n, err := s.exec(ctx, `DELETE FROM `+s.q.table+` WHERE `+where, args...)
+	if err != nil {
+		return 0, fmt.Errorf("mysql: purge: %w", err)
+	}
+	return n, nil
+}
+
+// Cleanup deletes archived rows sent before now - age, oldest first, batch
+// rows per statement: one unbounded DELETE locks everything at once
+// (NServiceBus.Persistence.Sql#778). The archive is not touched by claims,
+// so cleanup never contends with the relay.
+func (s *Store) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
+	if batch <= 0 {
+		batch = 1000
+	}
+	var total int64
+	for {
+		n, err := s.exec(ctx, `DELETE FROM `+s.q.sent+` WHERE sent_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+			ORDER BY sent_at, id LIMIT ?`, age.Microseconds(), batch)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("mysql: cleanup: %w", err)
+		}
+		if n < int64(batch) {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+}
