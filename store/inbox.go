@@ -87,9 +87,10 @@ type InboxAdmin interface {
 	// InboxReplay turns matching DEAD rows into REPLAY with a fresh
 	// attempt budget; the running consumer picks them up.
 	InboxReplay(ctx context.Context, f InboxFilter) (int64, error)
-	// InboxCleanup deletes PROCESSED and SKIPPED rows received before
-	// now-age, batch rows per statement.
-	InboxCleanup(ctx context.Context, age time.Duration, batch int) (int64, error)
+	// InboxCleanupBatch deletes at most limit PROCESSED and SKIPPED rows
+	// received before now-age and returns how many it deleted: fewer than
+	// limit means none is left. The loop is the function InboxCleanup.
+	InboxCleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error)
 	// InboxCounts counts rows per consumer and status.
 	InboxCounts(ctx context.Context) (map[string]map[txbox.Status]int64, error)
 }

@@ -117,27 +117,14 @@ func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
 	return n, nil
 }
 
-// Cleanup deletes archived rows sent before now - age, oldest first, batch
-// rows per statement: one unbounded DELETE locks everything at once
-// (NServiceBus.Persistence.Sql#778). The archive is not touched by claims,
-// so cleanup never contends with the relay.
-func (s *Store) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
-	if batch <= 0 {
-		batch = 1000
+// CleanupBatch deletes at most limit archived rows sent before now - age,
+// oldest first, in one statement. The archive is not touched by claims, so
+// cleanup never contends with the relay.
+func (s *Store) CleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
+	n, err := s.exec(ctx, `DELETE FROM `+s.q.sent+` WHERE sent_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+		ORDER BY sent_at, id LIMIT ?`, age.Microseconds(), limit)
+	if err != nil {
+		return n, fmt.Errorf("mysql: cleanup: %w", err)
 	}
-	var total int64
-	for {
-		n, err := s.exec(ctx, `DELETE FROM `+s.q.sent+` WHERE sent_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
-			ORDER BY sent_at, id LIMIT ?`, age.Microseconds(), batch)
-		total += n
-		if err != nil {
-			return total, fmt.Errorf("mysql: cleanup: %w", err)
-		}
-		if n < int64(batch) {
-			return total, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
-	}
+	return n, nil
 }

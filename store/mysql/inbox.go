@@ -352,28 +352,20 @@ func (s *Store) InboxReplay(ctx context.Context, f store.InboxFilter) (int64, er
 	return n, nil
 }
 
-// InboxCleanup implements store.InboxAdmin: per finished status, the oldest
-// rows first along cleanup_idx, batch rows per statement, each statement its
-// own READ COMMITTED transaction (no gap locks in consumers' way).
-func (s *Store) InboxCleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
-	if batch <= 0 {
-		batch = 1000
-	}
+// InboxCleanupBatch implements store.InboxAdmin: per finished status, the
+// oldest rows first along cleanup_idx, each statement its own READ
+// COMMITTED transaction (no gap locks in consumers' way).
+func (s *Store) InboxCleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
 	var total int64
 	for _, status := range []txbox.Status{txbox.StatusProcessed, txbox.StatusSkipped} {
-		for {
-			n, err := s.exec(ctx, `DELETE FROM `+s.inboxTable()+` WHERE status = ? AND received_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
-				ORDER BY received_at LIMIT ?`, string(status), age.Microseconds(), batch)
-			total += n
-			if err != nil {
-				return total, fmt.Errorf("mysql: inbox cleanup: %w", err)
-			}
-			if n < int64(batch) {
-				break
-			}
-			if err := ctx.Err(); err != nil {
-				return total, err
-			}
+		n, err := s.exec(ctx, `DELETE FROM `+s.inboxTable()+` WHERE status = ? AND received_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+			ORDER BY received_at LIMIT ?`, string(status), age.Microseconds(), limit-int(total))
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("mysql: inbox cleanup: %w", err)
+		}
+		if total >= int64(limit) {
+			break
 		}
 	}
 	return total, nil

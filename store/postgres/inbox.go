@@ -290,27 +290,16 @@ func (s *Store) InboxReplay(ctx context.Context, f store.InboxFilter) (int64, er
 	return tag.RowsAffected(), nil
 }
 
-func (s *Store) InboxCleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
-	if batch <= 0 {
-		batch = 1000
-	}
+// InboxCleanupBatch implements store.InboxAdmin.
+func (s *Store) InboxCleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
 	t := Dialect{Tables: s.tables}.inbox()
-	var total int64
-	for {
-		tag, err := s.pool.Exec(ctx, `DELETE FROM `+t+` WHERE (event_id, consumer_name) IN (
-			SELECT event_id, consumer_name FROM `+t+` WHERE status IN ('PROCESSED', 'SKIPPED')
-			AND received_at < now() - $1 * interval '1 millisecond' LIMIT $2 FOR UPDATE SKIP LOCKED)`, age.Milliseconds(), batch)
-		if err != nil {
-			return total, fmt.Errorf("postgres: inbox cleanup: %w", err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(batch) {
-			return total, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM `+t+` WHERE (event_id, consumer_name) IN (
+		SELECT event_id, consumer_name FROM `+t+` WHERE status IN ('PROCESSED', 'SKIPPED')
+		AND received_at < now() - $1 * interval '1 millisecond' LIMIT $2 FOR UPDATE SKIP LOCKED)`, age.Milliseconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: inbox cleanup: %w", err)
 	}
+	return tag.RowsAffected(), nil
 }
 
 func (s *Store) InboxCounts(ctx context.Context) (map[string]map[txbox.Status]int64, error) {

@@ -315,15 +315,10 @@ func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
 	return tag.RowsAffected(), nil
 }
 
-// Cleanup deletes SENT rows sent before now - age from the archive (and
-// from the outbox table, where earlier versions kept them),
-// batch rows per statement: one unbounded DELETE takes locks on every row at
-// once and deadlocks with the relay under load
-// (NServiceBus.Persistence.Sql#778).
-func (s *Store) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
-	if batch <= 0 {
-		batch = 1000
-	}
+// CleanupBatch deletes at most limit SENT rows sent before now - age: from
+// the archive first, then from the outbox table, where earlier versions kept
+// them. SKIP LOCKED keeps it out of the relay's way.
+func (s *Store) CleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
 	var total int64
 	for _, stmt := range []string{
 		`DELETE FROM ` + s.q.sent + ` WHERE id IN (
@@ -333,18 +328,12 @@ func (s *Store) Cleanup(ctx context.Context, age time.Duration, batch int) (int6
 			SELECT id FROM ` + s.q.table + ` WHERE status = 'SENT' AND sent_at < now() - $1 * interval '1 millisecond'
 			LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 	} {
-		for {
-			tag, err := s.pool.Exec(ctx, stmt, age.Milliseconds(), batch)
-			if err != nil {
-				return total, fmt.Errorf("postgres: cleanup: %w", err)
-			}
-			total += tag.RowsAffected()
-			if tag.RowsAffected() < int64(batch) {
-				break
-			}
-			if err := ctx.Err(); err != nil {
-				return total, err
-			}
+		tag, err := s.pool.Exec(ctx, stmt, age.Milliseconds(), limit-int(total))
+		if err != nil {
+			return total, fmt.Errorf("postgres: cleanup: %w", err)
+		}
+		if total += tag.RowsAffected(); total >= int64(limit) {
+			break
 		}
 	}
 	return total, nil

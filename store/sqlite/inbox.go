@@ -247,29 +247,13 @@ func (s *Store) InboxReplay(ctx context.Context, f store.InboxFilter) (int64, er
 		WHERE event_type <> ? AND `+where, append([]any{store.UndecodableType}, args...)...)
 }
 
-// InboxCleanup implements store.InboxAdmin: each batch is its own short
-// write transaction, so consumers get the write lock between batches.
-func (s *Store) InboxCleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
-	if batch <= 0 {
-		batch = 1000
-	}
+// InboxCleanupBatch implements store.InboxAdmin: one short write
+// transaction, so consumers get the write lock between batches.
+func (s *Store) InboxCleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
 	t := s.inboxTable()
-	var total int64
-	for {
-		n, err := s.exec(ctx, "inbox cleanup", `DELETE FROM `+t+` WHERE rowid IN (
-			SELECT rowid FROM `+t+` WHERE status IN ('PROCESSED', 'SKIPPED') AND received_at < ?
-			ORDER BY received_at LIMIT ?)`, micros(time.Now().Add(-age)), batch)
-		total += n
-		if err != nil {
-			return total, err
-		}
-		if n < int64(batch) {
-			return total, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
-	}
+	return s.exec(ctx, "inbox cleanup", `DELETE FROM `+t+` WHERE rowid IN (
+		SELECT rowid FROM `+t+` WHERE status IN ('PROCESSED', 'SKIPPED') AND received_at < ?
+		ORDER BY received_at LIMIT ?)`, micros(time.Now().Add(-age)), limit)
 }
 
 // InboxCounts implements store.InboxAdmin.

@@ -391,28 +391,11 @@ func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
 	return s.exec(ctx, "purge", `DELETE FROM `+s.q.table+` WHERE `+where, args...)
 }
 
-// Cleanup deletes in bounded batches, each its own short write transaction,
-// so the relay's claims get the write lock between batches.
-func (s *Store) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
-	if batch <= 0 {
-		batch = 1000
-	}
-	var total int64
-	for {
-		cutoff := micros(time.Now().Add(-age))
-		n, err := s.exec(ctx, "cleanup", `DELETE FROM `+s.q.table+` WHERE id IN (
-			SELECT id FROM `+s.q.table+` WHERE status = 'SENT' AND sent_at < ? LIMIT ?)`, cutoff, batch)
-		total += n
-		if err != nil {
-			return total, err
-		}
-		if n < int64(batch) {
-			return total, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
-	}
+// CleanupBatch deletes at most limit SENT rows in one short write
+// transaction, so the relay's claims get the write lock between batches.
+func (s *Store) CleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
+	return s.exec(ctx, "cleanup", `DELETE FROM `+s.q.table+` WHERE id IN (
+		SELECT id FROM `+s.q.table+` WHERE status = 'SENT' AND sent_at < ? LIMIT ?)`, micros(time.Now().Add(-age)), limit)
 }
 
 // immediate runs fn in a BEGIN IMMEDIATE transaction on a connection of its
