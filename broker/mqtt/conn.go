@@ -143,12 +143,6 @@ func RedactURL(raw string) string {
 	return u.Redacted()
 }
 
-// unavailable wraps a connection-level failure so that it matches
-// txbox.ErrBrokerUnavailable as well as the cause.
-func unavailable(what string, err error) error {
-	return fmt.Errorf("%w: mqtt: %s: %w", txbox.ErrBrokerUnavailable, what, err)
-}
-
 // conn is one MQTT network connection and its client. A Publisher or
 // Subscriber makes a new one after the old one is lost; paho's client
 // cannot be reconnected.
@@ -216,10 +210,10 @@ func dial(ctx context.Context, c dialConfig) (*conn, error) {
 	}
 	what := "connect to " + c.ep.redacted
 	if timeout <= 0 {
-		return nil, unavailable(what, context.DeadlineExceeded)
+		return nil, txbox.Unavailable(fmt.Errorf("mqtt: %s: %w", what, context.DeadlineExceeded))
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, unavailable(what, err)
+		return nil, txbox.Unavailable(fmt.Errorf("mqtt: %s: %w", what, err))
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -241,7 +235,7 @@ func dial(ctx context.Context, c dialConfig) (*conn, error) {
 		raw, err = d.DialContext(dctx, "tcp", c.ep.addr)
 	}
 	if err != nil {
-		return nil, unavailable(what, err)
+		return nil, txbox.Unavailable(fmt.Errorf("mqtt: %s: %w", what, err))
 	}
 	nc := packets.NewThreadSafeConn(raw)
 	st := c.state
@@ -294,7 +288,7 @@ func dial(ctx context.Context, c dialConfig) (*conn, error) {
 		if ca != nil && ca.ReasonCode >= 0x80 {
 			return nil, connackErr(c.ep.redacted, c.clientID, ca)
 		}
-		return nil, unavailable(what, err)
+		return nil, txbox.Unavailable(fmt.Errorf("mqtt: %s: %w", what, err))
 	}
 	if ca.Properties != nil && ca.Properties.MaximumQoS != nil && *ca.Properties.MaximumQoS < 1 {
 		_ = cli.Disconnect(&paho.Disconnect{ReasonCode: 0})
@@ -315,7 +309,7 @@ func connackErr(server, clientID string, ca *paho.Connack) error {
 		// authorized, bad auth method: retrying the same settings fails.
 		return &txbox.ConfigError{Field: "MQTT URL", Reason: fmt.Sprintf("%s refused client %q: %s", server, clientID, reason)}
 	}
-	return unavailable("connect to "+server, errors.New(reason))
+	return txbox.Unavailable(fmt.Errorf("mqtt: connect to %s: %w", server, errors.New(reason)))
 }
 
 func connackReason(rc byte) string {

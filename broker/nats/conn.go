@@ -63,7 +63,7 @@ func connect(ctx context.Context, c connConfig) (*nats.Conn, error) {
 		timeout = time.Until(d)
 	}
 	if timeout <= 0 {
-		return nil, fmt.Errorf("%w: nats: connect to %s: %w", txbox.ErrBrokerUnavailable, RedactURL(c.url), context.DeadlineExceeded)
+		return nil, txbox.Unavailable(fmt.Errorf("nats: connect to %s: %w", RedactURL(c.url), context.DeadlineExceeded))
 	}
 	log := c.logger
 	opts := []nats.Option{
@@ -88,7 +88,7 @@ func connect(ctx context.Context, c connConfig) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(c.url, append(opts, c.extra...)...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: nats: connect to %s: %w", txbox.ErrBrokerUnavailable, RedactURL(c.url), redactErr(err, c.url))
+		return nil, txbox.Unavailable(fmt.Errorf("nats: connect to %s: %w", RedactURL(c.url), redactErr(err, c.url)))
 	}
 	return nc, nil
 }
@@ -193,9 +193,3 @@ type redactedError struct {
 
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
-
-// unavailable wraps a connection-level failure so that it matches
-// txbox.ErrBrokerUnavailable as well as the cause.
-func unavailable(what string, err error) error {
-	return fmt.Errorf("%w: nats: %s: %w", txbox.ErrBrokerUnavailable, what, err)
-}

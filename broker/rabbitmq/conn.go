@@ -141,7 +141,7 @@ func dial(ctx context.Context, c dialConfig) (*link, error) {
 		if cause == nil {
 			cause = context.DeadlineExceeded
 		}
-		return nil, unavailable("connect to "+RedactURL(c.url), cause)
+		return nil, txbox.Unavailable(fmt.Errorf("rabbitmq: connect to %s: %w", RedactURL(c.url), cause))
 	}
 	var mu sync.Mutex
 	var raw net.Conn
@@ -214,7 +214,7 @@ func connectErr(rawURL string, err error) error {
 	if errors.Is(err, amqp.ErrCredentials) {
 		return &txbox.ConfigError{Field: "AMQP URL", Reason: fmt.Sprintf("%s: the broker closed the connection on the credentials: username or password not allowed", RedactURL(rawURL))}
 	}
-	return unavailable("connect to "+RedactURL(rawURL), redactErr(err, rawURL))
+	return txbox.Unavailable(fmt.Errorf("rabbitmq: connect to %s: %w", RedactURL(rawURL), redactErr(err, rawURL)))
 }
 
 // checkURL rejects a URL the client cannot use, naming it without its
@@ -273,18 +273,12 @@ type redactedError struct {
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
-// unavailable wraps a connection-level failure so that it matches
-// txbox.ErrBrokerUnavailable as well as the cause.
-func unavailable(what string, err error) error {
-	return fmt.Errorf("%w: rabbitmq: %s: %w", txbox.ErrBrokerUnavailable, what, err)
-}
-
 // rpc runs a synchronous AMQP method (which the client cannot cancel)
 // within ctx: if ctx ends first, the connection is aborted so that nothing
 // stays blocked, and the error is txbox.ErrBrokerUnavailable.
 func rpc(ctx context.Context, l *link, what string, f func() error) error {
 	if err := ended(ctx); err != nil {
-		return unavailable(what, err)
+		return txbox.Unavailable(fmt.Errorf("rabbitmq: %s: %w", what, err))
 	}
 	done := make(chan error, 1)
 	go func() { done <- f() }()
@@ -294,7 +288,7 @@ func rpc(ctx context.Context, l *link, what string, f func() error) error {
 	case <-ctx.Done():
 		l.abort()
 		<-done
-		return unavailable(what, ctx.Err())
+		return txbox.Unavailable(fmt.Errorf("rabbitmq: %s: %w", what, ctx.Err()))
 	}
 }
 
@@ -320,7 +314,7 @@ func declareErr(field, what string, err error) error {
 	if errors.Is(err, txbox.ErrBrokerUnavailable) {
 		return err
 	}
-	return unavailable(what, err)
+	return txbox.Unavailable(fmt.Errorf("rabbitmq: %s: %w", what, err))
 }
 
 func orDefault[T comparable](v, def T) T {

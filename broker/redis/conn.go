@@ -129,7 +129,7 @@ func ping(ctx context.Context, rdb *redis.Client, rawURL string) error {
 			return &txbox.ConfigError{Field: "Redis URL", Reason: fmt.Sprintf("%s: %v", RedactURL(rawURL), redactErr(err, rawURL))}
 		}
 	}
-	return unavailable("connect to "+RedactURL(rawURL), redactErr(err, rawURL))
+	return txbox.Unavailable(fmt.Errorf("redis: connect to %s: %w", RedactURL(rawURL), redactErr(err, rawURL)))
 }
 
 // isServerErr reports whether err is the server's reply rather than a
@@ -232,12 +232,6 @@ type redactedError struct {
 
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
-
-// unavailable wraps a connection-level failure so that it matches
-// txbox.ErrBrokerUnavailable as well as the cause.
-func unavailable(what string, err error) error {
-	return fmt.Errorf("%w: redis: %s: %w", txbox.ErrBrokerUnavailable, what, err)
-}
 
 // ended is ctx.Err(), counting a deadline that has passed but whose timer
 // has not fired yet.

@@ -122,7 +122,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error 
 	}
 	if err := ended(ctx); err != nil {
 		for i := range errs {
-			errs[i] = unavailable("publish", err)
+			errs[i] = txbox.Unavailable(fmt.Errorf("redis: publish: %w", err))
 		}
 		return errs
 	}
@@ -175,7 +175,7 @@ func (p *Publisher) encode(m broker.Message) ([]any, error) {
 // classify maps an XADD failure to txbox's classes.
 func classify(m broker.Message, err error) error {
 	if isTransport(err) {
-		return unavailable(fmt.Sprintf("XADD event %s to %q", m.Event.ID, m.Topic), err)
+		return txbox.Unavailable(fmt.Errorf("redis: XADD event %s to %q: %w", m.Event.ID, m.Topic, err))
 	}
 	if !isServerErr(err) {
 		return fmt.Errorf("redis: event %s: XADD to %q: %w", m.Event.ID, m.Topic, err)
@@ -187,7 +187,7 @@ func classify(m broker.Message, err error) error {
 	case strings.HasPrefix(msg, "NOPERM"):
 		return txbox.Permanent(fmt.Errorf("redis: event %s: the ACL forbids writing stream %q: %w", m.Event.ID, m.Topic, err))
 	case unavailableReply(msg):
-		return unavailable(fmt.Sprintf("XADD event %s to %q", m.Event.ID, m.Topic), err)
+		return txbox.Unavailable(fmt.Errorf("redis: XADD event %s to %q: %w", m.Event.ID, m.Topic, err))
 	}
 	return fmt.Errorf("redis: event %s: the server refused XADD to %q: %w", m.Event.ID, m.Topic, err)
 }

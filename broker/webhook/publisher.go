@@ -243,7 +243,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error 
 	}
 	if err := ctx.Err(); err != nil {
 		for i := range errs {
-			errs[i] = unavailable("publish", err)
+			errs[i] = txbox.Unavailable(fmt.Errorf("webhook: publish%s: %w", timedOut(err), err))
 		}
 		return errs
 	}
@@ -294,7 +294,7 @@ func (p *Publisher) post(ctx context.Context, m broker.Message) error {
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
-		return unavailable(fmt.Sprintf("waiting to POST event %s", m.Event.ID), ctx.Err())
+		return txbox.Unavailable(fmt.Errorf("webhook: waiting to POST event %s%s: %w", m.Event.ID, timedOut(ctx.Err()), ctx.Err()))
 	}
 	defer func() { <-p.slots }()
 
@@ -331,7 +331,7 @@ func (p *Publisher) post(ctx context.Context, m broker.Message) error {
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		return unavailable(fmt.Sprintf("POST %s (event %s)", RedactURL(target), m.Event.ID), err)
+		return txbox.Unavailable(fmt.Errorf("webhook: POST %s (event %s)%s: %w", RedactURL(target), m.Event.ID, timedOut(err), err))
 	}
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // so the connection can be reused
@@ -384,12 +384,14 @@ func (p *Publisher) Close() error {
 	return nil
 }
 
-func unavailable(what string, err error) error {
+// timedOut notes a timeout in the message, where the cause alone ("context
+// deadline exceeded", "i/o timeout") reads less plainly to an operator.
+func timedOut(err error) string {
 	var nerr net.Error
 	if errors.As(err, &nerr) && nerr.Timeout() {
-		what += ", timed out"
+		return ", timed out"
 	}
-	return fmt.Errorf("%w: webhook: %s: %w", txbox.ErrBrokerUnavailable, what, err)
+	return ""
 }
 
 // encodeValue percent-encodes an attribute value as the CloudEvents HTTP
