@@ -58,6 +58,7 @@ import (
 	"github.com/eclipse/paho.golang/paho/session/state"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/redact"
 )
 
 // Defaults for Options and SubscriberOptions.
@@ -94,9 +95,9 @@ func parseURL(raw string) (endpoint, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return bad("%s does not parse", RedactURL(raw))
+		return bad("%s does not parse", redact.URL(raw))
 	}
-	ep := endpoint{host: u.Hostname(), redacted: RedactURL(raw)}
+	ep := endpoint{host: u.Hostname(), redacted: redact.URL(raw)}
 	port := u.Port()
 	switch strings.ToLower(u.Scheme) {
 	case "mqtt", "tcp":
@@ -127,20 +128,6 @@ func parseURL(raw string) (endpoint, error) {
 		}
 	}
 	return ep, nil
-}
-
-// RedactURL returns raw with its password replaced by "xxxxx", for logs and
-// errors. A URL that does not parse is cut down to its scheme, since it may
-// hold a secret in a shape url.Parse cannot find.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		if i := strings.Index(raw, "://"); i >= 0 {
-			return raw[:i+3] + "<unparsable>"
-		}
-		return "<unparsable url>"
-	}
-	return u.Redacted()
 }
 
 // conn is one MQTT network connection and its client. A Publisher or

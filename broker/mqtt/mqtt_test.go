@@ -21,6 +21,7 @@ import (
 	"github.com/txbox/txbox/broker/brokertest"
 	mqttbroker "github.com/txbox/txbox/broker/mqtt"
 	"github.com/txbox/txbox/broker/mqtt/mqtttest"
+	"github.com/txbox/txbox/internal/redact"
 	"github.com/txbox/txbox/internal/testenv"
 )
 
@@ -358,11 +359,11 @@ func TestPasswordNeverShown(t *testing.T) {
 	for _, u := range []string{"mqtt://user:s3cr3t@" + addr, "mqtt://user:s3cr3t@" + addr + "/path", "bogus://user:s3cr3t@x", "mqtt://user:s3cr3t@[::1"} {
 		_, err := mqttbroker.Open(ctx, u, mqttbroker.Options{Logger: quiet})
 		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
-			t.Errorf("Open(%q) = %v: want an error without the password", mqttbroker.RedactURL(u), err)
+			t.Errorf("Open(%q) = %v: want an error without the password", redact.URL(u), err)
 		}
 		_, err = mqttbroker.OpenSubscriber(ctx, u, mqttbroker.SubscriberOptions{ClientID: "x", Topics: []string{"x"}, Logger: quiet})
 		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
-			t.Errorf("OpenSubscriber(%q) = %v: want an error without the password", mqttbroker.RedactURL(u), err)
+			t.Errorf("OpenSubscriber(%q) = %v: want an error without the password", redact.URL(u), err)
 		}
 	}
 	if _, err := mqttbroker.Open(ctx, "mqtt://user:s3cr3t@"+addr, mqttbroker.Options{Logger: quiet}); !errors.Is(err, txbox.ErrBrokerUnavailable) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/internal/redact"
 )
 
 // Options configure a Publisher. The zero value publishes to the existing
@@ -234,7 +235,7 @@ func (p *Publisher) connection(ctx context.Context) (*link, error) {
 		return nil, fmt.Errorf("rabbitmq: publisher is closed")
 	}
 	if p.link != nil {
-		p.log.Info("rabbitmq: reconnected", "server", RedactURL(p.url))
+		p.log.Info("rabbitmq: reconnected", "server", redact.URL(p.url))
 	}
 	p.link = l
 	return l, nil

@@ -434,20 +434,6 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
-func TestRedactURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"amqp://127.0.0.1:5672/":             "amqp://127.0.0.1:5672/",
-		"amqp://bob:hunter2@h:5672/vhost":    "amqp://bob:xxxxx@h:5672/vhost",
-		"amqps://bob@h/":                     "amqps://bob@h/",
-		"amqp://bob:p%zz@h/":                 "<unparsable url>",
-		"amqp://user:pa:ss@h:5672/?x=1#frag": "amqp://user:xxxxx@h:5672/?x=1#frag",
-	} {
-		if got := rabbitmqbroker.RedactURL(in); got != want {
-			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestValidateRoutingKey(t *testing.T) {
 	for _, ok := range []string{"a", "outbox.Order.Created", "a b*#", strings.Repeat("k", 255)} {
 		if err := rabbitmqbroker.ValidateRoutingKey(ok); err != nil {

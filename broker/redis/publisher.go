@@ -13,6 +13,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/internal/redact"
 )
 
 // Options configure a Publisher.
@@ -84,7 +85,7 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 		}
 	}
 	if !p.persistent {
-		p.log.Info("redis: server has no append-only file (or CONFIG is not allowed): acknowledged entries may not survive its restart", "server", RedactURL(url))
+		p.log.Info("redis: server has no append-only file (or CONFIG is not allowed): acknowledged entries may not survive its restart", "server", redact.URL(url))
 	}
 	return p, nil
 }

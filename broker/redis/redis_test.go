@@ -398,22 +398,6 @@ func TestPersistenceReported(t *testing.T) {
 	}
 }
 
-func TestRedactURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"redis://127.0.0.1:6379/0":            "redis://127.0.0.1:6379/0",
-		"redis://bob:hunter2@h:6379/1":        "redis://bob:xxxxx@h:6379/1",
-		"rediss://:hunter2@h:6379":            "rediss://:xxxxx@h:6379",
-		"redis://hunter2@h:6379":              "redis://xxxxx@h:6379",
-		"redis://h:6379/0?password=hunter2":   "redis://h:6379/0?password=xxxxx",
-		"redis://bob:p%zz@h/":                 "<unparsable url>",
-		"redis://user:pa:ss@h:6379/?x=1#frag": "redis://user:xxxxx@h:6379/?x=1#frag",
-	} {
-		if got := redisbroker.RedactURL(in); got != want {
-			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestStreamDeletedWhileSubscribed: a stream deleted under a subscriber
 // fails one Receive as unavailable, and the group is made again for what
 // is published next.

@@ -57,6 +57,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/internal/redact"
 )
 
 // Defaults for Options.
@@ -121,7 +122,7 @@ func Open(_ context.Context, baseURL string, opts Options) (*Publisher, error) {
 		return nil, &txbox.ConfigError{Field: field, Reason: fmt.Sprintf(format, a...)}
 	}
 	const urlField = "webhook URL"
-	redacted := RedactURL(baseURL)
+	redacted := redact.URL(baseURL)
 	u, err := url.Parse(baseURL)
 	switch {
 	case err != nil:
@@ -174,18 +175,6 @@ func Open(_ context.Context, baseURL string, opts Options) (*Publisher, error) {
 	}
 	p.client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return p, nil
-}
-
-// RedactURL returns raw with its password replaced by "xxxxx".
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		if i := strings.Index(raw, "://"); i >= 0 {
-			return raw[:i+3] + "<unparsable>"
-		}
-		return "<unparsable url>"
-	}
-	return u.Redacted()
 }
 
 // Target is the URL an event on topic is posted to. The topic's
@@ -331,7 +320,7 @@ func (p *Publisher) post(ctx context.Context, m broker.Message) error {
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		return txbox.Unavailable(fmt.Errorf("webhook: POST %s (event %s)%s: %w", RedactURL(target), m.Event.ID, timedOut(err), err))
+		return txbox.Unavailable(fmt.Errorf("webhook: POST %s (event %s)%s: %w", redact.URL(target), m.Event.ID, timedOut(err), err))
 	}
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // so the connection can be reused
@@ -340,12 +329,12 @@ func (p *Publisher) post(ctx context.Context, m broker.Message) error {
 	if code >= 200 && code < 300 {
 		return nil
 	}
-	text := fmt.Sprintf("webhook: POST %s (event %s): %s", RedactURL(target), m.Event.ID, resp.Status)
+	text := fmt.Sprintf("webhook: POST %s (event %s): %s", redact.URL(target), m.Event.ID, resp.Status)
 	if ra := resp.Header.Get("Retry-After"); ra != "" && (code == 429 || code == 503) {
 		text += ", Retry-After " + ra
 	}
 	if loc := resp.Header.Get("Location"); loc != "" && code >= 300 && code < 400 {
-		text += ", Location " + RedactURL(loc) + " (redirects are not followed; configure the final URL)"
+		text += ", Location " + redact.URL(loc) + " (redirects are not followed; configure the final URL)"
 	}
 	if s := printable(snippet); s != "" {
 		text += ": " + s

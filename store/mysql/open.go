@@ -14,6 +14,7 @@ import (
 	mysqldrv "github.com/go-sql-driver/mysql"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/redact"
 	"github.com/txbox/txbox/store"
 )
 
@@ -33,7 +34,7 @@ func Config(rawURL string) (*mysqldrv.Config, error) {
 		var ue *url.Error
 		reason := "invalid MySQL URL"
 		if errors.As(err, &ue) {
-			reason += ": " + redact(ue.Err.Error(), rawURL)
+			reason += ": " + redact.String(ue.Err.Error(), rawURL)
 		}
 		return nil, &txbox.ConfigError{Field: urlField, Reason: reason}
 	}
@@ -51,7 +52,7 @@ func Config(rawURL string) (*mysqldrv.Config, error) {
 	// it here carries no credentials, so its errors cannot leak them.
 	cfg, err := mysqldrv.ParseDSN("/" + url.PathEscape(db) + "?" + q.Encode())
 	if err != nil {
-		return nil, &txbox.ConfigError{Field: urlField, Reason: "invalid MySQL URL parameter: " + redact(err.Error(), rawURL)}
+		return nil, &txbox.ConfigError{Field: urlField, Reason: "invalid MySQL URL parameter: " + redact.String(err.Error(), rawURL)}
 	}
 	if u.User != nil {
 		cfg.User = u.User.Username()
@@ -88,33 +89,6 @@ func DSN(rawURL string) (string, error) {
 	return cfg.FormatDSN(), nil
 }
 
-// redact removes the URL's password (raw and decoded) from a message.
-func redact(msg, rawURL string) string {
-	i := strings.Index(rawURL, "://")
-	if i < 0 {
-		return msg
-	}
-	rest := rawURL[i+3:]
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return msg
-	}
-	userinfo := rest[:at]
-	c := strings.Index(userinfo, ":")
-	if c < 0 {
-		return msg
-	}
-	pw := userinfo[c+1:]
-	if pw == "" {
-		return msg
-	}
-	msg = strings.ReplaceAll(msg, pw, "xxxxx")
-	if dec, err := url.PathUnescape(pw); err == nil && dec != "" {
-		msg = strings.ReplaceAll(msg, dec, "xxxxx")
-	}
-	return msg
-}
-
 // Open connects to url (mysql://...) and returns a store that owns the pool.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := Config(url)
@@ -123,14 +97,14 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	conn, err := mysqldrv.NewConnector(cfg)
 	if err != nil {
-		return nil, &txbox.ConfigError{Field: urlField, Reason: redact(err.Error(), url)}
+		return nil, &txbox.ConfigError{Field: urlField, Reason: redact.String(err.Error(), url)}
 	}
 	db := sql.OpenDB(conn)
 	db.SetConnMaxLifetime(3 * time.Minute)
 	db.SetMaxIdleConns(10)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("mysql: connect %s: %s", cfg.Addr, redact(err.Error(), url))
+		return nil, fmt.Errorf("mysql: connect %s: %s", cfg.Addr, redact.String(err.Error(), url))
 	}
 	s, err := New(db, opts)
 	if err != nil {
