@@ -33,6 +33,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/internal/backoff"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -618,7 +619,7 @@ func (c *Consumer) parkUndecodable(ctx context.Context, d broker.Delivery, cause
 		id = "raw-" + hex.EncodeToString(sum.Sum(nil))[:40]
 	}
 	payload, _ := json.Marshal(map[string]any{"topic": raw.Topic, "headers": raw.Headers, "body": string(raw.Body)})
-	ev := txbox.Event{ID: id, Type: store.UndecodableType, AggregateType: "unknown", AggregateID: store.Truncate(raw.Topic, 128), Payload: payload}
+	ev := txbox.Event{ID: id, Type: store.UndecodableType, AggregateType: "unknown", AggregateID: sqlstore.Truncate(raw.Topic, 128), Payload: payload}
 	tx, _, commit, rollback, err := c.db.begin(ctx)
 	if err == nil {
 		_, _, err = c.cfg.Dialect.InboxFail(ctx, tx, c.cfg.Name, ev, "undecodable: "+cause.Error(), 1, txbox.StatusRetry)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 )
 
@@ -55,7 +56,7 @@ func ph(int) string { return "?" }
 
 // filter builds the WHERE clause for f; timestamps become UTC text.
 func filter(f store.Filter) (string, []any) {
-	where, args := store.FilterSQL(f, ph, 1)
+	where, args := sqlstore.FilterSQL(f, ph, 1)
 	for i, a := range args {
 		if t, ok := a.(time.Time); ok {
 			args[i] = sqlTime(t)
@@ -99,7 +100,7 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error
 }
 
 func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
-	where, args := filter(store.DeadOnly(f))
+	where, args := filter(sqlstore.DeadOnly(f))
 	n, err := s.exec(ctx, `UPDATE `+s.q.table+` SET status = 'PENDING', retry_count = 0, next_retry_at = NULL,
 		locked_by = NULL, locked_until = NULL WHERE `+where, args...)
 	if err != nil {
@@ -109,7 +110,7 @@ func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
 }
 
 func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
-	where, args := filter(store.DeadOnly(f))
+	where, args := filter(sqlstore.DeadOnly(f))
 	n, err := s.exec(ctx, `DELETE FROM `+s.q.table+` WHERE `+where, args...)
 	if err != nil {
 		return 0, fmt.Errorf("mysql: purge: %w", err)

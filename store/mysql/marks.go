@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 )
 
@@ -83,7 +84,7 @@ func (s *Store) MarkFailed(ctx context.Context, lease string, fs []store.Failure
 		for _, f := range fs {
 			var res sql.Result
 			var err error
-			msg := store.Truncate(f.Error, 2000)
+			msg := sqlstore.Truncate(f.Error, 2000)
 			if f.Dead {
 				res, err = tx.ExecContext(ctx, `UPDATE `+s.q.table+` SET status = 'DEAD', retry_count = retry_count + 1,
 					next_retry_at = NULL, last_error = ?, locked_by = NULL, locked_until = NULL

@@ -56,6 +56,9 @@ func (u *utcTime) parse(s string) error {
 	return nil
 }
 
+// Time implements sqlinbox.Timestamp.
+func (u *utcTime) Time() (time.Time, bool) { return u.t, u.valid }
+
 func (u utcTime) ptr() *time.Time {
 	if !u.valid {
 		return nil

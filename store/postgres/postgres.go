@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 )
 
@@ -207,7 +208,7 @@ func failureArrays(fs []store.Failure) (ids []int64, dead []bool, delay []int64,
 	delay = make([]int64, len(fs))
 	msgs = make([]string, len(fs))
 	for i, f := range fs {
-		ids[i], dead[i], delay[i], msgs[i] = f.ID, f.Dead, f.Delay.Milliseconds(), store.Truncate(f.Error, 2000)
+		ids[i], dead[i], delay[i], msgs[i] = f.ID, f.Dead, f.Delay.Milliseconds(), sqlstore.Truncate(f.Error, 2000)
 	}
 	return ids, dead, delay, msgs
 }
@@ -265,7 +266,7 @@ func ph(n int) string { return "$" + strconv.Itoa(n) }
 // List reads the outbox table and, unless the filter asks for a status that
 // is never archived, the archive of SENT rows.
 func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error) {
-	where, args := store.FilterSQL(f, ph, 1)
+	where, args := sqlstore.FilterSQL(f, ph, 1)
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
@@ -293,7 +294,7 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error
 // only from its floor up (floor.go), and an old id lies below it. The
 // event id, which consumers deduplicate on, stays.
 func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
-	where, args := store.FilterSQL(store.DeadOnly(f), ph, 1)
+	where, args := sqlstore.FilterSQL(sqlstore.DeadOnly(f), ph, 1)
 	args = append(args, s.q.table)
 	tag, err := s.pool.Exec(ctx, `UPDATE `+s.q.table+` t SET id = coalesce(n.new_id, t.id),
 		status = 'PENDING', retry_count = 0, next_retry_at = NULL, locked_by = NULL, locked_until = NULL
@@ -307,7 +308,7 @@ func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
 }
 
 func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
-	where, args := store.FilterSQL(store.DeadOnly(f), ph, 1)
+	where, args := sqlstore.FilterSQL(sqlstore.DeadOnly(f), ph, 1)
 	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.q.table+` WHERE `+where, args...)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: purge: %w", err)

@@ -74,6 +74,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 )
 
@@ -293,7 +294,7 @@ func (s *Store) MarkFailed(ctx context.Context, lease string, fs []store.Failure
 		if f.Dead {
 			dead = 1
 		}
-		if err := appendJSON(&b, failureJSON{ID: f.ID, Dead: dead, Delay: max(f.Delay, 0).Microseconds(), Err: store.Truncate(f.Error, 2000)}); err != nil {
+		if err := appendJSON(&b, failureJSON{ID: f.ID, Dead: dead, Delay: max(f.Delay, 0).Microseconds(), Err: sqlstore.Truncate(f.Error, 2000)}); err != nil {
 			return 0, err
 		}
 	}
@@ -354,7 +355,7 @@ func ph(int) string { return "?" }
 
 // filter builds the WHERE clause for f; timestamps become microseconds.
 func filter(f store.Filter) (string, []any) {
-	where, args := store.FilterSQL(f, ph, 1)
+	where, args := sqlstore.FilterSQL(f, ph, 1)
 	for i, a := range args {
 		if t, ok := a.(time.Time); ok {
 			args[i] = micros(t)
@@ -381,13 +382,13 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error
 }
 
 func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
-	where, args := filter(store.DeadOnly(f))
+	where, args := filter(sqlstore.DeadOnly(f))
 	return s.exec(ctx, "replay", `UPDATE `+s.q.table+` SET status = 'PENDING', retry_count = 0, next_retry_at = NULL,
 		locked_by = NULL, locked_until = NULL WHERE `+where, args...)
 }
 
 func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
-	where, args := filter(store.DeadOnly(f))
+	where, args := filter(sqlstore.DeadOnly(f))
 	return s.exec(ctx, "purge", `DELETE FROM `+s.q.table+` WHERE `+where, args...)
 }
 

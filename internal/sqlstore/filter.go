@@ -1,15 +1,16 @@
-package store
+package sqlstore
 
 import (
 	"strings"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/store"
 )
 
 // FilterSQL turns f into a WHERE clause (without the keyword) and its
 // arguments. ph renders the n-th placeholder (1-based) for the dialect, so
 // every store builds filters the same way.
-func FilterSQL(f Filter, ph func(n int) string, firstArg int) (string, []any) {
+func FilterSQL(f store.Filter, ph func(n int) string, firstArg int) (string, []any) {
 	var conds []string
 	var args []any
 	add := func(cond string, v any) {
@@ -50,7 +51,7 @@ func FilterSQL(f Filter, ph func(n int) string, firstArg int) (string, []any) {
 
 // DeadOnly returns f restricted to DEAD rows; replay and purge never touch
 // anything else, whatever the caller passed.
-func DeadOnly(f Filter) Filter {
+func DeadOnly(f store.Filter) store.Filter {
 	f.Status = txbox.StatusDead
 	return f
 }
@@ -71,7 +72,7 @@ func Truncate(s string, n int) string {
 }
 
 // InboxFilterSQL is FilterSQL for the inbox table.
-func InboxFilterSQL(f InboxFilter, ph func(n int) string, firstArg int) (string, []any) {
+func InboxFilterSQL(f store.InboxFilter, ph func(n int) string, firstArg int) (string, []any) {
 	var conds []string
 	var args []any
 	add := func(cond string, v any) {
