@@ -60,33 +60,8 @@ type Consumer struct {
 	held   map[string]held // Ordered: deliveries waiting for a predecessor; Run's goroutine only
 
 	// Optional capabilities of the dialect (postgres.Dialect has both).
-	acqDone  processedAcquirer
-	batchIns batchInserter
-}
-
-// processedAcquirer is a store.InboxDialect that can write the inbox row
-// PROCESSED in the statement that claims it (InboxAcquire + InboxDone in
-// one), so that a first delivery whose handler succeeds costs one inbox
-// statement. The transaction (or savepoint) is rolled back when the
-// handler fails, as always.
-type processedAcquirer interface {
-	InboxAcquireProcessed(ctx context.Context, tx store.Tx, consumer string, e txbox.Event) (store.InboxState, int, error)
-}
-
-// batchInserter inserts the rows of many first deliveries, already
-// PROCESSED, in one statement at the start of a shared transaction
-// (TxBatch), and deletes those of events that were not applied after all.
-type batchInserter interface {
-	InboxInsertProcessed(ctx context.Context, tx store.Tx, consumer string, evs []txbox.Event) (fresh []bool, err error)
-	InboxForget(ctx context.Context, tx store.Tx, consumer string, eventIDs []string) error
-}
-
-// asyncAcker is a delivery whose acknowledgement can be sent without
-// waiting for the broker's confirmation (natsbroker). The inbox uses it
-// after the commit: a lost ack only brings a redelivery, which the inbox
-// row absorbs, and the next event's transaction does not wait for it.
-type asyncAcker interface {
-	AckAsync() error
+	acqDone  store.InboxProcessedAcquirer
+	batchIns store.InboxBatchInserter
 }
 
 // txDB begins transactions on the consumer's database; native is the
@@ -134,8 +109,8 @@ func newConsumer(cfg Config, db txDB, h func(context.Context, any, txbox.Event) 
 		return nil, err
 	}
 	c := &Consumer{cfg: cfg, log: cfg.Logger.With("consumer", cfg.Name), db: db, handle: h, held: map[string]held{}}
-	c.acqDone, _ = cfg.Dialect.(processedAcquirer)
-	c.batchIns, _ = cfg.Dialect.(batchInserter)
+	c.acqDone, _ = cfg.Dialect.(store.InboxProcessedAcquirer)
+	c.batchIns, _ = cfg.Dialect.(store.InboxBatchInserter)
 	return c, nil
 }
 
@@ -278,7 +253,7 @@ func (c *Consumer) expireHeld(ctx context.Context, all bool) {
 
 func (c *Consumer) settle(ctx context.Context, d broker.Delivery, ack bool, delay time.Duration) {
 	var err error
-	if a, ok := d.(asyncAcker); ok && ack {
+	if a, ok := d.(broker.AsyncAcker); ok && ack {
 		err = a.AckAsync()
 	} else if ack {
 		err = d.Ack(ctx)

@@ -97,3 +97,32 @@ type InboxAdmin interface {
 // UndecodableType is the event type under which a message that could not
 // be decoded is parked; such rows are kept for inspection, never replayed.
 const UndecodableType = "txbox.undecodable"
+
+// Optional fast paths of an InboxDialect. The inbox uses each one when the
+// dialect has it (PostgreSQL has both), and storetest.RunInbox checks it on
+// every store that does.
+
+// InboxProcessedAcquirer writes the inbox row PROCESSED in the statement
+// that claims it (InboxAcquire and InboxDone in one), so that a first
+// delivery whose handler succeeds costs one inbox statement. States and
+// attempts are those of InboxAcquire; a RETRY or REPLAY row becomes
+// PROCESSED, its stored event cleared. The caller rolls the transaction (or
+// its savepoint) back when the handler fails, and calls InboxDone for any
+// other outcome (SKIPPED for a stale version).
+type InboxProcessedAcquirer interface {
+	InboxAcquireProcessed(ctx context.Context, tx Tx, consumer string, e txbox.Event) (state InboxState, attempts int, err error)
+}
+
+// InboxBatchInserter is the first step of InboxAcquireProcessed for many
+// events in one statement, at the start of a transaction shared by a batch
+// of deliveries.
+type InboxBatchInserter interface {
+	// InboxInsertProcessed inserts, PROCESSED, the rows of the events that
+	// have none, and reports which it inserted (of an event given twice,
+	// the first). The others go through InboxAcquire(Processed) one by one.
+	InboxInsertProcessed(ctx context.Context, tx Tx, consumer string, evs []txbox.Event) (fresh []bool, err error)
+	// InboxForget deletes rows InboxInsertProcessed inserted in this
+	// transaction for events that were not applied after all (a savepoint
+	// taken after the insert does not undo it).
+	InboxForget(ctx context.Context, tx Tx, consumer string, eventIDs []string) error
+}

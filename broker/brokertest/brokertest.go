@@ -97,6 +97,7 @@ func Run(t *testing.T, h Harness) {
 		{"ReceiveHonoursContext", testReceiveContext},
 		{"RedeliveryNak", testRedeliveryNak},
 		{"RedeliveryAckWait", testRedeliveryAckWait},
+		{"AsyncAck", testAsyncAck},
 		{"UndecodableMessage", testUndecodable},
 		{"BrokerDown", testBrokerDown},
 	}

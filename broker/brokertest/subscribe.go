@@ -170,3 +170,39 @@ func testUndecodable(t *testing.T, h Harness) {
 		}
 	}
 }
+
+// testAsyncAck: a delivery acknowledged with AckAsync (broker.AsyncAcker,
+// the inbox's fast path after its commit) is not delivered again, not even
+// after the ack wait, and the next message still arrives. Adapters whose
+// deliveries lack AckAsync skip it.
+func testAsyncAck(t *testing.T, h Harness) {
+	p := publisher(t, h)
+	topic := h.Topic(t)
+	s := subscriber(t, h, group(), topic)
+	first, second := event("k", 0), event("k", 1)
+	wait := startPublish(t, h, p, []broker.Message{message(topic, first)})
+	d := receive(t, s, 1, false)[0]
+	a, ok := d.(broker.AsyncAcker)
+	if !ok {
+		_ = d.Ack(context.Background())
+		wait(false)
+		t.Skipf("skipped: %T does not implement broker.AsyncAcker", d)
+	}
+	if e := decode(t, d); e.ID != first.ID {
+		t.Fatalf("received %s, want %s", e.ID, first.ID)
+	}
+	if err := a.AckAsync(); err != nil {
+		t.Fatalf("AckAsync: %v", err)
+	}
+	wait(false)
+	quiet := quietPeriod
+	if h.AckWait > 0 {
+		quiet += h.AckWait
+	}
+	expectQuiet(t, s, quiet, "the delivery was acknowledged with AckAsync")
+	wait = startPublish(t, h, p, []broker.Message{message(topic, second)})
+	if e := decode(t, receive(t, s, 1, true)[0]); e.ID != second.ID {
+		t.Fatalf("after an AckAsync received %s, want the next message %s", e.ID, second.ID)
+	}
+	wait(false)
+}

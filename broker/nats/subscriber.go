@@ -330,3 +330,5 @@ func settleErr(what string, err error) error {
 	}
 	return txbox.Unavailable(fmt.Errorf("nats: %s: %w", what, err))
 }
+
+var _ broker.AsyncAcker = (*delivery)(nil)

@@ -327,3 +327,8 @@ func nullTime(t time.Time) any {
 	}
 	return t.UTC()
 }
+
+var (
+	_ store.InboxProcessedAcquirer = Dialect{}
+	_ store.InboxBatchInserter     = Dialect{}
+)

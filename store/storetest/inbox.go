@@ -27,6 +27,8 @@ func RunInbox(t *testing.T, h Harness) {
 		{"InboxCleanup", testInboxCleanup},
 		{"InboxConcurrentDeliveries", testInboxConcurrent},
 		{"InboxBadBytesInError", testInboxBadBytesInError},
+		{"InboxAcquireProcessed", testInboxAcquireProcessed},
+		{"InboxInsertProcessed", testInboxInsertProcessed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := open(t, h)
