@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,7 +21,6 @@ import (
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/brokertest"
 	mqttbroker "github.com/txbox/txbox/broker/mqtt"
-	"github.com/txbox/txbox/broker/mqtt/mqtttest"
 	"github.com/txbox/txbox/internal/redact"
 	"github.com/txbox/txbox/internal/testenv"
 )
@@ -79,7 +79,7 @@ func harness(t *testing.T, url string, opts mqttbroker.Options) brokertest.Harne
 // because this broker saves its store on a clean shutdown, which is how the
 // harness stops it.
 func TestConformance(t *testing.T) {
-	srv := mqtttest.Start(t, "max_packet_size 65536")
+	srv := testenv.StartMosquitto(t, "max_packet_size 65536")
 	h := harness(t, srv.URL, mqttbroker.Options{Persistent: true, ConnectTimeout: 2 * time.Second})
 	h.StopBroker = func(*testing.T) { srv.Stop() }
 	h.StartBroker = func(*testing.T) { srv.Start() }
@@ -348,12 +348,7 @@ func TestStructuredMode(t *testing.T) {
 
 // TestPasswordNeverShown: the URL's password appears in no error.
 func TestPasswordNeverShown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // refused from now on
+	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)) // refused: nothing listens
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	for _, u := range []string{"mqtt://user:s3cr3t@" + addr, "mqtt://user:s3cr3t@" + addr + "/path", "bogus://user:s3cr3t@x", "mqtt://user:s3cr3t@[::1"} {
@@ -402,7 +397,7 @@ func TestValidateTopicAndFilter(t *testing.T) {
 // call of 200 and three concurrent calls still confirm everything, in order
 // per topic.
 func TestReceiveMaximumRespected(t *testing.T) {
-	srv := mqtttest.Start(t, "max_inflight_messages 3")
+	srv := testenv.StartMosquitto(t, "max_inflight_messages 3")
 	topic := "txboxtest/recvmax/"
 	s := openSub(t, srv.URL, mqttbroker.SubscriberOptions{ClientID: "order", Topics: []string{topic + "#"}, AckWait: -1})
 	p := open(t, srv.URL, mqttbroker.Options{})

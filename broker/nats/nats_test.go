@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -88,18 +89,15 @@ func msg(topic, key string, n int) broker.Message {
 func TestConformance(t *testing.T) {
 	var url string
 	var stop, start func(*testing.T)
-	srv, err := startServer(t)
-	if err != nil {
+	if _, err := testenv.NATSBinary(); err != nil {
 		t.Logf("own nats-server unavailable (%v): using the shared server; BrokerDown will be skipped", err)
 		url = testenv.URL(t, "TXBOX_TEST_NATS")
 	} else {
-		url = srv.URL()
-		stop = func(*testing.T) { srv.kill() }
-		start = func(t *testing.T) {
-			if err := srv.start(); err != nil {
-				t.Fatal(err)
-			}
-		}
+		srv := testenv.StartNATS(t)
+		waitJetStream(t, srv.URL)
+		url = srv.URL
+		stop = func(*testing.T) { srv.Kill() }
+		start = func(*testing.T) { srv.Start() }
 	}
 	prefix := unique("bt.r")
 	stream := streamName(prefix)
@@ -277,12 +275,7 @@ func TestOpenErrors(t *testing.T) {
 	}
 
 	// A closed loopback port: nothing listens there.
-	srv, err := startServer(t)
-	if err != nil {
-		t.Skipf("own nats-server unavailable: %v", err)
-	}
-	srv.kill()
-	secretURL := strings.Replace(srv.URL(), "nats://", "nats://alice:s3cr3t-pw@", 1)
+	secretURL := "nats://alice:s3cr3t-pw@127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	_, err = natsbroker.Open(ctx, secretURL, natsbroker.Options{ConnectTimeout: time.Second, Logger: quiet})
 	if !errors.Is(err, txbox.ErrBrokerUnavailable) {
 		t.Errorf("server down: %v, want ErrBrokerUnavailable", err)
@@ -398,5 +391,33 @@ func TestReceiveWaitsForFirstMessage(t *testing.T) {
 	}
 	if err := ds[0].Ack(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// waitJetStream waits until the server at url answers JetStream requests:
+// an open port does not mean JetStream is ready.
+func waitJetStream(t *testing.T, url string) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.Timeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := js.AccountInfo(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jetstream not ready: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

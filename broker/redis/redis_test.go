@@ -19,7 +19,6 @@ import (
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/brokertest"
 	redisbroker "github.com/txbox/txbox/broker/redis"
-	"github.com/txbox/txbox/broker/redis/redistest"
 	"github.com/txbox/txbox/internal/testenv"
 )
 
@@ -100,11 +99,11 @@ func subscribe(t *testing.T, rawURL string, opts redisbroker.SubscriberOptions) 
 func TestConformance(t *testing.T) {
 	var rawURL string
 	var stop, start func(*testing.T)
-	if _, err := redistest.Binary(); err != nil {
+	if _, err := testenv.RedisBinary(); err != nil {
 		t.Logf("own redis-server unavailable (%v): using the shared server; BrokerDown will be skipped", err)
 		rawURL = testenv.URL(t, "TXBOX_TEST_REDIS")
 	} else {
-		srv := redistest.Start(t)
+		srv := testenv.StartRedis(t)
 		rawURL = srv.URL
 		stop = func(*testing.T) { srv.Kill() }
 		start = func(*testing.T) { srv.Start() }
