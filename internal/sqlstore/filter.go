@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"strings"
+	"time"
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/store"
@@ -103,4 +104,15 @@ func InboxFilterSQL(f store.InboxFilter, ph func(n int) string, firstArg int) (s
 		return "1=1", nil
 	}
 	return strings.Join(conds, " AND "), args
+}
+
+// TimesAs replaces every time.Time among args (a filter's range) by conv's
+// form of it, for a store that keeps timestamps as text or numbers.
+func TimesAs(args []any, conv func(time.Time) any) []any {
+	for i, a := range args {
+		if t, ok := a.(time.Time); ok {
+			args[i] = conv(t)
+		}
+	}
+	return args
 }

@@ -52,19 +52,6 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	return st, nil
 }
 
-func ph(int) string { return "?" }
-
-// filter builds the WHERE clause for f; timestamps become UTC text.
-func filter(f store.Filter) (string, []any) {
-	where, args := sqlstore.FilterSQL(f, ph, 1)
-	for i, a := range args {
-		if t, ok := a.(time.Time); ok {
-			args[i] = sqlTime(t)
-		}
-	}
-	return where, args
-}
-
 // List reads the hot table and, unless the filter asks for a status that
 // never is archived, the archive of SENT rows.
 func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error) {

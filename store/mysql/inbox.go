@@ -276,13 +276,8 @@ func (s *Store) inboxTable() string { return s.tables.Qualified(s.tables.Inbox) 
 
 // inboxFilter builds the WHERE clause for f; timestamps become UTC text.
 func inboxFilter(f store.InboxFilter) (string, []any) {
-	where, args := sqlstore.InboxFilterSQL(f, ph, 1)
-	for i, a := range args {
-		if t, ok := a.(time.Time); ok {
-			args[i] = sqlTime(t)
-		}
-	}
-	return where, args
+	where, args := sqlstore.InboxFilterSQL(f, sqlstore.QuestionMark, 1)
+	return where, sqlstore.TimesAs(args, timeArg)
 }
 
 // InboxList implements store.InboxAdmin.

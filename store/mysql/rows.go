@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 )
 
@@ -20,6 +21,14 @@ const recordCols = `id, event_id, aggregate_type, aggregate_id, aggregate_versio
 const timeLayout = "2006-01-02 15:04:05.000000"
 
 func sqlTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+func timeArg(t time.Time) any { return sqlTime(t) }
+
+// filter builds the WHERE clause for f; timestamps become UTC text.
+func filter(f store.Filter) (string, []any) {
+	where, args := sqlstore.FilterSQL(f, sqlstore.QuestionMark, 1)
+	return where, sqlstore.TimesAs(args, timeArg)
+}
 
 // utcTime scans a DATETIME as UTC whatever the driver settings: with
 // parseTime it arrives as time.Time in the driver's loc (its wall clock is
@@ -87,16 +96,7 @@ func scanRecord(row interface{ Scan(...any) error }, extra ...any) (store.Record
 }
 
 func collect(rows *sql.Rows) ([]store.Record, error) {
-	defer rows.Close()
-	var out []store.Record
-	for rows.Next() {
-		r, err := scanRecord(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return sqlstore.Collect(rows, func(row interface{ Scan(...any) error }) (store.Record, error) { return scanRecord(row) })
 }
 
 // inList renders "?, ?, ?" for n values and appends them to args.

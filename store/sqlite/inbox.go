@@ -166,13 +166,8 @@ func (s *Store) inboxTable() string { return s.tables.Inbox } // validated by Ne
 
 // inboxFilter builds the WHERE clause for f; timestamps become microseconds.
 func inboxFilter(f store.InboxFilter, first int) (string, []any) {
-	where, args := sqlstore.InboxFilterSQL(f, ph, first)
-	for i, a := range args {
-		if t, ok := a.(time.Time); ok {
-			args[i] = micros(t)
-		}
-	}
-	return where, args
+	where, args := sqlstore.InboxFilterSQL(f, sqlstore.QuestionMark, first)
+	return where, sqlstore.TimesAs(args, microsArg)
 }
 
 // InboxList implements store.InboxAdmin.

@@ -224,16 +224,7 @@ func scanRecord(row interface{ Scan(...any) error }) (store.Record, error) {
 }
 
 func collect(rows *sql.Rows) ([]store.Record, error) {
-	defer rows.Close()
-	var out []store.Record
-	for rows.Next() {
-		r, err := scanRecord(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return sqlstore.Collect(rows, func(row interface{ Scan(...any) error }) (store.Record, error) { return scanRecord(row) })
 }
 
 // idsJSON passes an id list as one JSON array parameter, read back with
@@ -351,17 +342,12 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	return st, nil
 }
 
-func ph(int) string { return "?" }
+func microsArg(t time.Time) any { return micros(t) }
 
 // filter builds the WHERE clause for f; timestamps become microseconds.
 func filter(f store.Filter) (string, []any) {
-	where, args := sqlstore.FilterSQL(f, ph, 1)
-	for i, a := range args {
-		if t, ok := a.(time.Time); ok {
-			args[i] = micros(t)
-		}
-	}
-	return where, args
+	where, args := sqlstore.FilterSQL(f, sqlstore.QuestionMark, 1)
+	return where, sqlstore.TimesAs(args, microsArg)
 }
 
 func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error) {
