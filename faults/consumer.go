@@ -54,7 +54,7 @@ func RunConsumer() error {
 	}
 	defer sub.Close()
 	c, err := inbox.NewPgx(pool, inbox.Config{
-		Name: "inventory", Subscriber: sub, Dialect: s.Dialect().(store.InboxDialect), Admin: s,
+		Name: "inventory", Subscriber: consumerSubscriber(sub), Dialect: s.Dialect().(store.InboxDialect), Admin: s,
 		VersionGuard: true, Ordered: true, MaxAttempts: 1000,
 		BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second, BatchSize: 100,
 	}, func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {

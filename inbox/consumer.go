@@ -172,9 +172,6 @@ func (c *Consumer) HandleBatch(ctx context.Context, ds []broker.Delivery) {
 			c.settle(ctx, d, false, delay)
 			continue
 		}
-		if ackFirst {
-			c.settle(ctx, d, true, 0)
-		}
 		ack, delay := c.run(ctx, ev, txbox.StatusRetry, c.cfg.Ordered)
 		if delay == waitMarker {
 			c.hold(ctx, ev, d)
@@ -309,9 +306,6 @@ func (c *Consumer) handleSharedTx(ctx context.Context, ds []broker.Delivery) {
 		if err != nil {
 			c.parkUndecodable(ctx, d, err)
 			continue
-		}
-		if ackFirst {
-			c.settle(ctx, d, true, 0)
 		}
 		items = append(items, item{d, ev})
 	}

@@ -62,7 +62,7 @@ func newRelay(g *globals) *cobra.Command {
 			default:
 				return &txbox.ConfigError{Field: "--wakeup (TXBOX_WAKEUP)", Reason: fmt.Sprintf("%q: want poll or listen", wakeup)}
 			}
-			cfg.Store, cfg.Publisher = s, pub
+			cfg.Store, cfg.Publisher = relayStore(s), pub
 			tuneGC()
 			r, err := relay.New(cfg)
 			if err != nil {
