@@ -12,42 +12,65 @@ import (
 // arguments. ph renders the n-th placeholder (1-based) for the dialect, so
 // every store builds filters the same way.
 func FilterSQL(f store.Filter, ph func(n int) string, firstArg int) (string, []any) {
-	var conds []string
-	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		conds = append(conds, strings.Replace(cond, "?", ph(firstArg+len(args)-1), 1))
+	w := where{ph: ph, first: firstArg}
+	w.add(f.Status != "", "status = ?", string(f.Status))
+	w.in("event_id", f.EventIDs)
+	w.add(f.AggregateType != "", "aggregate_type = ?", f.AggregateType)
+	w.add(f.AggregateID != "", "aggregate_id = ?", f.AggregateID)
+	w.add(f.EventType != "", "event_type = ?", f.EventType)
+	w.add(!f.Since.IsZero(), "created_at >= ?", f.Since.UTC())
+	w.add(!f.Until.IsZero(), "created_at < ?", f.Until.UTC())
+	return w.sql()
+}
+
+// InboxFilterSQL is FilterSQL for the inbox table.
+func InboxFilterSQL(f store.InboxFilter, ph func(n int) string, firstArg int) (string, []any) {
+	w := where{ph: ph, first: firstArg}
+	w.add(f.Consumer != "", "consumer_name = ?", f.Consumer)
+	w.add(f.Status != "", "status = ?", string(f.Status))
+	w.in("event_id", f.EventIDs)
+	w.add(!f.Since.IsZero(), "received_at >= ?", f.Since.UTC())
+	w.add(!f.Until.IsZero(), "received_at < ?", f.Until.UTC())
+	return w.sql()
+}
+
+// where collects the conditions of a filter and numbers their placeholders.
+type where struct {
+	ph    func(n int) string
+	first int
+	conds []string
+	args  []any
+}
+
+func (w *where) next(v any) string {
+	w.args = append(w.args, v)
+	return w.ph(w.first + len(w.args) - 1)
+}
+
+// add appends cond, whose one "?" takes v, when on is set.
+func (w *where) add(on bool, cond string, v any) {
+	if on {
+		w.conds = append(w.conds, strings.Replace(cond, "?", w.next(v), 1))
 	}
-	if f.Status != "" {
-		add("status = ?", string(f.Status))
+}
+
+// in appends "col IN (...)" for a non-empty vals.
+func (w *where) in(col string, vals []string) {
+	if len(vals) == 0 {
+		return
 	}
-	if len(f.EventIDs) > 0 {
-		ps := make([]string, len(f.EventIDs))
-		for i, id := range f.EventIDs {
-			args = append(args, id)
-			ps[i] = ph(firstArg + len(args) - 1)
-		}
-		conds = append(conds, "event_id IN ("+strings.Join(ps, ", ")+")")
+	ps := make([]string, len(vals))
+	for i, v := range vals {
+		ps[i] = w.next(v)
 	}
-	if f.AggregateType != "" {
-		add("aggregate_type = ?", f.AggregateType)
-	}
-	if f.AggregateID != "" {
-		add("aggregate_id = ?", f.AggregateID)
-	}
-	if f.EventType != "" {
-		add("event_type = ?", f.EventType)
-	}
-	if !f.Since.IsZero() {
-		add("created_at >= ?", f.Since.UTC())
-	}
-	if !f.Until.IsZero() {
-		add("created_at < ?", f.Until.UTC())
-	}
-	if len(conds) == 0 {
+	w.conds = append(w.conds, col+" IN ("+strings.Join(ps, ", ")+")")
+}
+
+func (w *where) sql() (string, []any) {
+	if len(w.conds) == 0 {
 		return "1=1", nil
 	}
-	return strings.Join(conds, " AND "), args
+	return strings.Join(w.conds, " AND "), w.args
 }
 
 // DeadOnly returns f restricted to DEAD rows; replay and purge never touch
@@ -70,40 +93,6 @@ func Truncate(s string, n int) string {
 		n--
 	}
 	return s[:n]
-}
-
-// InboxFilterSQL is FilterSQL for the inbox table.
-func InboxFilterSQL(f store.InboxFilter, ph func(n int) string, firstArg int) (string, []any) {
-	var conds []string
-	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		conds = append(conds, strings.Replace(cond, "?", ph(firstArg+len(args)-1), 1))
-	}
-	if f.Consumer != "" {
-		add("consumer_name = ?", f.Consumer)
-	}
-	if f.Status != "" {
-		add("status = ?", string(f.Status))
-	}
-	if len(f.EventIDs) > 0 {
-		ps := make([]string, len(f.EventIDs))
-		for i, id := range f.EventIDs {
-			args = append(args, id)
-			ps[i] = ph(firstArg + len(args) - 1)
-		}
-		conds = append(conds, "event_id IN ("+strings.Join(ps, ", ")+")")
-	}
-	if !f.Since.IsZero() {
-		add("received_at >= ?", f.Since.UTC())
-	}
-	if !f.Until.IsZero() {
-		add("received_at < ?", f.Until.UTC())
-	}
-	if len(conds) == 0 {
-		return "1=1", nil
-	}
-	return strings.Join(conds, " AND "), args
 }
 
 // TimesAs replaces every time.Time among args (a filter's range) by conv's
