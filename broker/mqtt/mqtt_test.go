@@ -141,14 +141,7 @@ func open(t *testing.T, url string, opts mqttbroker.Options) *mqttbroker.Publish
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	p, err := mqttbroker.Open(ctx, url, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
+	return testenv.Open(t, func(ctx context.Context) (*mqttbroker.Publisher, error) { return mqttbroker.Open(ctx, url, opts) })
 }
 
 func openSub(t *testing.T, url string, opts mqttbroker.SubscriberOptions) *mqttbroker.Subscriber {
@@ -159,14 +152,9 @@ func openSub(t *testing.T, url string, opts mqttbroker.SubscriberOptions) *mqttb
 	if opts.SessionExpiry == 0 {
 		opts.SessionExpiry = time.Minute
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := mqttbroker.OpenSubscriber(ctx, url, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return testenv.Open(t, func(ctx context.Context) (*mqttbroker.Subscriber, error) {
+		return mqttbroker.OpenSubscriber(ctx, url, opts)
+	})
 }
 
 // TestPermanentErrorsNameTheProblem: the last_error an operator reads says

@@ -69,14 +69,7 @@ func open(t *testing.T, url string, opts natsbroker.Options) *natsbroker.Publish
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	p, err := natsbroker.Open(ctx, url, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
+	return testenv.Open(t, func(ctx context.Context) (*natsbroker.Publisher, error) { return natsbroker.Open(ctx, url, opts) })
 }
 
 func msg(topic, key string, n int) broker.Message {

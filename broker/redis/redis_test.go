@@ -66,14 +66,7 @@ func open(t *testing.T, rawURL string, opts redisbroker.Options) *redisbroker.Pu
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	p, err := redisbroker.Open(ctx, rawURL, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
+	return testenv.Open(t, func(ctx context.Context) (*redisbroker.Publisher, error) { return redisbroker.Open(ctx, rawURL, opts) })
 }
 
 func subscribe(t *testing.T, rawURL string, opts redisbroker.SubscriberOptions) *redisbroker.Subscriber {
@@ -81,14 +74,9 @@ func subscribe(t *testing.T, rawURL string, opts redisbroker.SubscriberOptions) 
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := redisbroker.OpenSubscriber(ctx, rawURL, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return testenv.Open(t, func(ctx context.Context) (*redisbroker.Subscriber, error) {
+		return redisbroker.OpenSubscriber(ctx, rawURL, opts)
+	})
 }
 
 // TestConformance runs brokertest against a redis-server of this test's
