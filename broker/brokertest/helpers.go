@@ -75,8 +75,9 @@ func newGroup() string {
 	return fmt.Sprintf("bt%d", seq.Add(1))
 }
 
-// publishOK publishes msgs and fails the test unless every one is confirmed.
-func publishOK(t *testing.T, p broker.Publisher, msgs []broker.Message) {
+// publish publishes msgs within opTimeout and returns one result per
+// message, failing the test when the publisher returned another count.
+func publish(t *testing.T, p broker.Publisher, msgs []broker.Message) []error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
@@ -84,7 +85,13 @@ func publishOK(t *testing.T, p broker.Publisher, msgs []broker.Message) {
 	if len(errs) != len(msgs) {
 		t.Fatalf("Publish returned %d results for %d messages", len(errs), len(msgs))
 	}
-	for i, err := range errs {
+	return errs
+}
+
+// publishOK publishes msgs and fails the test unless every one is confirmed.
+func publishOK(t *testing.T, p broker.Publisher, msgs []broker.Message) {
+	t.Helper()
+	for i, err := range publish(t, p, msgs) {
 		if err != nil {
 			t.Fatalf("Publish message %d (%s on %q): %v", i, msgs[i].Event.ID, msgs[i].Topic, err)
 		}

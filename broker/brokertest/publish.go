@@ -161,13 +161,7 @@ func testInvalidTopic(t *testing.T, h Harness) {
 
 func checkOnlyFails(t *testing.T, p broker.Publisher, msgs []broker.Message, bad int, what string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	errs := p.Publish(ctx, msgs)
-	if len(errs) != len(msgs) {
-		t.Fatalf("Publish returned %d results for %d messages", len(errs), len(msgs))
-	}
-	for i, err := range errs {
+	for i, err := range publish(t, p, msgs) {
 		switch {
 		case i == bad && !errors.Is(err, txbox.ErrPermanent):
 			t.Errorf("%s: err = %v, want one wrapping txbox.ErrPermanent", what, err)
