@@ -33,15 +33,21 @@ type Inserter struct {
 	insert *PreparedInsert
 }
 
+// Tables returns t with its defaults, validated: a Dialect may be built by
+// hand, and table names are pasted into SQL.
+func Tables(t store.Tables) (store.Tables, error) {
+	t = t.WithDefaults()
+	return t, t.Validate()
+}
+
 // Prepare validates t and builds the INSERT text once.
 func (o *OutboxInsert) Prepare(t store.Tables) (*Inserter, error) {
-	t = t.WithDefaults()
-	if err := t.Validate(); err != nil {
+	t, err := Tables(t)
+	if err != nil {
 		return nil, err
 	}
 	table := t.Qualified(t.Outbox)
 	if o.Table != nil {
-		var err error
 		if table, err = o.Table(t); err != nil {
 			return nil, err
 		}

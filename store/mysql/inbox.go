@@ -50,11 +50,8 @@ import (
 // inbox returns the inbox table's qualified name, validated: a Dialect may
 // be built by hand, and names are pasted into SQL.
 func (d Dialect) inbox() (string, error) {
-	t := d.Tables.WithDefaults()
-	if err := t.Validate(); err != nil {
-		return "", err
-	}
-	return t.Qualified(t.Inbox), nil
+	t, err := sqlstore.Tables(d.Tables)
+	return t.Qualified(t.Inbox), err
 }
 
 // field is a value bound for a VARCHAR column; key marks a primary key part.

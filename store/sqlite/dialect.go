@@ -27,12 +27,7 @@ func (Dialect) Name() string { return "sqlite" }
 var outboxInsert = sqlstore.OutboxInsert{
 	Name: "sqlite", Chunk: 1000, Placeholder: sqlstore.QuestionMark,
 	Columns: append(sqlstore.EventColumns[:len(sqlstore.EventColumns):len(sqlstore.EventColumns)], "created_at"),
-	Table: func(t store.Tables) (string, error) {
-		if t.Schema != "" {
-			return "", &txbox.ConfigError{Field: "Tables.Schema", Reason: "SQLite store does not support a schema; leave it empty"}
-		}
-		return t.Outbox, nil
-	},
+	Table:   func(t store.Tables) (string, error) { return t.Outbox, noSchema(t) },
 	Args: func(now time.Time, e *txbox.Event, args []any) []any {
 		created := micros(now)
 		occurred := created
@@ -61,4 +56,13 @@ func (d Dialect) Prepare() (store.Dialect, error) {
 	}
 	d.prepared = in
 	return d, nil
+}
+
+// noSchema refuses a schema: SQLite has none (an attached database is not
+// one the store manages).
+func noSchema(t store.Tables) error {
+	if t.Schema != "" {
+		return &txbox.ConfigError{Field: "Tables.Schema", Reason: "SQLite store does not support a schema; leave it empty"}
+	}
+	return nil
 }

@@ -32,14 +32,11 @@ import (
 // inbox returns the inbox table's name, validated: a Dialect may be built
 // by hand, and names are pasted into SQL.
 func (d Dialect) inbox() (string, error) {
-	t := d.Tables.WithDefaults()
-	if err := t.Validate(); err != nil {
-		return "", err
+	t, err := sqlstore.Tables(d.Tables)
+	if err == nil {
+		err = noSchema(t)
 	}
-	if t.Schema != "" {
-		return "", &txbox.ConfigError{Field: "Tables.Schema", Reason: "SQLite store does not support a schema; leave it empty"}
-	}
-	return t.Inbox, nil
+	return t.Inbox, err
 }
 
 // InboxAcquire implements store.InboxDialect with INSERT ... ON CONFLICT

@@ -155,12 +155,12 @@ func cleanPath(path string) (string, error) {
 // New wraps an existing *sql.DB opened with the "sqlite" driver; Close leaves
 // it open. See the package documentation for the settings it should carry.
 func New(db *sql.DB, opts Options) (*Store, error) {
-	t := opts.Tables.WithDefaults()
-	if err := t.Validate(); err != nil {
-		return nil, err
+	t, err := sqlstore.Tables(opts.Tables)
+	if err == nil {
+		err = noSchema(t)
 	}
-	if t.Schema != "" {
-		return nil, &txbox.ConfigError{Field: "Tables.Schema", Reason: "SQLite store does not support a schema; leave it empty"}
+	if err != nil {
+		return nil, err
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
