@@ -37,6 +37,26 @@ func (e permanentError) Error() string        { return e.err.Error() }
 func (e permanentError) Unwrap() []error      { return []error{e.err, ErrPermanent} }
 func (e permanentError) Is(target error) bool { return target == ErrPermanent }
 
+// Unavailable wraps err so that errors.Is(err, ErrBrokerUnavailable) holds
+// while the original error stays reachable with errors.Is/As. Broker
+// adapters return it for every failure that a later attempt may not meet
+// (connection lost, no confirm in time, broker shutting down); the relay
+// retries such a message without spending its attempts. Unlike Permanent the
+// message says so, "txbox: broker unavailable: <err>", because an operator
+// reading a bare "EOF" in a log cannot tell it will be retried.
+func Unavailable(err error) error {
+	if err == nil || errors.Is(err, ErrBrokerUnavailable) {
+		return err
+	}
+	return unavailableError{err}
+}
+
+type unavailableError struct{ err error }
+
+func (e unavailableError) Error() string        { return ErrBrokerUnavailable.Error() + ": " + e.err.Error() }
+func (e unavailableError) Unwrap() []error      { return []error{e.err, ErrBrokerUnavailable} }
+func (e unavailableError) Is(target error) bool { return target == ErrBrokerUnavailable }
+
 // ConfigError names the setting that is wrong. Its message is one line meant
 // for an operator: "txbox: config TXBOX_DB (--db): scheme "foo" not supported".
 type ConfigError struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/console"
 	"github.com/txbox/txbox/internal/open"
+	"github.com/txbox/txbox/internal/redact"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -47,7 +48,7 @@ func consoleCmd(args []string) error {
 		return fmt.Errorf("fill: %w", err)
 	}
 	fmt.Printf("console API on %d dead rows (%s, filled in %v), %d runs per case, db %s\n\n",
-		*rows, s.Dialect().Name(), time.Since(start).Round(time.Second), *runs, open.Redact(*db))
+		*rows, s.Dialect().Name(), time.Since(start).Round(time.Second), *runs, redact.URL(*db))
 
 	c, err := console.New(s, console.Options{Logger: quiet()})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/open"
+	"github.com/txbox/txbox/internal/redact"
 	"github.com/txbox/txbox/outbox"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
@@ -69,7 +70,7 @@ func history(args []string) error {
 			time.Since(start).Round(time.Millisecond), rate, storeTimes.claim.Round(time.Millisecond), storeTimes.finish.Round(time.Millisecond))
 		return rate, nil
 	}
-	fmt.Printf("claim+mark drain of %d rows, batch %d, %d runs per phase, db %s\n", *backlog, *batch, *runs, open.Redact(*db))
+	fmt.Printf("claim+mark drain of %d rows, batch %d, %d runs per phase, db %s\n", *backlog, *batch, *runs, redact.URL(*db))
 	var fresh, aged []float64
 	freshRun := func(r int) error {
 		s, drop, err := newTable()

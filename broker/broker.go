@@ -51,6 +51,16 @@ type Delivery interface {
 	Nak(ctx context.Context, delay time.Duration) error
 }
 
+// AsyncAcker is an optional fast path of a Delivery: AckAsync sends the
+// acknowledgement without waiting for the broker's confirmation (NATS). The
+// inbox uses it after its commit, where a lost ack only brings a
+// redelivery that the inbox row absorbs, so the next event's transaction
+// does not wait for a round trip. brokertest checks it on every adapter
+// whose deliveries have it.
+type AsyncAcker interface {
+	AckAsync() error
+}
+
 // RawMessage is what a consumer keeps of a message it could not decode.
 type RawMessage struct {
 	Topic   string

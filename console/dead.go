@@ -115,7 +115,8 @@ type actionView struct {
 // and max_id, the highest id the operator was shown in the count, so rows
 // that died since are not swept up unseen.
 func (c *Console) deadAction(ctx context.Context, a action, q deadQuery) (actionView, error) {
-	f := store.DeadOnly(q.Filter)
+	f := q.Filter
+	f.Status = txbox.StatusDead // replay and purge touch DEAD rows only
 	f.AfterID, f.BeforeID, f.Limit, f.Desc = 0, 0, 0, false
 	single := len(f.EventIDs) > 0
 	if !single {

@@ -53,7 +53,7 @@ func RunConsumer() error {
 	}
 	defer sub.Close()
 	c, err := inbox.New(s, inbox.Config{
-		Name: "inventory", Subscriber: sub,
+		Name: "inventory", Subscriber: consumerSubscriber(sub),
 		VersionGuard: true, Ordered: true, MaxAttempts: 1000,
 		BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second, BatchSize: 100,
 	}, func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {

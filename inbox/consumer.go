@@ -32,6 +32,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/internal/backoff"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 )
 
@@ -47,33 +48,8 @@ type Consumer struct {
 	held    map[string]held // Ordered: deliveries waiting for a predecessor; Run's goroutine only
 
 	// Optional capabilities of the dialect (the PostgreSQL store's has both).
-	acqDone  processedAcquirer
-	batchIns batchInserter
-}
-
-// processedAcquirer is a store.InboxDialect that can write the inbox row
-// PROCESSED in the statement that claims it (InboxAcquire + InboxDone in
-// one), so that a first delivery whose handler succeeds costs one inbox
-// statement. The transaction (or savepoint) is rolled back when the
-// handler fails, as always.
-type processedAcquirer interface {
-	InboxAcquireProcessed(ctx context.Context, tx store.Tx, consumer string, e txbox.Event) (store.InboxState, int, error)
-}
-
-// batchInserter inserts the rows of many first deliveries, already
-// PROCESSED, in one statement at the start of a shared transaction
-// (TxBatch), and deletes those of events that were not applied after all.
-type batchInserter interface {
-	InboxInsertProcessed(ctx context.Context, tx store.Tx, consumer string, evs []txbox.Event) (fresh []bool, err error)
-	InboxForget(ctx context.Context, tx store.Tx, consumer string, eventIDs []string) error
-}
-
-// asyncAcker is a delivery whose acknowledgement can be sent without
-// waiting for the broker's confirmation (natsbroker). The inbox uses it
-// after the commit: a lost ack only brings a redelivery, which the inbox
-// row absorbs, and the next event's transaction does not wait for it.
-type asyncAcker interface {
-	AckAsync() error
+	acqDone  store.InboxProcessedAcquirer
+	batchIns store.InboxBatchInserter
 }
 
 // txDB begins transactions on the consumer's database; native is the
@@ -99,8 +75,8 @@ func newConsumer(cfg Config, d store.InboxDialect, admin store.InboxAdmin, db tx
 		return nil, err
 	}
 	c := &Consumer{cfg: cfg, log: cfg.Logger.With("consumer", cfg.Name), dialect: d, admin: admin, db: db, handle: h, held: map[string]held{}}
-	c.acqDone, _ = d.(processedAcquirer)
-	c.batchIns, _ = d.(batchInserter)
+	c.acqDone, _ = d.(store.InboxProcessedAcquirer)
+	c.batchIns, _ = d.(store.InboxBatchInserter)
 	return c, nil
 }
 
@@ -158,9 +134,6 @@ func (c *Consumer) handleBatch(ctx context.Context, ds []broker.Delivery) {
 		if delay, ok := blocked[key]; ok && key != "" {
 			c.settle(ctx, d, false, delay)
 			continue
-		}
-		if ackFirst {
-			c.settle(ctx, d, true, 0)
 		}
 		ack, delay := c.run(ctx, ev, txbox.StatusRetry, c.cfg.Ordered)
 		if delay == waitMarker {
@@ -240,7 +213,7 @@ func (c *Consumer) expireHeld(ctx context.Context, all bool) {
 
 func (c *Consumer) settle(ctx context.Context, d broker.Delivery, ack bool, delay time.Duration) {
 	var err error
-	if a, ok := d.(asyncAcker); ok && ack {
+	if a, ok := d.(broker.AsyncAcker); ok && ack {
 		err = a.AckAsync()
 	} else if ack {
 		err = d.Ack(ctx)
@@ -296,9 +269,6 @@ func (c *Consumer) handleSharedTx(ctx context.Context, ds []broker.Delivery) {
 		if err != nil {
 			c.parkUndecodable(ctx, d, err)
 			continue
-		}
-		if ackFirst {
-			c.settle(ctx, d, true, 0)
 		}
 		items = append(items, item{d, ev})
 	}
@@ -581,7 +551,7 @@ func (c *Consumer) parkUndecodable(ctx context.Context, d broker.Delivery, cause
 		id = "raw-" + hex.EncodeToString(sum.Sum(nil))[:40]
 	}
 	payload, _ := json.Marshal(map[string]any{"topic": raw.Topic, "headers": raw.Headers, "body": string(raw.Body)})
-	ev := txbox.Event{ID: id, Type: store.UndecodableType, AggregateType: "unknown", AggregateID: store.Truncate(raw.Topic, 128), Payload: payload}
+	ev := txbox.Event{ID: id, Type: store.UndecodableType, AggregateType: "unknown", AggregateID: sqlstore.Truncate(raw.Topic, 128), Payload: payload}
 	tx, _, commit, rollback, err := c.db.begin(ctx)
 	if err == nil {
 		_, _, err = c.dialect.InboxFail(ctx, tx, c.cfg.Name, ev, "undecodable: "+cause.Error(), 1, txbox.StatusRetry)

@@ -16,7 +16,7 @@ import (
 
 // A broker error that quotes hostile bytes (invalid UTF-8, NUL) still gets
 // its row marked: DEAD for a permanent error, RETRY and then SENT for a
-// passing one. Before store.Truncate made last_error storable, PostgreSQL
+// passing one. Before sqlstore.Truncate made last_error storable, PostgreSQL
 // refused the whole MarkFailed statement, the relay counted a store error,
 // and the row came back after every lease without ever spending an attempt.
 func TestBrokerErrorWithBadBytesStillMarks(t *testing.T) {

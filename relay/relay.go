@@ -194,19 +194,6 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 	var out outcome
 	lanes, order := r.lanes(b.recs, &out)
 	deadline := b.deadline
-	if markFirst {
-		ids := make([]int64, 0, len(b.recs))
-		for _, rec := range b.recs {
-			ids = append(ids, rec.ID)
-		}
-		if b.tx != nil {
-			if err := b.tx.Finish(ctx, ids, nil); err != nil {
-				return err
-			}
-		} else if _, err := r.cfg.Store.MarkSent(ctx, b.lease, ids); err != nil {
-			return err
-		}
-	}
 
 	releaseRest := func(why string) {
 		for _, k := range order {
@@ -268,9 +255,6 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 	markStart := time.Now()
 	defer func() { r.ctrs.MarkNanos.Add(int64(time.Since(markStart))) }()
 	if b.tx != nil {
-		if markFirst {
-			return nil // the sabotaged build committed before publishing
-		}
 		return r.finish(ctx, b.tx, out)
 	}
 	return r.mark(ctx, b.lease, out)

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/txbox/txbox"
@@ -87,9 +86,10 @@ type InboxAdmin interface {
 	// InboxReplay turns matching DEAD rows into REPLAY with a fresh
 	// attempt budget; the running consumer picks them up.
 	InboxReplay(ctx context.Context, f InboxFilter) (int64, error)
-	// InboxCleanup deletes PROCESSED and SKIPPED rows received before
-	// now-age, batch rows per statement.
-	InboxCleanup(ctx context.Context, age time.Duration, batch int) (int64, error)
+	// InboxCleanupBatch deletes at most limit PROCESSED and SKIPPED rows
+	// received before now-age and returns how many it deleted: fewer than
+	// limit means none is left. The loop is the function InboxCleanup.
+	InboxCleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error)
 	// InboxCounts counts rows per consumer and status.
 	InboxCounts(ctx context.Context) (map[string]map[txbox.Status]int64, error)
 }
@@ -98,24 +98,31 @@ type InboxAdmin interface {
 // be decoded is parked; such rows are kept for inspection, never replayed.
 const UndecodableType = "txbox.undecodable"
 
-// EncodeHeaders is the inbox's stored form of headers.
-func EncodeHeaders(h map[string]string) *string {
-	if len(h) == 0 {
-		return nil
-	}
-	b, _ := json.Marshal(h)
-	s := string(b)
-	return &s
+// Optional fast paths of an InboxDialect. The inbox uses each one when the
+// dialect has it (PostgreSQL has both), and storetest.RunInbox checks it on
+// every store that does.
+
+// InboxProcessedAcquirer writes the inbox row PROCESSED in the statement
+// that claims it (InboxAcquire and InboxDone in one), so that a first
+// delivery whose handler succeeds costs one inbox statement. States and
+// attempts are those of InboxAcquire; a RETRY or REPLAY row becomes
+// PROCESSED, its stored event cleared. The caller rolls the transaction (or
+// its savepoint) back when the handler fails, and calls InboxDone for any
+// other outcome (SKIPPED for a stale version).
+type InboxProcessedAcquirer interface {
+	InboxAcquireProcessed(ctx context.Context, tx Tx, consumer string, e txbox.Event) (state InboxState, attempts int, err error)
 }
 
-// DecodeHeaders reverses EncodeHeaders; bad data yields nil.
-func DecodeHeaders(s *string) map[string]string {
-	if s == nil || *s == "" {
-		return nil
-	}
-	var h map[string]string
-	if json.Unmarshal([]byte(*s), &h) != nil {
-		return nil
-	}
-	return h
+// InboxBatchInserter is the first step of InboxAcquireProcessed for many
+// events in one statement, at the start of a transaction shared by a batch
+// of deliveries.
+type InboxBatchInserter interface {
+	// InboxInsertProcessed inserts, PROCESSED, the rows of the events that
+	// have none, and reports which it inserted (of an event given twice,
+	// the first). The others go through InboxAcquire(Processed) one by one.
+	InboxInsertProcessed(ctx context.Context, tx Tx, consumer string, evs []txbox.Event) (fresh []bool, err error)
+	// InboxForget deletes rows InboxInsertProcessed inserted in this
+	// transaction for events that were not applied after all (a savepoint
+	// taken after the insert does not undo it).
+	InboxForget(ctx context.Context, tx Tx, consumer string, eventIDs []string) error
 }

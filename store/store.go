@@ -149,9 +149,10 @@ type Outbox interface {
 	Purge(ctx context.Context, f Filter) (int64, error)
 	// Count counts the rows List would return without a limit.
 	Count(ctx context.Context, f Filter) (int64, error)
-	// Cleanup deletes SENT rows older than age, batch rows per statement,
-	// until none is left or ctx ends.
-	Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error)
+	// CleanupBatch deletes at most limit SENT rows older than age (database
+	// clock) and returns how many it deleted: fewer than limit means none is
+	// left. The loop over batches is the function Cleanup in this package.
+	CleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error)
 }
 
 // Store is one database: migrations, the outbox side and lifecycle.

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 )
 
@@ -32,7 +33,7 @@ func FuzzRecordEvent(f *testing.F) {
 			if !errors.Is(err, txbox.ErrPermanent) || !errors.Is(err, txbox.ErrInvalidEvent) {
 				t.Fatalf("error %v is not a permanent invalid event", err)
 			}
-			if last := store.Truncate("permanent: "+err.Error(), 2000); !utf8.ValidString(last) || strings.IndexByte(last, 0) >= 0 {
+			if last := sqlstore.Truncate("permanent: "+err.Error(), 2000); !utf8.ValidString(last) || strings.IndexByte(last, 0) >= 0 {
 				t.Fatalf("last_error %q could not be stored", last)
 			}
 			return

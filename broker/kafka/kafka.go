@@ -200,12 +200,6 @@ func ParseBrokers(raw string) ([]string, error) {
 	return seeds, nil
 }
 
-// unavailable wraps a connection-level failure so that it matches
-// txbox.ErrBrokerUnavailable as well as the cause.
-func unavailable(what string, err error) error {
-	return fmt.Errorf("%w: kafka: %s: %w", txbox.ErrBrokerUnavailable, what, err)
-}
-
 func orDefault(d, def time.Duration) time.Duration {
 	if d > 0 {
 		return d
@@ -219,7 +213,7 @@ func ping(ctx context.Context, cl *kgo.Client, seeds []string, dial time.Duratio
 	pctx, cancel := context.WithTimeout(ctx, 2*dial)
 	defer cancel()
 	if err := cl.Ping(pctx); err != nil {
-		return unavailable("connect to "+strings.Join(seeds, ","), err)
+		return txbox.Unavailable(fmt.Errorf("kafka: connect to %s: %w", strings.Join(seeds, ","), err))
 	}
 	return nil
 }

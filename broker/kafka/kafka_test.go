@@ -16,6 +16,7 @@ import (
 	"github.com/txbox/txbox/broker/brokertest"
 	kafkabroker "github.com/txbox/txbox/broker/kafka"
 	"github.com/txbox/txbox/broker/kafka/kafkatest"
+	"github.com/txbox/txbox/internal/testenv"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -29,14 +30,9 @@ func open(t *testing.T, kc *kafkatest.Cluster, opts kafkabroker.Options) *kafkab
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	p, err := kafkabroker.Open(ctx, kc.URL(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
+	return testenv.Open(t, func(ctx context.Context) (*kafkabroker.Publisher, error) {
+		return kafkabroker.Open(ctx, kc.URL(), opts)
+	})
 }
 
 // TestConformance runs brokertest against an in-process kfake cluster (there

@@ -186,7 +186,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) (errs []
 	}
 	if p.suspect.Load() && ctx.Err() == nil {
 		if err := p.cl.Ping(ctx); err != nil {
-			err = unavailable("no broker answers", err)
+			err = txbox.Unavailable(fmt.Errorf("kafka: no broker answers: %w", err))
 			for i := range errs {
 				errs[i] = err
 			}
@@ -208,7 +208,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) (errs []
 	var broken error
 	for i, m := range msgs {
 		if broken == nil && ctx.Err() != nil {
-			broken = unavailable("publish", ctx.Err())
+			broken = txbox.Unavailable(fmt.Errorf("kafka: publish: %w", ctx.Err()))
 		}
 		if broken != nil {
 			errs[i] = broken
@@ -255,7 +255,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) (errs []
 			settle(r)
 		case <-ctx.Done():
 			for i := range pending {
-				errs[i] = unavailable(fmt.Sprintf("no acknowledgement for event %s on %q before the deadline", msgs[i].Event.ID, msgs[i].Topic), ctx.Err())
+				errs[i] = txbox.Unavailable(fmt.Errorf("kafka: no acknowledgement for event %s on %q before the deadline: %w", msgs[i].Event.ID, msgs[i].Topic, ctx.Err()))
 			}
 			return errs
 		}
@@ -338,7 +338,7 @@ func (p *Publisher) classify(m broker.Message, size int, err error) error {
 	default:
 		// Context ends, record timeouts, connection errors, retriable
 		// broker errors that outlasted the deadline, a closed client.
-		return unavailable(fmt.Sprintf("publish event %s to %q", m.Event.ID, m.Topic), err)
+		return txbox.Unavailable(fmt.Errorf("kafka: publish event %s to %q: %w", m.Event.ID, m.Topic, err))
 	}
 }
 
@@ -368,7 +368,7 @@ func (p *Publisher) topicLimit(ctx context.Context, topic string) (int, error) {
 	req.AllowAutoTopicCreation = false
 	resp, err := req.RequestWith(ctx, p.cl)
 	if err != nil {
-		return 0, unavailable(fmt.Sprintf("look up topic %q", topic), err)
+		return 0, txbox.Unavailable(fmt.Errorf("kafka: look up topic %q: %w", topic, err))
 	}
 	var code error = kerr.UnknownTopicOrPartition
 	for _, t := range resp.Topics {
@@ -421,7 +421,7 @@ func (p *Publisher) createTopic(ctx context.Context, topic string) error {
 	}
 	resp, err := req.RequestWith(ctx, p.cl)
 	if err != nil {
-		return unavailable(fmt.Sprintf("create topic %q", topic), err)
+		return txbox.Unavailable(fmt.Errorf("kafka: create topic %q: %w", topic, err))
 	}
 	if len(resp.Topics) != 1 {
 		return fmt.Errorf("kafka: create topic %q: %d topics in the answer", topic, len(resp.Topics))

@@ -290,7 +290,7 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 		if s.closed {
 			s.mu.Unlock()
 			cancel()
-			return nil, unavailable("receive", kgo.ErrClientClosed)
+			return nil, txbox.Unavailable(fmt.Errorf("kafka: receive: %w", kgo.ErrClientClosed))
 		}
 		s.wake = cancel
 		s.mu.Unlock()
@@ -306,7 +306,7 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 			return nil, err
 		}
 		if fs.IsClientClosed() {
-			return nil, unavailable("receive", kgo.ErrClientClosed)
+			return nil, txbox.Unavailable(fmt.Errorf("kafka: receive: %w", kgo.ErrClientClosed))
 		}
 		var errs []error
 		fs.EachError(func(t string, p int32, err error) {
@@ -319,7 +319,7 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 			}
 		})
 		if len(errs) > 0 {
-			return nil, unavailable("fetch", errors.Join(errs...))
+			return nil, txbox.Unavailable(fmt.Errorf("kafka: fetch: %w", errors.Join(errs...)))
 		}
 		// The poll ended for a redelivery coming due, or for a Nak: look
 		// again.
@@ -453,7 +453,7 @@ func (s *Subscriber) commit(ctx context.Context, tp topicPartition) error {
 			// records come back to whoever owns the partition next.
 			return fmt.Errorf("kafka: commit offset %d of %s/%d: %w", off, tp.topic, tp.partition, err)
 		}
-		return unavailable(fmt.Sprintf("commit offset %d of %s/%d", off, tp.topic, tp.partition), err)
+		return txbox.Unavailable(fmt.Errorf("kafka: commit offset %d of %s/%d: %w", off, tp.topic, tp.partition, err))
 	}
 	s.mu.Lock()
 	if ps := s.parts[tp]; ps != nil && ps.gen == gen && off > ps.committed {
@@ -574,7 +574,7 @@ func (d *delivery) Ack(ctx context.Context) error {
 // out again after its ack wait, is a no-op.
 func (d *delivery) Nak(ctx context.Context, delay time.Duration) error {
 	if err := ctx.Err(); err != nil {
-		return unavailable("nak", err)
+		return txbox.Unavailable(fmt.Errorf("kafka: nak: %w", err))
 	}
 	s, e := d.s, d.e
 	s.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"github.com/txbox/txbox/broker"
 	kafkabroker "github.com/txbox/txbox/broker/kafka"
 	"github.com/txbox/txbox/broker/kafka/kafkatest"
+	"github.com/txbox/txbox/internal/testenv"
 )
 
 func subscribe(t *testing.T, kc *kafkatest.Cluster, group string, opts kafkabroker.SubscriberOptions) *kafkabroker.Subscriber {
@@ -21,14 +22,9 @@ func subscribe(t *testing.T, kc *kafkatest.Cluster, group string, opts kafkabrok
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := kafkabroker.OpenSubscriber(ctx, kc.URL(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return testenv.Open(t, func(ctx context.Context) (*kafkabroker.Subscriber, error) {
+		return kafkabroker.OpenSubscriber(ctx, kc.URL(), opts)
+	})
 }
 
 // receiveN collects n deliveries within d.

@@ -131,11 +131,11 @@ func (b *Broker) Publish(ctx context.Context, msgs []broker.Message) []error {
 	stored := false
 	for i, m := range msgs {
 		if err := ctx.Err(); err != nil {
-			errs[i] = fmt.Errorf("%w: mem: %w", txbox.ErrBrokerUnavailable, err)
+			errs[i] = txbox.Unavailable(fmt.Errorf("mem: %w", err))
 			continue
 		}
 		if b.down {
-			errs[i] = fmt.Errorf("%w: mem: broker is down", txbox.ErrBrokerUnavailable)
+			errs[i] = txbox.Unavailable(errors.New("mem: broker is down"))
 			continue
 		}
 		if b.failN > 0 {
@@ -296,7 +296,7 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 		b.mu.Lock()
 		if b.down {
 			b.mu.Unlock()
-			return nil, fmt.Errorf("%w: mem: broker is down", txbox.ErrBrokerUnavailable)
+			return nil, txbox.Unavailable(errors.New("mem: broker is down"))
 		}
 		now := time.Now()
 		out, wake := b.takeLocked(s.g, max, now)
@@ -422,13 +422,13 @@ func (d *delivery) Nak(ctx context.Context, delay time.Duration) error {
 
 func (d *delivery) settle(ctx context.Context, f func()) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: mem: %w", txbox.ErrBrokerUnavailable, err)
+		return txbox.Unavailable(fmt.Errorf("mem: %w", err))
 	}
 	b := d.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.down {
-		return fmt.Errorf("%w: mem: broker is down", txbox.ErrBrokerUnavailable)
+		return txbox.Unavailable(errors.New("mem: broker is down"))
 	}
 	if d.settled {
 		return errors.New("mem: delivery already acknowledged or rejected")

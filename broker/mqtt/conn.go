@@ -58,6 +58,7 @@ import (
 	"github.com/eclipse/paho.golang/paho/session/state"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/redact"
 )
 
 // Defaults for Options and SubscriberOptions.
@@ -94,9 +95,9 @@ func parseURL(raw string) (endpoint, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return bad("%s does not parse", RedactURL(raw))
+		return bad("%s does not parse", redact.URL(raw))
 	}
-	ep := endpoint{host: u.Hostname(), redacted: RedactURL(raw)}
+	ep := endpoint{host: u.Hostname(), redacted: redact.URL(raw)}
 	port := u.Port()
 	switch strings.ToLower(u.Scheme) {
 	case "mqtt", "tcp":
@@ -127,26 +128,6 @@ func parseURL(raw string) (endpoint, error) {
 		}
 	}
 	return ep, nil
-}
-
-// RedactURL returns raw with its password replaced by "xxxxx", for logs and
-// errors. A URL that does not parse is cut down to its scheme, since it may
-// hold a secret in a shape url.Parse cannot find.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		if i := strings.Index(raw, "://"); i >= 0 {
-			return raw[:i+3] + "<unparsable>"
-		}
-		return "<unparsable url>"
-	}
-	return u.Redacted()
-}
-
-// unavailable wraps a connection-level failure so that it matches
-// txbox.ErrBrokerUnavailable as well as the cause.
-func unavailable(what string, err error) error {
-	return fmt.Errorf("%w: mqtt: %s: %w", txbox.ErrBrokerUnavailable, what, err)
 }
 
 // conn is one MQTT network connection and its client. A Publisher or
@@ -216,10 +197,10 @@ func dial(ctx context.Context, c dialConfig) (*conn, error) {
 	}
 	what := "connect to " + c.ep.redacted
 	if timeout <= 0 {
-		return nil, unavailable(what, context.DeadlineExceeded)
+		return nil, txbox.Unavailable(fmt.Errorf("mqtt: %s: %w", what, context.DeadlineExceeded))
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, unavailable(what, err)
+		return nil, txbox.Unavailable(fmt.Errorf("mqtt: %s: %w", what, err))
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -241,7 +222,7 @@ func dial(ctx context.Context, c dialConfig) (*conn, error) {
 		raw, err = d.DialContext(dctx, "tcp", c.ep.addr)
 	}
 	if err != nil {
-		return nil, unavailable(what, err)
+		return nil, txbox.Unavailable(fmt.Errorf("mqtt: %s: %w", what, err))
 	}
 	nc := packets.NewThreadSafeConn(raw)
 	st := c.state
@@ -294,7 +275,7 @@ func dial(ctx context.Context, c dialConfig) (*conn, error) {
 		if ca != nil && ca.ReasonCode >= 0x80 {
 			return nil, connackErr(c.ep.redacted, c.clientID, ca)
 		}
-		return nil, unavailable(what, err)
+		return nil, txbox.Unavailable(fmt.Errorf("mqtt: %s: %w", what, err))
 	}
 	if ca.Properties != nil && ca.Properties.MaximumQoS != nil && *ca.Properties.MaximumQoS < 1 {
 		_ = cli.Disconnect(&paho.Disconnect{ReasonCode: 0})
@@ -315,7 +296,7 @@ func connackErr(server, clientID string, ca *paho.Connack) error {
 		// authorized, bad auth method: retrying the same settings fails.
 		return &txbox.ConfigError{Field: "MQTT URL", Reason: fmt.Sprintf("%s refused client %q: %s", server, clientID, reason)}
 	}
-	return unavailable("connect to "+server, errors.New(reason))
+	return txbox.Unavailable(fmt.Errorf("mqtt: connect to %s: %w", server, errors.New(reason)))
 }
 
 func connackReason(rc byte) string {

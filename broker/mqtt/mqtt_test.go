@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,7 +21,7 @@ import (
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/brokertest"
 	mqttbroker "github.com/txbox/txbox/broker/mqtt"
-	"github.com/txbox/txbox/broker/mqtt/mqtttest"
+	"github.com/txbox/txbox/internal/redact"
 	"github.com/txbox/txbox/internal/testenv"
 )
 
@@ -87,7 +88,7 @@ func harness(t *testing.T, url string, opts mqttbroker.Options) brokertest.Harne
 // because this broker saves its store on a clean shutdown, which is how the
 // harness stops it.
 func TestConformance(t *testing.T) {
-	srv := mqtttest.Start(t, "max_packet_size 65536")
+	srv := testenv.StartMosquitto(t, "max_packet_size 65536")
 	h := harness(t, srv.URL, mqttbroker.Options{Persistent: true, ConnectTimeout: 2 * time.Second})
 	h.StopBroker = func(*testing.T) { srv.Stop() }
 	h.StartBroker = func(*testing.T) { srv.Start() }
@@ -149,14 +150,7 @@ func open(t *testing.T, url string, opts mqttbroker.Options) *mqttbroker.Publish
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	p, err := mqttbroker.Open(ctx, url, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
+	return testenv.Open(t, func(ctx context.Context) (*mqttbroker.Publisher, error) { return mqttbroker.Open(ctx, url, opts) })
 }
 
 func openSub(t *testing.T, url string, opts mqttbroker.SubscriberOptions) *mqttbroker.Subscriber {
@@ -167,14 +161,9 @@ func openSub(t *testing.T, url string, opts mqttbroker.SubscriberOptions) *mqttb
 	if opts.SessionExpiry == 0 {
 		opts.SessionExpiry = time.Minute
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := mqttbroker.OpenSubscriber(ctx, url, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return testenv.Open(t, func(ctx context.Context) (*mqttbroker.Subscriber, error) {
+		return mqttbroker.OpenSubscriber(ctx, url, opts)
+	})
 }
 
 // TestPermanentErrorsNameTheProblem: the last_error an operator reads says
@@ -356,22 +345,17 @@ func TestStructuredMode(t *testing.T) {
 
 // TestPasswordNeverShown: the URL's password appears in no error.
 func TestPasswordNeverShown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // refused from now on
+	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)) // refused: nothing listens
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	for _, u := range []string{"mqtt://user:s3cr3t@" + addr, "mqtt://user:s3cr3t@" + addr + "/path", "bogus://user:s3cr3t@x", "mqtt://user:s3cr3t@[::1"} {
 		_, err := mqttbroker.Open(ctx, u, mqttbroker.Options{Logger: quiet})
 		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
-			t.Errorf("Open(%q) = %v: want an error without the password", mqttbroker.RedactURL(u), err)
+			t.Errorf("Open(%q) = %v: want an error without the password", redact.URL(u), err)
 		}
 		_, err = mqttbroker.OpenSubscriber(ctx, u, mqttbroker.SubscriberOptions{ClientID: "x", Topics: []string{"x"}, Logger: quiet})
 		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
-			t.Errorf("OpenSubscriber(%q) = %v: want an error without the password", mqttbroker.RedactURL(u), err)
+			t.Errorf("OpenSubscriber(%q) = %v: want an error without the password", redact.URL(u), err)
 		}
 	}
 	if _, err := mqttbroker.Open(ctx, "mqtt://user:s3cr3t@"+addr, mqttbroker.Options{Logger: quiet}); !errors.Is(err, txbox.ErrBrokerUnavailable) {
@@ -410,7 +394,7 @@ func TestValidateTopicAndFilter(t *testing.T) {
 // call of 200 and three concurrent calls still confirm everything, in order
 // per topic.
 func TestReceiveMaximumRespected(t *testing.T) {
-	srv := mqtttest.Start(t, "max_inflight_messages 3")
+	srv := testenv.StartMosquitto(t, "max_inflight_messages 3")
 	topic := "txboxtest/recvmax/"
 	s := openSub(t, srv.URL, mqttbroker.SubscriberOptions{ClientID: "order", Topics: []string{topic + "#"}, AckWait: -1})
 	p := open(t, srv.URL, mqttbroker.Options{})

@@ -108,13 +108,13 @@ func (p *Publisher) conn(ctx context.Context) (*conn, error) {
 	c, closed := p.cur, p.closed
 	p.mu.Unlock()
 	if closed {
-		return nil, unavailable("publish", errors.New("publisher is closed"))
+		return nil, txbox.Unavailable(fmt.Errorf("mqtt: publish: %w", errors.New("publisher is closed")))
 	}
 	if c != nil && !c.dead() {
 		return c, nil
 	}
 	if err := p.dialing.lock(ctx); err != nil {
-		return nil, unavailable("waiting for the connection to "+p.ep.redacted, err)
+		return nil, txbox.Unavailable(fmt.Errorf("mqtt: waiting for the connection to %s: %w", p.ep.redacted, err))
 	}
 	defer p.dialing.unlock()
 	p.mu.Lock()
@@ -148,7 +148,7 @@ func (p *Publisher) conn(ctx context.Context) (*conn, error) {
 	defer p.mu.Unlock()
 	if p.closed {
 		go nc.close()
-		return nil, unavailable("publish", errors.New("publisher is closed"))
+		return nil, txbox.Unavailable(fmt.Errorf("mqtt: publish: %w", errors.New("publisher is closed")))
 	}
 	if gen > 1 {
 		p.log.Info("mqtt: publisher reconnected", "server", p.ep.redacted)
@@ -194,7 +194,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error 
 		return errs
 	}
 	if err := ctx.Err(); err != nil {
-		return fail(unavailable("publish", err))
+		return fail(txbox.Unavailable(fmt.Errorf("mqtt: publish: %w", err)))
 	}
 	c, err := p.conn(ctx)
 	if err != nil {
@@ -208,7 +208,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error 
 	var broken error
 	for i, m := range msgs {
 		if broken == nil && ctx.Err() != nil {
-			broken = unavailable("publish", ctx.Err())
+			broken = txbox.Unavailable(fmt.Errorf("mqtt: publish: %w", ctx.Err()))
 		}
 		if broken != nil {
 			errs[i] = broken
@@ -224,15 +224,15 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error 
 		// and assigns the packet id; the PUBACK will be sent to ret.
 		if err := c.state.AddToSession(ctx, pb, ret); err != nil {
 			if errors.Is(err, session.ErrNoConnection) {
-				broken = unavailable("publish", errors.New("connection lost"))
+				broken = txbox.Unavailable(fmt.Errorf("mqtt: publish: %w", errors.New("connection lost")))
 			} else {
-				broken = unavailable("waiting for a free in-flight slot (the server's Receive Maximum)", err)
+				broken = txbox.Unavailable(fmt.Errorf("mqtt: waiting for a free in-flight slot (the server's Receive Maximum): %w", err))
 			}
 			errs[i] = broken
 			continue
 		}
 		if _, err := pb.WriteTo(c.net); err != nil {
-			broken = unavailable(fmt.Sprintf("send event %s", m.Event.ID), err)
+			broken = txbox.Unavailable(fmt.Errorf("mqtt: send event %s: %w", m.Event.ID, err))
 			errs[i] = broken
 			_ = c.cli.Disconnect(&paho.Disconnect{ReasonCode: 0}) // the write may have been partial
 			continue
@@ -260,10 +260,10 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error 
 			case r := <-s.ret: // acknowledged just before the connection went
 				errs[s.i] = p.result(m, r)
 			default:
-				errs[s.i] = unavailable(fmt.Sprintf("waiting for the PUBACK of event %s", m.Event.ID), errors.New("connection lost"))
+				errs[s.i] = txbox.Unavailable(fmt.Errorf("mqtt: waiting for the PUBACK of event %s: %w", m.Event.ID, errors.New("connection lost")))
 			}
 		case <-wctx.Done():
-			errs[s.i] = unavailable(fmt.Sprintf("waiting for the PUBACK of event %s", m.Event.ID), wctx.Err())
+			errs[s.i] = txbox.Unavailable(fmt.Errorf("mqtt: waiting for the PUBACK of event %s: %w", m.Event.ID, wctx.Err()))
 		}
 	}
 	return errs
@@ -320,11 +320,11 @@ func packetSize(pb *packets.Publish) int {
 func (p *Publisher) result(m broker.Message, r packets.ControlPacket) error {
 	if r.Type == 0 {
 		// The session state gave up on the packet: the connection closed.
-		return unavailable(fmt.Sprintf("waiting for the PUBACK of event %s", m.Event.ID), errors.New("connection closed"))
+		return txbox.Unavailable(fmt.Errorf("mqtt: waiting for the PUBACK of event %s: %w", m.Event.ID, errors.New("connection closed")))
 	}
 	pa, ok := r.Content.(*packets.Puback)
 	if !ok {
-		return unavailable(fmt.Sprintf("publish event %s", m.Event.ID), fmt.Errorf("unexpected %s instead of PUBACK", r.PacketType()))
+		return txbox.Unavailable(fmt.Errorf("mqtt: publish event %s: %w", m.Event.ID, fmt.Errorf("unexpected %s instead of PUBACK", r.PacketType())))
 	}
 	rc := pa.ReasonCode
 	if rc == packets.PubackNoMatchingSubscribers {

@@ -218,7 +218,7 @@ func (s *Subscriber) subscribe(ctx context.Context, c *conn) error {
 		if err == nil {
 			err = errors.New("malformed SUBACK")
 		}
-		return unavailable(fmt.Sprintf("subscribe to %s", strings.Join(s.opts.Topics, ", ")), err)
+		return txbox.Unavailable(fmt.Errorf("mqtt: subscribe to %s: %w", strings.Join(s.opts.Topics, ", "), err))
 	}
 	for i, rc := range sa.Reasons {
 		if rc >= 0x80 {
@@ -228,7 +228,7 @@ func (s *Subscriber) subscribe(ctx context.Context, c *conn) error {
 	return nil
 }
 
-var errClosed = fmt.Errorf("%w: mqtt: subscriber is closed", txbox.ErrBrokerUnavailable)
+var errClosed = txbox.Unavailable(errors.New("mqtt: subscriber is closed"))
 
 // received queues a message from the broker. It runs on paho's delivery
 // goroutine, one message at a time, in arrival order.
@@ -301,7 +301,7 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 		s.mu.Unlock()
 		if c == nil || c.dead() {
 			if redialed {
-				return nil, unavailable("receive", errors.New("connection lost"))
+				return nil, txbox.Unavailable(fmt.Errorf("mqtt: receive: %w", errors.New("connection lost")))
 			}
 			redialed = true
 			if _, err := s.conn(ctx); err != nil {
@@ -421,7 +421,7 @@ func (d *delivery) Ack(context.Context) error {
 		return nil
 	}
 	if stale {
-		return unavailable("ack", errors.New("the connection that delivered the message is gone; the broker delivers it again"))
+		return txbox.Unavailable(fmt.Errorf("mqtt: ack: %w", errors.New("the connection that delivered the message is gone; the broker delivers it again")))
 	}
 	err := m.cli.Ack(m.pb)
 	if errors.Is(err, paho.ErrPacketNotFound) && !done(m.cli) {
@@ -435,7 +435,7 @@ func (d *delivery) Ack(context.Context) error {
 		err = m.st.Ack(m.pb.Packet())
 	}
 	if err != nil {
-		return unavailable("ack", err)
+		return txbox.Unavailable(fmt.Errorf("mqtt: ack: %w", err))
 	}
 	return nil
 }
@@ -450,7 +450,7 @@ func (d *delivery) Nak(_ context.Context, delay time.Duration) error {
 	case m.acked:
 		return errors.New("mqtt: nak: message already acknowledged")
 	case m.gen != s.gen:
-		return unavailable("nak", errors.New("the connection that delivered the message is gone; the broker delivers it again"))
+		return txbox.Unavailable(fmt.Errorf("mqtt: nak: %w", errors.New("the connection that delivered the message is gone; the broker delivers it again")))
 	case d.attempt != m.first+m.emitted-1:
 		return nil
 	}

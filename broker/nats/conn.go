@@ -28,6 +28,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/redact"
 )
 
 // Defaults for Options and SubscriberOptions.
@@ -63,7 +64,7 @@ func connect(ctx context.Context, c connConfig) (*nats.Conn, error) {
 		timeout = time.Until(d)
 	}
 	if timeout <= 0 {
-		return nil, fmt.Errorf("%w: nats: connect to %s: %w", txbox.ErrBrokerUnavailable, RedactURL(c.url), context.DeadlineExceeded)
+		return nil, txbox.Unavailable(fmt.Errorf("nats: connect to %s: %w", redact.URL(c.url), context.DeadlineExceeded))
 	}
 	log := c.logger
 	opts := []nats.Option{
@@ -88,7 +89,7 @@ func connect(ctx context.Context, c connConfig) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(c.url, append(opts, c.extra...)...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: nats: connect to %s: %w", txbox.ErrBrokerUnavailable, RedactURL(c.url), redactErr(err, c.url))
+		return nil, txbox.Unavailable(fmt.Errorf("nats: connect to %s: %w", redact.URL(c.url), redact.Error(err, c.url)))
 	}
 	return nc, nil
 }
@@ -105,97 +106,8 @@ func checkURL(raw string) error {
 			s = "nats://" + s
 		}
 		if _, err := url.Parse(s); err != nil {
-			return &txbox.ConfigError{Field: "NATS URL", Reason: fmt.Sprintf("%s does not parse", RedactURL(s))}
+			return &txbox.ConfigError{Field: "NATS URL", Reason: fmt.Sprintf("%s does not parse", redact.URL(s))}
 		}
 	}
 	return nil
-}
-
-// RedactURL returns a NATS server list (comma-separated URLs) with every
-// password replaced by "xxxxx", for logs and errors. A part that does not
-// parse is replaced whole, since it may hold a secret in a shape url.Parse
-// cannot find.
-func RedactURL(raw string) string {
-	parts := strings.Split(raw, ",")
-	for i, p := range parts {
-		p = strings.TrimSpace(p)
-		if !strings.Contains(p, "@") {
-			parts[i] = p // no user info, nothing to hide
-			continue
-		}
-		if !strings.Contains(p, "://") {
-			p = "nats://" + p
-		}
-		u, err := url.Parse(p)
-		switch {
-		case err != nil:
-			parts[i] = "<unparsable url>"
-		case u.User == nil:
-			parts[i] = u.String()
-		default:
-			if _, has := u.User.Password(); has {
-				u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			} else {
-				u.User = url.User("xxxxx") // a lone user part is a token
-			}
-			parts[i] = u.String()
-		}
-	}
-	return strings.Join(parts, ",")
-}
-
-// redactErr returns err with every secret of rawURL blanked from its text;
-// errors.Is and errors.As still see the original.
-func redactErr(err error, rawURL string) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
-	for _, secret := range secrets(rawURL) {
-		msg = strings.ReplaceAll(msg, secret, "xxxxx")
-	}
-	if msg == err.Error() {
-		return err
-	}
-	return &redactedError{msg: msg, err: err}
-}
-
-// secrets lists the passwords and tokens in a server list.
-func secrets(rawURL string) []string {
-	var out []string
-	for _, p := range strings.Split(rawURL, ",") {
-		p = strings.TrimSpace(p)
-		if !strings.Contains(p, "@") {
-			continue
-		}
-		if !strings.Contains(p, "://") {
-			p = "nats://" + p
-		}
-		u, err := url.Parse(p)
-		if err != nil || u.User == nil {
-			continue
-		}
-		if pw, ok := u.User.Password(); ok {
-			if pw != "" {
-				out = append(out, pw)
-			}
-		} else if tok := u.User.Username(); tok != "" {
-			out = append(out, tok)
-		}
-	}
-	return out
-}
-
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
-// unavailable wraps a connection-level failure so that it matches
-// txbox.ErrBrokerUnavailable as well as the cause.
-func unavailable(what string, err error) error {
-	return fmt.Errorf("%w: nats: %s: %w", txbox.ErrBrokerUnavailable, what, err)
 }

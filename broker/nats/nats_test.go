@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,14 +69,7 @@ func open(t *testing.T, url string, opts natsbroker.Options) *natsbroker.Publish
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	p, err := natsbroker.Open(ctx, url, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
+	return testenv.Open(t, func(ctx context.Context) (*natsbroker.Publisher, error) { return natsbroker.Open(ctx, url, opts) })
 }
 
 func msg(topic, key string, n int) broker.Message {
@@ -88,18 +82,15 @@ func msg(topic, key string, n int) broker.Message {
 func TestConformance(t *testing.T) {
 	var url string
 	var stop, start func(*testing.T)
-	srv, err := startServer(t)
-	if err != nil {
+	if _, err := testenv.NATSBinary(); err != nil {
 		t.Logf("own nats-server unavailable (%v): using the shared server; BrokerDown will be skipped", err)
 		url = testenv.URL(t, "TXBOX_TEST_NATS")
 	} else {
-		url = srv.URL()
-		stop = func(*testing.T) { srv.kill() }
-		start = func(t *testing.T) {
-			if err := srv.start(); err != nil {
-				t.Fatal(err)
-			}
-		}
+		srv := testenv.StartNATS(t)
+		waitJetStream(t, srv.URL)
+		url = srv.URL
+		stop = func(*testing.T) { srv.Kill() }
+		start = func(*testing.T) { srv.Start() }
 	}
 	prefix := unique("bt.r")
 	stream := streamName(prefix)
@@ -284,40 +275,13 @@ func TestOpenErrors(t *testing.T) {
 	}
 
 	// A closed loopback port: nothing listens there.
-	srv, err := startServer(t)
-	if err != nil {
-		t.Skipf("own nats-server unavailable: %v", err)
-	}
-	srv.kill()
-	secretURL := strings.Replace(srv.URL(), "nats://", "nats://alice:s3cr3t-pw@", 1)
+	secretURL := "nats://alice:s3cr3t-pw@127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	_, err = natsbroker.Open(ctx, secretURL, natsbroker.Options{ConnectTimeout: time.Second, Logger: quiet})
 	if !errors.Is(err, txbox.ErrBrokerUnavailable) {
 		t.Errorf("server down: %v, want ErrBrokerUnavailable", err)
 	}
 	if err != nil && strings.Contains(err.Error(), "s3cr3t-pw") {
 		t.Errorf("error shows the password: %v", err)
-	}
-}
-
-func TestRedactURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"nats://127.0.0.1:4222":                           "nats://127.0.0.1:4222",
-		"nats://bob:hunter2@h:4222":                       "nats://bob:xxxxx@h:4222",
-		"nats://s3cr3ttoken@h:4222":                       "nats://xxxxx@h:4222",
-		"tls://a:b@h1:4222, nats://h2:4222":               "tls://a:xxxxx@h1:4222,nats://h2:4222",
-		"bob:pw@h:4222":                                   "nats://bob:xxxxx@h:4222",
-		"nats://bob:p%zz@h":                               "<unparsable url>",
-		"nats://user:pa:ss@h:4222,nats://u2:pw2@h2:4222/": "nats://user:xxxxx@h:4222,nats://u2:xxxxx@h2:4222/",
-	} {
-		got := natsbroker.RedactURL(in)
-		if got != want {
-			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
-		}
-		for _, secret := range []string{"hunter2", "s3cr3ttoken", ":b@", "pa:ss", "pw2"} {
-			if strings.Contains(got, secret) {
-				t.Errorf("RedactURL(%q) = %q still shows %q", in, got, secret)
-			}
-		}
 	}
 }
 
@@ -427,5 +391,33 @@ func TestReceiveWaitsForFirstMessage(t *testing.T) {
 	}
 	if err := ds[0].Ack(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// waitJetStream waits until the server at url answers JetStream requests:
+// an open port does not mean JetStream is ready.
+func waitJetStream(t *testing.T, url string) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.Timeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := js.AccountInfo(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jetstream not ready: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -204,7 +204,7 @@ func streamErr(verb, stream string, err error) error {
 	if errors.As(err, &apiErr) && !errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
 		return &txbox.ConfigError{Field: "NATS stream", Reason: fmt.Sprintf("%s stream %q: %v", verb, stream, err)}
 	}
-	return unavailable(fmt.Sprintf("%s stream %q", verb, stream), err)
+	return txbox.Unavailable(fmt.Errorf("nats: %s stream %q: %w", verb, stream, err))
 }
 
 // MaxPayload is the largest message, headers and body together, the
@@ -274,7 +274,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error 
 		case err := <-s.f.Err():
 			settled(nil, err)
 		case <-ctx.Done():
-			errs[s.i] = unavailable(fmt.Sprintf("waiting for the ack of event %s", msgs[s.i].Event.ID), ctx.Err())
+			errs[s.i] = txbox.Unavailable(fmt.Errorf("nats: waiting for the ack of event %s: %w", msgs[s.i].Event.ID, ctx.Err()))
 			go func() {
 				select {
 				case <-s.f.Ok():
@@ -287,7 +287,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error 
 
 	for i, m := range msgs {
 		if broken == nil && ctx.Err() != nil {
-			broken = unavailable("publish", ctx.Err())
+			broken = txbox.Unavailable(fmt.Errorf("nats: publish: %w", ctx.Err()))
 		}
 		if broken != nil {
 			errs[i] = broken
@@ -305,13 +305,13 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error 
 			await()
 			return true
 		}) {
-			broken = unavailable("waiting for a free publish slot", ctx.Err())
+			broken = txbox.Unavailable(fmt.Errorf("nats: waiting for a free publish slot: %w", ctx.Err()))
 			errs[i] = broken
 			continue
 		}
 		if st := p.nc.Status(); st != nats.CONNECTED {
 			<-p.slots
-			broken = unavailable("publish", fmt.Errorf("connection is %s", st))
+			broken = txbox.Unavailable(fmt.Errorf("nats: publish: %w", fmt.Errorf("connection is %s", st)))
 			errs[i] = broken
 			continue
 		}
@@ -435,7 +435,7 @@ func (p *Publisher) classify(ctx context.Context, subject string, size int, err 
 		// may say yes later; the relay's retries decide.
 		return fmt.Errorf("nats: stream refused message for %q: %w", subject, err)
 	default:
-		return unavailable(fmt.Sprintf("publish to %q", subject), err)
+		return txbox.Unavailable(fmt.Errorf("nats: publish to %q: %w", subject, err))
 	}
 }
 
@@ -444,18 +444,18 @@ func (p *Publisher) classify(ctx context.Context, subject string, size int, err 
 // still recovering after a restart, leader election) is an outage.
 func (p *Publisher) noStream(ctx context.Context, subject string, cause error) error {
 	if ctx.Err() != nil {
-		return unavailable(fmt.Sprintf("no answer for %q", subject), cause)
+		return txbox.Unavailable(fmt.Errorf("nats: no answer for %q: %w", subject, cause))
 	}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	name, err := p.js.StreamNameBySubject(lctx, subject)
 	switch {
 	case err == nil:
-		return unavailable(fmt.Sprintf("stream %q holds subject %q but did not answer", name, subject), cause)
+		return txbox.Unavailable(fmt.Errorf("nats: stream %q holds subject %q but did not answer: %w", name, subject, cause))
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return txbox.Permanent(fmt.Errorf("nats: no JetStream stream matches subject %q: %w", subject, cause))
 	default:
-		return unavailable(fmt.Sprintf("no answer for %q, and the stream lookup failed (%v)", subject, err), cause)
+		return txbox.Unavailable(fmt.Errorf("nats: no answer for %q, and the stream lookup failed (%v): %w", subject, err, cause))
 	}
 }
 

@@ -131,7 +131,7 @@ func OpenSubscriber(ctx context.Context, url string, opts SubscriberOptions) (*S
 		if errors.As(err, &apiErr) && !errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
 			return fail(&txbox.ConfigError{Field: "NATS consumer", Reason: fmt.Sprintf("create consumer %q on stream %q: %v", opts.Durable, opts.Stream, err)})
 		}
-		return fail(unavailable(fmt.Sprintf("create consumer %q on stream %q", opts.Durable, opts.Stream), err))
+		return fail(txbox.Unavailable(fmt.Errorf("nats: create consumer %q on stream %q: %w", opts.Durable, opts.Stream, err)))
 	}
 	return &Subscriber{nc: nc, ownConn: own, cons: cons, log: opts.Logger}, nil
 }
@@ -168,7 +168,7 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 			return nil, err
 		}
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return nil, unavailable("fetch", err)
+			return nil, txbox.Unavailable(fmt.Errorf("nats: fetch: %w", err))
 		}
 	}
 }
@@ -197,7 +197,7 @@ func (s *Subscriber) fetchNoWait(ctx context.Context, max int) ([]broker.Deliver
 		if err := ended(ctx); err != nil {
 			return nil, err
 		}
-		return nil, unavailable("fetch", err)
+		return nil, txbox.Unavailable(fmt.Errorf("nats: fetch: %w", err))
 	}
 	return nil, nil
 }
@@ -308,7 +308,7 @@ func (d *delivery) AckAsync() error {
 // lost, the ack wait brings the message back anyway.
 func (d *delivery) Nak(ctx context.Context, delay time.Duration) error {
 	if err := ctx.Err(); err != nil {
-		return unavailable("nak", err)
+		return txbox.Unavailable(fmt.Errorf("nats: nak: %w", err))
 	}
 	var err error
 	if delay > 0 {
@@ -328,5 +328,7 @@ func settleErr(what string, err error) error {
 	if errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
 		return fmt.Errorf("nats: %s: %w", what, err)
 	}
-	return unavailable(what, err)
+	return txbox.Unavailable(fmt.Errorf("nats: %s: %w", what, err))
 }
+
+var _ broker.AsyncAcker = (*delivery)(nil)

@@ -69,7 +69,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,6 +77,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/redact"
 )
 
 // Defaults for Options and SubscriberOptions.
@@ -141,7 +141,7 @@ func dial(ctx context.Context, c dialConfig) (*link, error) {
 		if cause == nil {
 			cause = context.DeadlineExceeded
 		}
-		return nil, unavailable("connect to "+RedactURL(c.url), cause)
+		return nil, txbox.Unavailable(fmt.Errorf("rabbitmq: connect to %s: %w", redact.URL(c.url), cause))
 	}
 	var mu sync.Mutex
 	var raw net.Conn
@@ -195,7 +195,7 @@ func dial(ctx context.Context, c dialConfig) (*link, error) {
 	closes := conn.NotifyClose(make(chan *amqp.Error, 1))
 	go func() {
 		if err, ok := <-closes; ok && err != nil {
-			log.Warn("rabbitmq: connection lost", "server", RedactURL(c.url), "err", err)
+			log.Warn("rabbitmq: connection lost", "server", redact.URL(c.url), "err", err)
 		}
 	}()
 	return l, nil
@@ -206,15 +206,15 @@ func dial(ctx context.Context, c dialConfig) (*link, error) {
 func connectErr(rawURL string, err error) error {
 	var aerr *amqp.Error
 	if errors.As(err, &aerr) && aerr.Server && (aerr.Code == amqp.AccessRefused || aerr.Code == amqp.NotAllowed) {
-		return &txbox.ConfigError{Field: "AMQP URL", Reason: fmt.Sprintf("%s: %v", RedactURL(rawURL), redactErr(err, rawURL))}
+		return &txbox.ConfigError{Field: "AMQP URL", Reason: fmt.Sprintf("%s: %v", redact.URL(rawURL), redact.Error(err, rawURL))}
 	}
 	// RabbitMQ answers bad credentials by closing the socket right after
 	// the client's credentials (the client does not ask for a
 	// connection.close), which the client reports as ErrCredentials.
 	if errors.Is(err, amqp.ErrCredentials) {
-		return &txbox.ConfigError{Field: "AMQP URL", Reason: fmt.Sprintf("%s: the broker closed the connection on the credentials: username or password not allowed", RedactURL(rawURL))}
+		return &txbox.ConfigError{Field: "AMQP URL", Reason: fmt.Sprintf("%s: the broker closed the connection on the credentials: username or password not allowed", redact.URL(rawURL))}
 	}
-	return unavailable("connect to "+RedactURL(rawURL), redactErr(err, rawURL))
+	return txbox.Unavailable(fmt.Errorf("rabbitmq: connect to %s: %w", redact.URL(rawURL), redact.Error(err, rawURL)))
 }
 
 // checkURL rejects a URL the client cannot use, naming it without its
@@ -224,59 +224,9 @@ func checkURL(raw string) error {
 		return &txbox.ConfigError{Field: "AMQP URL", Reason: "empty"}
 	}
 	if _, err := amqp.ParseURI(raw); err != nil {
-		return &txbox.ConfigError{Field: "AMQP URL", Reason: fmt.Sprintf("%s: %v", RedactURL(raw), redactErr(err, raw))}
+		return &txbox.ConfigError{Field: "AMQP URL", Reason: fmt.Sprintf("%s: %v", redact.URL(raw), redact.Error(err, raw))}
 	}
 	return nil
-}
-
-// RedactURL returns an AMQP URL with its password replaced by "xxxxx", for
-// logs and errors. A URL that does not parse is replaced whole when it may
-// hold a secret.
-func RedactURL(raw string) string {
-	if !strings.Contains(raw, "@") {
-		return raw
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparsable url>"
-	}
-	if u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		}
-	}
-	return u.String()
-}
-
-// redactErr returns err with the URL's password blanked from its text;
-// errors.Is and errors.As still see the original.
-func redactErr(err error, rawURL string) error {
-	if err == nil {
-		return nil
-	}
-	u, perr := url.Parse(rawURL)
-	if perr != nil || u.User == nil {
-		return err
-	}
-	pw, ok := u.User.Password()
-	if !ok || pw == "" || !strings.Contains(err.Error(), pw) {
-		return err
-	}
-	return &redactedError{msg: strings.ReplaceAll(err.Error(), pw, "xxxxx"), err: err}
-}
-
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
-// unavailable wraps a connection-level failure so that it matches
-// txbox.ErrBrokerUnavailable as well as the cause.
-func unavailable(what string, err error) error {
-	return fmt.Errorf("%w: rabbitmq: %s: %w", txbox.ErrBrokerUnavailable, what, err)
 }
 
 // rpc runs a synchronous AMQP method (which the client cannot cancel)
@@ -284,7 +234,7 @@ func unavailable(what string, err error) error {
 // stays blocked, and the error is txbox.ErrBrokerUnavailable.
 func rpc(ctx context.Context, l *link, what string, f func() error) error {
 	if err := ended(ctx); err != nil {
-		return unavailable(what, err)
+		return txbox.Unavailable(fmt.Errorf("rabbitmq: %s: %w", what, err))
 	}
 	done := make(chan error, 1)
 	go func() { done <- f() }()
@@ -294,7 +244,7 @@ func rpc(ctx context.Context, l *link, what string, f func() error) error {
 	case <-ctx.Done():
 		l.abort()
 		<-done
-		return unavailable(what, ctx.Err())
+		return txbox.Unavailable(fmt.Errorf("rabbitmq: %s: %w", what, ctx.Err()))
 	}
 }
 
@@ -320,7 +270,7 @@ func declareErr(field, what string, err error) error {
 	if errors.Is(err, txbox.ErrBrokerUnavailable) {
 		return err
 	}
-	return unavailable(what, err)
+	return txbox.Unavailable(fmt.Errorf("rabbitmq: %s: %w", what, err))
 }
 
 func orDefault[T comparable](v, def T) T {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/internal/redact"
 )
 
 // Options configure a Publisher. The zero value publishes to the existing
@@ -197,7 +198,7 @@ func (p *Publisher) channel(ctx context.Context) (*pubChannel, error) {
 		if errors.Is(err, txbox.ErrBrokerUnavailable) {
 			return nil, err
 		}
-		return nil, unavailable("open channel", err)
+		return nil, txbox.Unavailable(fmt.Errorf("rabbitmq: open channel: %w", err))
 	}
 	return pc, nil
 }
@@ -207,7 +208,7 @@ func (p *Publisher) connection(ctx context.Context) (*link, error) {
 	select {
 	case p.dialing <- struct{}{}:
 	case <-ctx.Done():
-		return nil, unavailable("wait for the connection", ctx.Err())
+		return nil, txbox.Unavailable(fmt.Errorf("rabbitmq: wait for the connection: %w", ctx.Err()))
 	}
 	defer func() { <-p.dialing }()
 	p.mu.Lock()
@@ -230,7 +231,7 @@ func (p *Publisher) connection(ctx context.Context) (*link, error) {
 		return nil, fmt.Errorf("rabbitmq: publisher is closed")
 	}
 	if p.link != nil {
-		p.log.Info("rabbitmq: reconnected", "server", RedactURL(p.url))
+		p.log.Info("rabbitmq: reconnected", "server", redact.URL(p.url))
 	}
 	p.link = l
 	return l, nil
@@ -274,12 +275,12 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error 
 		return errs
 	}
 	if err := ended(ctx); err != nil {
-		return failRest(unavailable("publish", err))
+		return failRest(txbox.Unavailable(fmt.Errorf("rabbitmq: publish: %w", err)))
 	}
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
-		return failRest(unavailable("wait for a free channel", ctx.Err()))
+		return failRest(txbox.Unavailable(fmt.Errorf("rabbitmq: wait for a free channel: %w", ctx.Err())))
 	}
 	defer func() { <-p.slots }()
 	pc, err := p.channel(ctx)
@@ -323,9 +324,9 @@ func (p *Publisher) send(ctx context.Context, pc *pubChannel, msgs []broker.Mess
 		}
 		if broken == nil {
 			if err := ended(ctx); err != nil {
-				broken = unavailable("publish", err)
+				broken = txbox.Unavailable(fmt.Errorf("rabbitmq: publish: %w", err))
 			} else if r := pc.link.blockedReason(); r != "" {
-				broken = unavailable("publish", fmt.Errorf("the broker blocks publishing on this connection: %s", r))
+				broken = txbox.Unavailable(fmt.Errorf("rabbitmq: publish: %w", fmt.Errorf("the broker blocks publishing on this connection: %s", r)))
 			}
 		}
 		if broken != nil {
@@ -394,7 +395,7 @@ func (p *Publisher) send(ctx context.Context, pc *pubChannel, msgs []broker.Mess
 					case <-g.dc.Done():
 						errs[g.i] = p.result(pc, msgs[g.i], g)
 					default:
-						errs[g.i] = unavailable(fmt.Sprintf("waiting for the confirm of event %s", msgs[g.i].Event.ID), ctx.Err())
+						errs[g.i] = txbox.Unavailable(fmt.Errorf("rabbitmq: waiting for the confirm of event %s: %w", msgs[g.i].Event.ID, ctx.Err()))
 					}
 				}
 				return false
@@ -431,13 +432,13 @@ func (p *Publisher) result(pc *pubChannel, m broker.Message, f *inflight) error 
 // with an exception (retryable; the text says why).
 func (p *Publisher) lost(pc *pubChannel, what string, err error) error {
 	if pc.link.closed() {
-		return unavailable(what+": connection lost", err)
+		return txbox.Unavailable(fmt.Errorf("rabbitmq: %s: connection lost: %w", what, err))
 	}
 	var aerr *amqp.Error
 	if errors.As(err, &aerr) && aerr.Server {
 		return fmt.Errorf("rabbitmq: %s: the broker closed the channel: %w", what, err)
 	}
-	return unavailable(what, err)
+	return txbox.Unavailable(fmt.Errorf("rabbitmq: %s: %w", what, err))
 }
 
 // Close closes the connection. Calls in progress fail with

@@ -100,18 +100,6 @@ func (a *admin) exchange(t *testing.T, name string) {
 	})
 }
 
-// proxied returns rawURL with its host replaced by the proxy's.
-func proxied(t *testing.T, rawURL string) (string, *testenv.Proxy) {
-	t.Helper()
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := testenv.NewProxy(t, u.Host)
-	u.Host = p.Addr()
-	return u.String(), p
-}
-
 func msg(topic, key string, n int) broker.Message {
 	return broker.Message{Event: txbox.MustEvent("Order", key, "Created", map[string]int{"n": n}), Topic: topic, Source: "test"}
 }
@@ -121,14 +109,9 @@ func open(t *testing.T, rawURL string, opts rabbitmqbroker.Options) *rabbitmqbro
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	p, err := rabbitmqbroker.Open(ctx, rawURL, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
+	return testenv.Open(t, func(ctx context.Context) (*rabbitmqbroker.Publisher, error) {
+		return rabbitmqbroker.Open(ctx, rawURL, opts)
+	})
 }
 
 func subscribe(t *testing.T, rawURL string, opts rabbitmqbroker.SubscriberOptions) *rabbitmqbroker.Subscriber {
@@ -136,14 +119,9 @@ func subscribe(t *testing.T, rawURL string, opts rabbitmqbroker.SubscriberOption
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := rabbitmqbroker.OpenSubscriber(ctx, rawURL, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return testenv.Open(t, func(ctx context.Context) (*rabbitmqbroker.Subscriber, error) {
+		return rabbitmqbroker.OpenSubscriber(ctx, rawURL, opts)
+	})
 }
 
 // TestConformance runs brokertest against the shared RabbitMQ through a
@@ -158,7 +136,7 @@ func subscribe(t *testing.T, rawURL string, opts rabbitmqbroker.SubscriberOption
 // published. A subscriber of any group on that topic consumes that queue.
 func TestConformance(t *testing.T) {
 	direct := testenv.URL(t, "TXBOX_TEST_AMQP")
-	via, proxy := proxied(t, direct)
+	via, proxy := testenv.ProxyURL(t, direct)
 	adm := newAdmin(t, direct)
 	run := unique("bt")
 	exchange := "txbox." + run
@@ -441,20 +419,6 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
-func TestRedactURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"amqp://127.0.0.1:5672/":             "amqp://127.0.0.1:5672/",
-		"amqp://bob:hunter2@h:5672/vhost":    "amqp://bob:xxxxx@h:5672/vhost",
-		"amqps://bob@h/":                     "amqps://bob@h/",
-		"amqp://bob:p%zz@h/":                 "<unparsable url>",
-		"amqp://user:pa:ss@h:5672/?x=1#frag": "amqp://user:xxxxx@h:5672/?x=1#frag",
-	} {
-		if got := rabbitmqbroker.RedactURL(in); got != want {
-			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestValidateRoutingKey(t *testing.T) {
 	for _, ok := range []string{"a", "outbox.Order.Created", "a b*#", strings.Repeat("k", 255)} {
 		if err := rabbitmqbroker.ValidateRoutingKey(ok); err != nil {
@@ -574,7 +538,7 @@ func TestStockClients(t *testing.T) {
 func TestCutWhilePublishing(t *testing.T) {
 	rawURL, adm, exchange, prefix := setup(t)
 	adm.queue(t, exchange, prefix+".q", prefix+".#")
-	via, proxy := proxied(t, rawURL)
+	via, proxy := testenv.ProxyURL(t, rawURL)
 	p := open(t, via, rabbitmqbroker.Options{Exchange: exchange})
 	var msgs []broker.Message
 	for i := range 300 {

@@ -223,7 +223,7 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 			return nil, err
 		}
 		if !errors.Is(err, txbox.ErrBrokerUnavailable) {
-			err = unavailable("subscribe again", err)
+			err = txbox.Unavailable(fmt.Errorf("rabbitmq: subscribe again: %w", err))
 		}
 		return nil, err
 	}
@@ -234,7 +234,7 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 			// The channel closed, or the broker cancelled the consumer
 			// (queue deleted): the next Receive subscribes again.
 			s.drop(sess)
-			return nil, unavailable("receive", sess.cause())
+			return nil, txbox.Unavailable(fmt.Errorf("rabbitmq: receive: %w", sess.cause()))
 		}
 		out = append(out, s.wrap(sess, d))
 	case <-ctx.Done():
@@ -384,7 +384,7 @@ func (d *delivery) settleable(what string) error {
 		return fmt.Errorf("rabbitmq: %s: delivery %d was requeued after the ack wait of %v; it will come again", what, d.d.DeliveryTag, d.s.opts.AckWait)
 	}
 	if d.sess.ch.IsClosed() {
-		return unavailable(what, fmt.Errorf("the channel closed (%v); the broker requeues the message", d.sess.cause()))
+		return txbox.Unavailable(fmt.Errorf("rabbitmq: %s: %w", what, fmt.Errorf("the channel closed (%v); the broker requeues the message", d.sess.cause())))
 	}
 	return nil
 }
@@ -406,7 +406,7 @@ func (d *delivery) Ack(ctx context.Context) error {
 	}
 	d.stopLease()
 	if err := d.sess.ch.Ack(d.d.DeliveryTag, false); err != nil {
-		return unavailable("ack", err)
+		return txbox.Unavailable(fmt.Errorf("rabbitmq: ack: %w", err))
 	}
 	d.state = settled
 	return nil
@@ -428,7 +428,7 @@ func (d *delivery) Nak(ctx context.Context, delay time.Duration) error {
 	ch := d.sess.ch
 	if delay <= 0 {
 		if err := ch.Nack(d.d.DeliveryTag, false, true); err != nil {
-			return unavailable("nak", err)
+			return txbox.Unavailable(fmt.Errorf("rabbitmq: nak: %w", err))
 		}
 		d.state = settled
 		return nil
@@ -436,16 +436,16 @@ func (d *delivery) Nak(ctx context.Context, delay time.Duration) error {
 	err := d.park(ctx, delay)
 	if err == nil {
 		if err := ch.Ack(d.d.DeliveryTag, false); err != nil {
-			return unavailable("ack after parking the retry copy", err)
+			return txbox.Unavailable(fmt.Errorf("rabbitmq: ack after parking the retry copy: %w", err))
 		}
 		d.state = settled
 		return nil
 	}
 	if ch.IsClosed() {
-		return unavailable("nak", err)
+		return txbox.Unavailable(fmt.Errorf("rabbitmq: nak: %w", err))
 	}
 	if nerr := ch.Nack(d.d.DeliveryTag, false, true); nerr != nil {
-		return unavailable("nak", errors.Join(err, nerr))
+		return txbox.Unavailable(fmt.Errorf("rabbitmq: nak: %w", errors.Join(err, nerr)))
 	}
 	d.state = settled
 	return fmt.Errorf("rabbitmq: nak: %w; requeued at once instead", err)

@@ -60,7 +60,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -69,6 +68,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/redact"
 )
 
 // Defaults for Options and SubscriberOptions.
@@ -101,7 +101,7 @@ func newClient(c clientConfig) (*redis.Client, error) {
 	}
 	opt, err := redis.ParseURL(c.url)
 	if err != nil {
-		return nil, &txbox.ConfigError{Field: "Redis URL", Reason: fmt.Sprintf("%s: %v", RedactURL(c.url), redactErr(err, c.url))}
+		return nil, &txbox.ConfigError{Field: "Redis URL", Reason: fmt.Sprintf("%s: %v", redact.URL(c.url), redact.Error(err, c.url))}
 	}
 	opt.ClientName = c.name
 	opt.MaxRetries = -1
@@ -123,13 +123,13 @@ func ping(ctx context.Context, rdb *redis.Client, rawURL string) error {
 	if isServerErr(err) {
 		msg := err.Error()
 		if hasPrefix(msg, "NOAUTH", "WRONGPASS", "NOPERM", "ERR invalid password", "ERR AUTH", "ERR DB index", "ERR invalid DB index", "ERR Client sent AUTH") {
-			return &txbox.ConfigError{Field: "Redis URL", Reason: fmt.Sprintf("%s: %v", RedactURL(rawURL), redactErr(err, rawURL))}
+			return &txbox.ConfigError{Field: "Redis URL", Reason: fmt.Sprintf("%s: %v", redact.URL(rawURL), redact.Error(err, rawURL))}
 		}
 		if !hasPrefix(msg, "LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN") {
-			return &txbox.ConfigError{Field: "Redis URL", Reason: fmt.Sprintf("%s: %v", RedactURL(rawURL), redactErr(err, rawURL))}
+			return &txbox.ConfigError{Field: "Redis URL", Reason: fmt.Sprintf("%s: %v", redact.URL(rawURL), redact.Error(err, rawURL))}
 		}
 	}
-	return unavailable("connect to "+RedactURL(rawURL), redactErr(err, rawURL))
+	return txbox.Unavailable(fmt.Errorf("redis: connect to %s: %w", redact.URL(rawURL), redact.Error(err, rawURL)))
 }
 
 // isServerErr reports whether err is the server's reply rather than a
@@ -160,83 +160,6 @@ func hasPrefix(s string, prefixes ...string) bool {
 		}
 	}
 	return false
-}
-
-// RedactURL returns a Redis URL with its password replaced by "xxxxx", for
-// logs and errors. A URL that does not parse is replaced whole when it may
-// hold a secret.
-func RedactURL(raw string) string {
-	if !strings.Contains(raw, "@") && !strings.Contains(raw, "password=") {
-		return raw
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparsable url>"
-	}
-	if u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		} else if u.User.Username() != "" {
-			// redis://secret@host: go-redis reads a lone user part as the
-			// password.
-			u.User = url.User("xxxxx")
-		}
-	}
-	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.String()
-}
-
-// redactErr returns err with the URL's secrets blanked from its text;
-// errors.Is and errors.As still see the original.
-func redactErr(err error, rawURL string) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
-	for _, s := range secrets(rawURL) {
-		msg = strings.ReplaceAll(msg, s, "xxxxx")
-	}
-	if msg == err.Error() {
-		return err
-	}
-	return &redactedError{msg: msg, err: err}
-}
-
-func secrets(rawURL string) []string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	if u.User != nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			out = append(out, pw)
-		} else if !ok && u.User.Username() != "" {
-			out = append(out, u.User.Username())
-		}
-	}
-	if pw := u.Query().Get("password"); pw != "" {
-		out = append(out, pw)
-	}
-	return out
-}
-
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
-// unavailable wraps a connection-level failure so that it matches
-// txbox.ErrBrokerUnavailable as well as the cause.
-func unavailable(what string, err error) error {
-	return fmt.Errorf("%w: redis: %s: %w", txbox.ErrBrokerUnavailable, what, err)
 }
 
 // ended is ctx.Err(), counting a deadline that has passed but whose timer

@@ -13,6 +13,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/internal/redact"
 )
 
 // Options configure a Publisher.
@@ -84,7 +85,7 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 		}
 	}
 	if !p.persistent {
-		p.log.Info("redis: server has no append-only file (or CONFIG is not allowed): acknowledged entries may not survive its restart", "server", RedactURL(url))
+		p.log.Info("redis: server has no append-only file (or CONFIG is not allowed): acknowledged entries may not survive its restart", "server", redact.URL(url))
 	}
 	return p, nil
 }
@@ -124,7 +125,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error 
 	}
 	if err := ended(ctx); err != nil {
 		for i := range errs {
-			errs[i] = unavailable("publish", err)
+			errs[i] = txbox.Unavailable(fmt.Errorf("redis: publish: %w", err))
 		}
 		return errs
 	}
@@ -177,7 +178,7 @@ func (p *Publisher) encode(m broker.Message) ([]any, error) {
 // classify maps an XADD failure to txbox's classes.
 func classify(m broker.Message, err error) error {
 	if isTransport(err) {
-		return unavailable(fmt.Sprintf("XADD event %s to %q", m.Event.ID, m.Topic), err)
+		return txbox.Unavailable(fmt.Errorf("redis: XADD event %s to %q: %w", m.Event.ID, m.Topic, err))
 	}
 	if !isServerErr(err) {
 		return fmt.Errorf("redis: event %s: XADD to %q: %w", m.Event.ID, m.Topic, err)
@@ -189,7 +190,7 @@ func classify(m broker.Message, err error) error {
 	case strings.HasPrefix(msg, "NOPERM"):
 		return txbox.Permanent(fmt.Errorf("redis: event %s: the ACL forbids writing stream %q: %w", m.Event.ID, m.Topic, err))
 	case unavailableReply(msg):
-		return unavailable(fmt.Sprintf("XADD event %s to %q", m.Event.ID, m.Topic), err)
+		return txbox.Unavailable(fmt.Errorf("redis: XADD event %s to %q: %w", m.Event.ID, m.Topic, err))
 	}
 	return fmt.Errorf("redis: event %s: the server refused XADD to %q: %w", m.Event.ID, m.Topic, err)
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/brokertest"
 	redisbroker "github.com/txbox/txbox/broker/redis"
-	"github.com/txbox/txbox/broker/redis/redistest"
 	"github.com/txbox/txbox/internal/testenv"
 )
 
@@ -67,14 +66,7 @@ func open(t *testing.T, rawURL string, opts redisbroker.Options) *redisbroker.Pu
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	p, err := redisbroker.Open(ctx, rawURL, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
+	return testenv.Open(t, func(ctx context.Context) (*redisbroker.Publisher, error) { return redisbroker.Open(ctx, rawURL, opts) })
 }
 
 func subscribe(t *testing.T, rawURL string, opts redisbroker.SubscriberOptions) *redisbroker.Subscriber {
@@ -82,14 +74,9 @@ func subscribe(t *testing.T, rawURL string, opts redisbroker.SubscriberOptions) 
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := redisbroker.OpenSubscriber(ctx, rawURL, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return testenv.Open(t, func(ctx context.Context) (*redisbroker.Subscriber, error) {
+		return redisbroker.OpenSubscriber(ctx, rawURL, opts)
+	})
 }
 
 // TestConformance runs brokertest against a redis-server of this test's
@@ -100,11 +87,11 @@ func subscribe(t *testing.T, rawURL string, opts redisbroker.SubscriberOptions) 
 func TestConformance(t *testing.T) {
 	var rawURL string
 	var stop, start func(*testing.T)
-	if _, err := redistest.Binary(); err != nil {
+	if _, err := testenv.RedisBinary(); err != nil {
 		t.Logf("own redis-server unavailable (%v): using the shared server; BrokerDown will be skipped", err)
 		rawURL = testenv.URL(t, "TXBOX_TEST_REDIS")
 	} else {
-		srv := redistest.Start(t)
+		srv := testenv.StartRedis(t)
 		rawURL = srv.URL
 		stop = func(*testing.T) { srv.Kill() }
 		start = func(*testing.T) { srv.Start() }
@@ -402,22 +389,6 @@ func TestPersistenceReported(t *testing.T) {
 	}
 	if !open(t, rawURL, redisbroker.Options{AssumePersistent: true}).Persistent() {
 		t.Error("AssumePersistent ignored")
-	}
-}
-
-func TestRedactURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"redis://127.0.0.1:6379/0":            "redis://127.0.0.1:6379/0",
-		"redis://bob:hunter2@h:6379/1":        "redis://bob:xxxxx@h:6379/1",
-		"rediss://:hunter2@h:6379":            "rediss://:xxxxx@h:6379",
-		"redis://hunter2@h:6379":              "redis://xxxxx@h:6379",
-		"redis://h:6379/0?password=hunter2":   "redis://h:6379/0?password=xxxxx",
-		"redis://bob:p%zz@h/":                 "<unparsable url>",
-		"redis://user:pa:ss@h:6379/?x=1#frag": "redis://user:xxxxx@h:6379/?x=1#frag",
-	} {
-		if got := redisbroker.RedactURL(in); got != want {
-			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
-		}
 	}
 }
 

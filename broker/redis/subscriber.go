@@ -110,7 +110,7 @@ func (s *Subscriber) createGroups(ctx context.Context) error {
 		case isServerErr(err) && !unavailableReply(err.Error()):
 			return &txbox.ConfigError{Field: "Redis streams", Reason: fmt.Sprintf("create group %q on stream %q: %v", s.opts.Group, st, err)}
 		default:
-			return unavailable(fmt.Sprintf("create group %q on stream %q", s.opts.Group, st), err)
+			return txbox.Unavailable(fmt.Errorf("redis: create group %q on stream %q: %w", s.opts.Group, st, err))
 		}
 	}
 	return nil
@@ -170,12 +170,12 @@ func (s *Subscriber) receiveErr(ctx context.Context, what string, err error) err
 		if cerr := s.createGroups(ctx); cerr != nil {
 			return fmt.Errorf("redis: %s: %w; making the group again: %w", what, err, cerr)
 		}
-		return unavailable(what+" (group made again)", err)
+		return txbox.Unavailable(fmt.Errorf("redis: %s (group made again): %w", what, err))
 	}
 	if isServerErr(err) && !unavailableReply(err.Error()) {
 		return fmt.Errorf("redis: %s: %w", what, err)
 	}
-	return unavailable(what, err)
+	return txbox.Unavailable(fmt.Errorf("redis: %s: %w", what, err))
 }
 
 // read takes new entries, up to max in all; what a multi-stream read
@@ -439,7 +439,7 @@ func settleErr(what string, err error) error {
 	if isServerErr(err) && !unavailableReply(err.Error()) {
 		return fmt.Errorf("redis: %s: %w", what, err)
 	}
-	return unavailable(what, err)
+	return txbox.Unavailable(fmt.Errorf("redis: %s: %w", what, err))
 }
 
 // Consumer is this subscriber's consumer name in its group.

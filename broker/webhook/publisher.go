@@ -63,6 +63,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/internal/redact"
 )
 
 // Defaults for Options.
@@ -127,7 +128,7 @@ func Open(_ context.Context, baseURL string, opts Options) (*Publisher, error) {
 		return nil, &txbox.ConfigError{Field: field, Reason: fmt.Sprintf(format, a...)}
 	}
 	const urlField = "webhook URL"
-	redacted := RedactURL(baseURL)
+	redacted := redact.URL(baseURL)
 	u, err := url.Parse(baseURL)
 	switch {
 	case err != nil:
@@ -182,18 +183,6 @@ func Open(_ context.Context, baseURL string, opts Options) (*Publisher, error) {
 	return p, nil
 }
 
-// RedactURL returns raw with its password replaced by "xxxxx".
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		if i := strings.Index(raw, "://"); i >= 0 {
-			return raw[:i+3] + "<unparsable>"
-		}
-		return "<unparsable url>"
-	}
-	return u.Redacted()
-}
-
 // Target is the URL an event on topic is posted to. The topic's
 // '/'-separated segments are percent-encoded each and go where the base
 // URL's TopicPlaceholder is, or else after its path: with base
@@ -242,7 +231,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error 
 	}
 	if err := ctx.Err(); err != nil {
 		for i := range errs {
-			errs[i] = unavailable("publish", err)
+			errs[i] = txbox.Unavailable(fmt.Errorf("webhook: publish%s: %w", timedOut(err), err))
 		}
 		return errs
 	}
@@ -293,7 +282,7 @@ func (p *Publisher) post(ctx context.Context, m broker.Message) error {
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
-		return unavailable(fmt.Sprintf("waiting to POST event %s", m.Event.ID), ctx.Err())
+		return txbox.Unavailable(fmt.Errorf("webhook: waiting to POST event %s%s: %w", m.Event.ID, timedOut(ctx.Err()), ctx.Err()))
 	}
 	defer func() { <-p.slots }()
 
@@ -330,7 +319,7 @@ func (p *Publisher) post(ctx context.Context, m broker.Message) error {
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		return unavailable(fmt.Sprintf("POST %s (event %s)", RedactURL(target), m.Event.ID), err)
+		return txbox.Unavailable(fmt.Errorf("webhook: POST %s (event %s)%s: %w", redact.URL(target), m.Event.ID, timedOut(err), err))
 	}
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // so the connection can be reused
@@ -339,12 +328,12 @@ func (p *Publisher) post(ctx context.Context, m broker.Message) error {
 	if code >= 200 && code < 300 {
 		return nil
 	}
-	text := fmt.Sprintf("webhook: POST %s (event %s): %s", RedactURL(target), m.Event.ID, resp.Status)
+	text := fmt.Sprintf("webhook: POST %s (event %s): %s", redact.URL(target), m.Event.ID, resp.Status)
 	if ra := resp.Header.Get("Retry-After"); ra != "" && (code == 429 || code == 503) {
 		text += ", Retry-After " + ra
 	}
 	if loc := resp.Header.Get("Location"); loc != "" && code >= 300 && code < 400 {
-		text += ", Location " + RedactURL(loc) + " (redirects are not followed; configure the final URL)"
+		text += ", Location " + redact.URL(loc) + " (redirects are not followed; configure the final URL)"
 	}
 	if s := printable(snippet); s != "" {
 		text += ": " + s
@@ -383,12 +372,14 @@ func (p *Publisher) Close() error {
 	return nil
 }
 
-func unavailable(what string, err error) error {
+// timedOut notes a timeout in the message, where the cause alone ("context
+// deadline exceeded", "i/o timeout") reads less plainly to an operator.
+func timedOut(err error) string {
 	var nerr net.Error
 	if errors.As(err, &nerr) && nerr.Timeout() {
-		what += ", timed out"
+		return ", timed out"
 	}
-	return fmt.Errorf("%w: webhook: %s: %w", txbox.ErrBrokerUnavailable, what, err)
+	return ""
 }
 
 // encodeValue percent-encodes an attribute value as the CloudEvents HTTP

@@ -310,7 +310,7 @@ func (d *delivery) settleErr(what string, v verdict) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if s := d.settled; s.void != "" {
-		return fmt.Errorf("%w: webhook: %s: %s; the sender retries", txbox.ErrBrokerUnavailable, what, s.void)
+		return txbox.Unavailable(fmt.Errorf("webhook: %s: %s; the sender retries", what, s.void))
 	}
 	if s := d.settled; s.ack && v.ack {
 		return nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/brokertest"
 	webhookbroker "github.com/txbox/txbox/broker/webhook"
+	"github.com/txbox/txbox/internal/testenv"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -30,57 +30,19 @@ const secret = "test-secret-0123456789abcdef"
 // that topic, is answered 204 when there is none (like a topic nobody
 // subscribed to), and "/hooks/gone/..." is answered 404.
 type endpoint struct {
+	*testenv.HTTPServer
 	mu        sync.Mutex
 	receivers map[string]*webhookbroker.Receiver
-	addr      string
-	srv       *http.Server
 	requests  atomic.Int64
 }
 
 func newEndpoint(t *testing.T) *endpoint {
 	e := &endpoint{receivers: map[string]*webhookbroker.Receiver{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.addr = ln.Addr().String()
-	e.serve(ln)
-	t.Cleanup(e.stop)
+	e.HTTPServer = testenv.StartHTTP(t, e)
 	return e
 }
 
-func (e *endpoint) URL() string { return "http://" + e.addr + "/hooks" }
-
-func (e *endpoint) serve(ln net.Listener) {
-	srv := &http.Server{Handler: e}
-	e.mu.Lock()
-	e.srv = srv
-	e.mu.Unlock()
-	go func() { _ = srv.Serve(ln) }()
-}
-
-func (e *endpoint) stop() {
-	e.mu.Lock()
-	srv := e.srv
-	e.srv = nil
-	e.mu.Unlock()
-	if srv != nil {
-		_ = srv.Close()
-	}
-}
-
-func (e *endpoint) start(t *testing.T) {
-	var ln net.Listener
-	var err error
-	for range 50 { // the port was ours a moment ago
-		if ln, err = net.Listen("tcp", e.addr); err == nil {
-			e.serve(ln)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("listen again on %s: %v", e.addr, err)
-}
+func (e *endpoint) URL() string { return e.HTTPServer.URL() + "/hooks" }
 
 func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.requests.Add(1)
@@ -166,8 +128,8 @@ func TestConformance(t *testing.T) {
 		},
 		Topic:         func(*testing.T) string { return fmt.Sprintf("bt/t%d/Order Créé", n.Add(1)) },
 		InvalidTopics: []string{"", "a//b", "../admin", "a/./b", "a/", "gone/x"},
-		StopBroker:    func(*testing.T) { e.stop() },
-		StartBroker:   e.start,
+		StopBroker:    func(*testing.T) { e.Stop() },
+		StartBroker:   func(t *testing.T) { e.Start(t) },
 		Synchronous:   true,
 		PublishRaw: func(_ context.Context, t *testing.T, topic string, headers map[string]string, body []byte) {
 			// The request stays open until the subscriber settles it.

@@ -48,7 +48,7 @@ twice. The retry window follows from the consumers'
 				return err
 			}
 			defer s.Close()
-			n, err := s.Cleanup(cmd.Context(), age, batch)
+			n, err := store.Cleanup(cmd.Context(), s, age, batch)
 			fmt.Fprintf(cmd.OutOrStdout(), "outbox: deleted %d sent row(s) older than %s\n", n, age)
 			if err != nil || skipInbox {
 				return err
@@ -57,14 +57,14 @@ twice. The retry window follows from the consumers'
 			if !ok {
 				return nil
 			}
-			n, err = admin.InboxCleanup(cmd.Context(), ret.Keep, batch)
+			n, err = store.InboxCleanup(cmd.Context(), admin, ret.Keep, batch)
 			fmt.Fprintf(cmd.OutOrStdout(), "inbox: deleted %d processed row(s) older than %s\n", n, ret.Keep)
 			return err
 		},
 	}
 	f := cmd.Flags()
 	f.DurationVar(&age, "older-than", 7*24*time.Hour, "age of SENT outbox rows to delete")
-	f.IntVar(&batch, "batch", 1000, "rows per DELETE")
+	f.IntVar(&batch, "batch", store.DefaultCleanupBatch, "rows per DELETE")
 	f.DurationVar(&ret.Keep, "inbox-retention", inbox.DefaultRetentionFloor, "age of processed inbox rows to delete")
 	f.DurationVar(&ret.BrokerHorizon, "broker-horizon", 0, "how long the broker may still redeliver a message (stream max age, TTL)")
 	f.DurationVar(&ret.ManualWindow, "manual-window", inbox.DefaultManualWindow, "time operators get to repair a stuck flow")

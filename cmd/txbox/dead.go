@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 )
 
@@ -96,7 +97,7 @@ func newDead(g *globals) *cobra.Command {
 			fmt.Fprintln(tw, "EVENT_ID\tAGGREGATE\tTYPE\tATTEMPTS\tCREATED\tLAST_ERROR")
 			for _, r := range recs {
 				fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\n", r.EventID, r.AggregateType, r.AggregateID, r.EventType, r.RetryCount,
-					r.CreatedAt.UTC().Format(time.RFC3339), store.Truncate(r.LastError, 120))
+					r.CreatedAt.UTC().Format(time.RFC3339), sqlstore.Truncate(r.LastError, 120))
 			}
 			return tw.Flush()
 		},

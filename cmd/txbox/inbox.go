@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 )
 
@@ -80,7 +81,7 @@ func newInbox(g *globals) *cobra.Command {
 			fmt.Fprintln(tw, "EVENT_ID\tCONSUMER\tTYPE\tSTATUS\tATTEMPTS\tRECEIVED\tERROR")
 			for _, r := range rows {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.EventID, r.ConsumerName, r.EventType, r.Status, r.RetryCount,
-					r.ReceivedAt.UTC().Format(time.RFC3339), store.Truncate(r.ErrorMessage, 120))
+					r.ReceivedAt.UTC().Format(time.RFC3339), sqlstore.Truncate(r.ErrorMessage, 120))
 			}
 			return tw.Flush()
 		},

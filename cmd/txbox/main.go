@@ -23,6 +23,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/internal/open"
+	"github.com/txbox/txbox/internal/redact"
 	"github.com/txbox/txbox/store"
 )
 
@@ -160,7 +161,7 @@ func (g *globals) openStore(ctx context.Context) (store.Store, error) {
 	}
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("database %s: %w", open.Redact(g.db), err)
+		return nil, fmt.Errorf("database %s: %w", redact.URL(g.db), err)
 	}
 	return s, nil
 }

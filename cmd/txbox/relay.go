@@ -13,6 +13,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/internal/open"
+	"github.com/txbox/txbox/internal/redact"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -62,13 +63,13 @@ func newRelay(g *globals) *cobra.Command {
 			default:
 				return &txbox.ConfigError{Field: "--wakeup (TXBOX_WAKEUP)", Reason: fmt.Sprintf("%q: want poll or listen", wakeup)}
 			}
-			cfg.Store, cfg.Publisher = s, pub
+			cfg.Store, cfg.Publisher = relayStore(s), pub
 			tuneGC()
 			r, err := relay.New(cfg)
 			if err != nil {
 				return err
 			}
-			g.log.Info("relay connected", "db", open.Redact(g.db), "broker", open.Redact(g.broker))
+			g.log.Info("relay connected", "db", redact.URL(g.db), "broker", redact.URL(g.broker))
 			return r.Run(ctx)
 		},
 	}
@@ -101,7 +102,7 @@ func openPublisher(ctx context.Context, g *globals) (broker.Publisher, error) {
 		if err == nil || !errors.Is(err, txbox.ErrBrokerUnavailable) {
 			return pub, err
 		}
-		g.log.Warn("broker unavailable, retrying", "broker", open.Redact(g.broker), "in", wait, "err", err)
+		g.log.Warn("broker unavailable, retrying", "broker", redact.URL(g.broker), "in", wait, "err", err)
 		select {
 		case <-ctx.Done():
 			return nil, err

@@ -14,7 +14,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/console"
-	"github.com/txbox/txbox/internal/open"
+	"github.com/txbox/txbox/internal/redact"
 )
 
 type uiFlags struct {
@@ -69,7 +69,7 @@ func newUI(g *globals) *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			c, err := console.New(s, console.Options{Token: token, ReadOnly: f.readOnly, Database: open.Redact(g.db), SampleEvery: f.sampleEvery, Logger: g.log})
+			c, err := console.New(s, console.Options{Token: token, ReadOnly: f.readOnly, Database: redact.URL(g.db), SampleEvery: f.sampleEvery, Logger: g.log})
 			if err != nil {
 				return err
 			}
@@ -87,7 +87,7 @@ func newUI(g *globals) *cobra.Command {
 				defer scancel()
 				_ = srv.Shutdown(sctx)
 			}()
-			fmt.Fprintf(cmd.OutOrStdout(), "txbox console on http://%s/ (database %s)\n", ln.Addr(), open.Redact(g.db))
+			fmt.Fprintf(cmd.OutOrStdout(), "txbox console on http://%s/ (database %s)\n", ln.Addr(), redact.URL(g.db))
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}

@@ -13,8 +13,8 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	mqttbroker "github.com/txbox/txbox/broker/mqtt"
-	"github.com/txbox/txbox/broker/mqtt/mqtttest"
 	"github.com/txbox/txbox/internal/scenario"
+	"github.com/txbox/txbox/internal/testenv"
 )
 
 // MQTT runs each scenario on a mosquitto process of its own (persistence
@@ -36,7 +36,7 @@ var mqttQuiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func (MQTT) Setup(t *testing.T) *scenario.Destination {
 	t.Helper()
-	srv := mqtttest.Start(t)
+	srv := testenv.StartMosquitto(t)
 	prefix := "t" + strings.ReplaceAll(txbox.NewID()[24:], "-", "")
 	filter := prefix + "/#"
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -2,7 +2,6 @@ package brokerenv
 
 import (
 	"context"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -34,13 +33,7 @@ type RabbitMQ struct{}
 func (RabbitMQ) Setup(t *testing.T) *scenario.Destination {
 	t.Helper()
 	direct := testenv.URL(t, "TXBOX_TEST_AMQP")
-	u, err := url.Parse(direct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testenv.NewProxy(t, u.Host)
-	u.Host = proxy.Addr()
-	via := u.String()
+	via, proxy := testenv.ProxyURL(t, direct)
 
 	prefix := "t" + strings.ReplaceAll(txbox.NewID()[24:], "-", "")
 	exchange := "txbox." + prefix

@@ -14,7 +14,6 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	redisbroker "github.com/txbox/txbox/broker/redis"
-	"github.com/txbox/txbox/broker/redis/redistest"
 	"github.com/txbox/txbox/internal/scenario"
 	"github.com/txbox/txbox/internal/testenv"
 )
@@ -36,8 +35,8 @@ func (Redis) Setup(t *testing.T) *scenario.Destination {
 	t.Helper()
 	var rawURL string
 	var stop, start func()
-	if _, err := redistest.Binary(); err == nil {
-		srv := redistest.Start(t)
+	if _, err := testenv.RedisBinary(); err == nil {
+		srv := testenv.StartRedis(t)
 		rawURL = srv.URL
 		stop, start = srv.Kill, srv.Start
 	} else {

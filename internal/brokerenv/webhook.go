@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 	"github.com/txbox/txbox/broker"
 	webhookbroker "github.com/txbox/txbox/broker/webhook"
 	"github.com/txbox/txbox/internal/scenario"
+	"github.com/txbox/txbox/internal/testenv"
 )
 
 // Webhook runs each scenario against an HTTP endpoint of its own on
@@ -54,10 +54,8 @@ type recorded struct {
 }
 
 type hookEndpoint struct {
-	addr    string
 	handler http.Handler
 	mu      sync.Mutex
-	srv     *http.Server
 	tapped  []scenario.Seen
 	stored  []scenario.Seen
 	raw     []recorded
@@ -79,14 +77,8 @@ func (Webhook) Setup(t *testing.T) *scenario.Destination {
 		}
 		return nil
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.addr = ln.Addr().String()
-	e.serve(ln)
-	t.Cleanup(e.stop)
-	base := "http://" + e.addr + "/hooks"
+	srv := testenv.StartHTTP(t, e)
+	base := srv.URL() + "/hooks"
 
 	return &scenario.Destination{
 		URL:   base,
@@ -109,44 +101,13 @@ func (Webhook) Setup(t *testing.T) *scenario.Destination {
 			defer e.mu.Unlock()
 			return append([]scenario.Seen(nil), e.stored...)
 		},
-		Stop:       e.stop,
-		Start:      func() { e.start(t) },
+		Stop:       srv.Stop,
+		Start:      func() { srv.Start(t) },
 		PoisonType: WebhookPoisonType,
 		Subscriber: func(t *testing.T, durable string) broker.Subscriber {
 			return e.forwardTo(t, secret)
 		},
 	}
-}
-
-func (e *hookEndpoint) serve(ln net.Listener) {
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
-	e.mu.Lock()
-	e.srv = srv
-	e.mu.Unlock()
-	go func() { _ = srv.Serve(ln) }()
-}
-
-func (e *hookEndpoint) stop() {
-	e.mu.Lock()
-	srv := e.srv
-	e.srv = nil
-	e.mu.Unlock()
-	if srv != nil {
-		_ = srv.Close()
-	}
-}
-
-func (e *hookEndpoint) start(t *testing.T) {
-	var err error
-	for range 100 { // the port was ours a moment ago
-		var ln net.Listener
-		if ln, err = net.Listen("tcp", e.addr); err == nil {
-			e.serve(ln)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Errorf("listen again on %s: %v", e.addr, err)
 }
 
 type statusWriter struct {
@@ -196,12 +157,7 @@ func (e *hookEndpoint) forwardTo(t *testing.T, secret string) broker.Subscriber 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: rc}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
+	srv := testenv.StartHTTP(t, rc)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -221,7 +177,7 @@ func (e *hookEndpoint) forwardTo(t *testing.T, secret string) broker.Subscriber 
 				}
 				continue
 			}
-			wait := forward(ctx, "http://"+ln.Addr().String()+req.path, req)
+			wait := forward(ctx, srv.URL()+req.path, req)
 			if wait == 0 {
 				next++
 				continue
@@ -236,7 +192,7 @@ func (e *hookEndpoint) forwardTo(t *testing.T, secret string) broker.Subscriber 
 		cancel()
 		_ = rc.Close()
 		<-done
-		_ = srv.Close()
+		srv.Stop()
 	})
 	return rc
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/internal/redact"
 )
 
 // publisherDef is one broker adapter as the binary knows it: its URL
@@ -50,7 +51,7 @@ func publisherFor(raw string) (publisherDef, error) {
 	}
 	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok {
-		return publisherDef{}, &txbox.ConfigError{Field: brokerField, Reason: fmt.Sprintf("%q is not a URL (scheme://...)", Redact(raw))}
+		return publisherDef{}, &txbox.ConfigError{Field: brokerField, Reason: fmt.Sprintf("%q is not a URL (scheme://...)", redact.URL(raw))}
 	}
 	var known []string
 	for _, d := range publishers {

@@ -7,11 +7,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"regexp"
 	"strings"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/redact"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -32,7 +31,7 @@ func Store(ctx context.Context, raw string, o StoreOptions) (store.Store, error)
 	}
 	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok {
-		return nil, &txbox.ConfigError{Field: dbField, Reason: fmt.Sprintf("%q is not a URL (scheme://...)", Redact(raw))}
+		return nil, &txbox.ConfigError{Field: dbField, Reason: fmt.Sprintf("%q is not a URL (scheme://...)", redact.URL(raw))}
 	}
 	if err := o.Tables.WithDefaults().Validate(); err != nil {
 		return nil, err
@@ -49,69 +48,3 @@ func Store(ctx context.Context, raw string, o StoreOptions) (store.Store, error)
 }
 
 var extraStores = map[string]func(context.Context, string, StoreOptions) (store.Store, error){}
-
-// Redact hides the secrets of a URL, a comma-separated list of URLs (NATS
-// server lists) or a key=value DSN, for logs and errors: the password of
-// every URL, a NATS token given as the user (nats://token@host), and the
-// value of every password-like parameter (?password=..., sslpassword=...,
-// password='...' in a DSN) become "xxxxx". Where a URL does not parse, or
-// has an '@' that url.Parse does not read as userinfo, everything between
-// "://" and the last '@' is hidden; in a string that is no URL at all,
-// everything before the last '@' is.
-func Redact(raw string) string {
-	var b strings.Builder
-	prev := 0
-	locs := urlStartRE.FindAllStringIndex(raw, -1)
-	for i, loc := range locs {
-		end := len(raw)
-		if i+1 < len(locs) {
-			end = locs[i+1][0]
-		}
-		b.WriteString(raw[prev:loc[0]])
-		b.WriteString(redactURL(raw[loc[0]:end]))
-		prev = end
-	}
-	b.WriteString(raw[prev:])
-	out := b.String()
-	if len(locs) == 0 {
-		// Not a URL: a driver DSN like user:password@tcp(host)/db keeps
-		// its credentials before the last '@'.
-		if at := strings.LastIndex(out, "@"); at >= 0 {
-			out = "xxxxx" + out[at:]
-		}
-	}
-	return secretParamRE.ReplaceAllString(out, "${1}${2}xxxxx")
-}
-
-var (
-	// urlStartRE finds where each URL of a list starts.
-	urlStartRE = regexp.MustCompile(`(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//`)
-	// secretParamRE is a password-like key and its value, in a query
-	// string or a key=value DSN.
-	secretParamRE = regexp.MustCompile(`(?i)(^|[?&;\s,])((?:[a-z0-9_.\-]*(?:password|passwd|pwd|secret|token|api_?key)|pass)\s*=\s*)('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^&\s,;#]*)`)
-	// tokenSchemes read a lone user part as a secret token.
-	tokenSchemes = map[string]bool{"nats": true, "tls": true, "ws": true, "wss": true}
-)
-
-// redactURL redacts one URL of a list; separators after it are kept.
-func redactURL(seg string) string {
-	body := strings.TrimRight(seg, ", \t")
-	tail := seg[len(body):]
-	start := strings.Index(body, "//") + 2
-	u, err := url.Parse(body)
-	if err != nil || (u.User == nil && strings.Contains(body[start:], "@")) {
-		if at := strings.LastIndex(body, "@"); at >= start {
-			return body[:start] + "xxxxx" + body[at:] + tail
-		}
-		return seg
-	}
-	if u.User == nil {
-		return seg
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	} else if tokenSchemes[strings.ToLower(u.Scheme)] {
-		u.User = url.User("xxxxx")
-	}
-	return u.String() + tail
-}

@@ -14,6 +14,7 @@ import (
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/internal/brokerenv"
 	"github.com/txbox/txbox/internal/scenario"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
@@ -232,7 +233,7 @@ func hostileRows(t *testing.T, st scenario.Store) {
 		if rec.Status != txbox.StatusDead || !strings.Contains(rec.LastError, a.row.dead) {
 			t.Errorf("%s: status %s, last_error %q; want DEAD naming %q", a.row.name, rec.Status, rec.LastError, a.row.dead)
 		} else {
-			t.Logf("  %-34s DEAD: %s", a.row.name, store.Truncate(rec.LastError, 160))
+			t.Logf("  %-34s DEAD: %s", a.row.name, sqlstore.Truncate(rec.LastError, 160))
 		}
 	}
 	for _, o := range oddRows {

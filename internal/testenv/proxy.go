@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"net"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -46,6 +47,19 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	go p.accept()
 	t.Cleanup(func() { _ = ln.Close(); p.Cut() })
 	return p
+}
+
+// ProxyURL puts a Proxy in front of the service of rawURL and returns
+// rawURL with its host replaced by the proxy's.
+func ProxyURL(t testing.TB, rawURL string) (string, *Proxy) {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewProxy(t, u.Host)
+	u.Host = p.Addr()
+	return u.String(), p
 }
 
 // Addr is the proxy's "127.0.0.1:port".

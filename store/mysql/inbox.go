@@ -2,16 +2,16 @@ package mysql
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/internal/sqlinbox"
 )
 
 // The inbox transaction's SQL. Everything runs on the consumer's own
@@ -50,11 +50,8 @@ import (
 // inbox returns the inbox table's qualified name, validated: a Dialect may
 // be built by hand, and names are pasted into SQL.
 func (d Dialect) inbox() (string, error) {
-	t := d.Tables.WithDefaults()
-	if err := t.Validate(); err != nil {
-		return "", err
-	}
-	return t.Qualified(t.Inbox), nil
+	t, err := sqlstore.Tables(d.Tables)
+	return t.Qualified(t.Inbox), err
 }
 
 // field is a value bound for a VARCHAR column; key marks a primary key part.
@@ -128,11 +125,10 @@ func (d Dialect) InboxAcquire(ctx context.Context, tx store.Tx, consumer string,
 		e.ID, consumer).Scan(&status, &attempts); err != nil {
 		return 0, 0, fmt.Errorf("mysql: inbox lookup: %w", err)
 	}
+	if state, ok := sqlinbox.Existing(status); ok {
+		return state, attempts, nil
+	}
 	switch txbox.Status(status) {
-	case txbox.StatusProcessed, txbox.StatusSkipped:
-		return store.InboxDuplicate, attempts, nil
-	case txbox.StatusDead:
-		return store.InboxParked, attempts, nil
 	case txbox.StatusProcessing:
 		if n == 1 {
 			// Inserted. (With clientFoundRows a committed PROCESSING row,
@@ -152,11 +148,7 @@ func (d Dialect) InboxDone(ctx context.Context, tx store.Tx, consumer, eventID s
 	if err != nil {
 		return err
 	}
-	var n *string
-	if note != "" {
-		note = errorText(note)
-		n = &note
-	}
+	n := sqlinbox.Note(errorText(note))
 	_, err = tx.Exec(ctx, `UPDATE `+t+` SET status = ?, processed_at = UTC_TIMESTAMP(6), error_message = COALESCE(?, error_message),
 		payload = NULL, headers = NULL WHERE event_id = ? AND consumer_name = ?`, string(status), n, eventID, consumer)
 	if err != nil {
@@ -182,13 +174,13 @@ func (d Dialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e 
 	if err != nil {
 		return 0, false, err
 	}
-	if again != txbox.StatusRetry && again != txbox.StatusReplay {
-		return 0, false, fmt.Errorf("mysql: inbox fail: status %q: want RETRY or REPLAY", again)
+	if err := sqlinbox.CheckAgain("mysql", again); err != nil {
+		return 0, false, err
 	}
 	if err := checkEvent(consumer, e); err != nil {
 		return 0, false, err
 	}
-	msg, occurred, headers, payload := errorText(errMsg), nullTime(e.OccurredAt), store.EncodeHeaders(e.Headers), string(e.Payload)
+	msg, occurred, headers, payload := errorText(errMsg), nullTime(e.OccurredAt), sqlstore.EncodeHeaders(e.Headers), string(e.Payload)
 	keep := func(col string) string { return col + ` = IF(` + done + `, ` + col + `, ?)` }
 	_, err = tx.Exec(ctx, `INSERT INTO `+t+` (event_id, consumer_name, event_type, status, received_at, retry_count, error_message,
 			aggregate_type, aggregate_id, aggregate_version, occurred_at, headers, payload)
@@ -264,7 +256,7 @@ func (d Dialect) InboxVersion(ctx context.Context, tx store.Tx, consumer, aggTyp
 // errorText is what fits error_message (TEXT, utf8mb4): valid UTF-8, at
 // most 2000 bytes.
 func errorText(s string) string {
-	return store.Truncate(strings.ToValidUTF8(s, "\uFFFD"), 2000)
+	return sqlstore.Truncate(strings.ToValidUTF8(s, "\uFFFD"), 2000)
 }
 
 // nullTime passes a zero time, or one DATETIME cannot hold, as NULL.
@@ -277,63 +269,24 @@ func nullTime(t time.Time) any {
 
 // Admin side, on the store's pool.
 
-const inboxCols = `event_id, consumer_name, event_type, status, received_at, processed_at, retry_count, error_message,
-	aggregate_type, aggregate_id, aggregate_version, occurred_at, headers, payload`
-
 func (s *Store) inboxTable() string { return s.tables.Qualified(s.tables.Inbox) } // validated by New
 
 // inboxFilter builds the WHERE clause for f; timestamps become UTC text.
 func inboxFilter(f store.InboxFilter) (string, []any) {
-	where, args := store.InboxFilterSQL(f, ph, 1)
-	for i, a := range args {
-		if t, ok := a.(time.Time); ok {
-			args[i] = sqlTime(t)
-		}
-	}
-	return where, args
+	where, args := sqlstore.InboxFilterSQL(f, sqlstore.QuestionMark, 1)
+	return where, sqlstore.TimesAs(args, timeArg)
 }
 
 // InboxList implements store.InboxAdmin.
 func (s *Store) InboxList(ctx context.Context, f store.InboxFilter) ([]store.InboxRow, error) {
 	where, args := inboxFilter(f)
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+inboxCols+` FROM `+s.inboxTable()+` WHERE `+where+
-		` ORDER BY received_at, event_id, consumer_name LIMIT `+strconv.Itoa(limit), args...)
+	rows, err := s.db.QueryContext(ctx, sqlinbox.ListQuery(s.inboxTable(), where, f), args...)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: inbox list: %w", err)
 	}
 	defer rows.Close()
-	var out []store.InboxRow
-	for rows.Next() {
-		var r store.InboxRow
-		var status string
-		var received, processed, occurred utcTime
-		var errMsg, aggType, aggID, headers, payload sql.NullString
-		if err := rows.Scan(&r.EventID, &r.ConsumerName, &r.EventType, &status, &received, &processed, &r.RetryCount, &errMsg,
-			&aggType, &aggID, &r.Event.AggregateVersion, &occurred, &headers, &payload); err != nil {
-			return nil, fmt.Errorf("mysql: inbox list: %w", err)
-		}
-		r.Status = txbox.Status(status)
-		r.ReceivedAt = received.t
-		r.ProcessedAt = processed.ptr()
-		r.ErrorMessage = errMsg.String
-		r.Event.ID, r.Event.Type = r.EventID, r.EventType
-		r.Event.AggregateType, r.Event.AggregateID = aggType.String, aggID.String
-		if occurred.valid {
-			r.Event.OccurredAt = occurred.t
-		}
-		if headers.Valid {
-			r.Event.Headers = store.DecodeHeaders(&headers.String)
-		}
-		if payload.Valid {
-			r.Event.Payload = []byte(payload.String)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := sqlinbox.ScanList[utcTime](rows)
+	if err != nil {
 		return nil, fmt.Errorf("mysql: inbox list: %w", err)
 	}
 	return out, nil
@@ -344,36 +297,28 @@ func (s *Store) InboxList(ctx context.Context, f store.InboxFilter) ([]store.Inb
 func (s *Store) InboxReplay(ctx context.Context, f store.InboxFilter) (int64, error) {
 	f.Status = txbox.StatusDead
 	where, args := inboxFilter(f)
-	n, err := s.exec(ctx, `UPDATE `+s.inboxTable()+` SET status = 'REPLAY', retry_count = 0
-		WHERE event_type <> ? AND `+where, append([]any{store.UndecodableType}, args...)...)
+	q, args := sqlinbox.Replay(s.inboxTable(), where, args)
+	n, err := s.exec(ctx, q, args...)
 	if err != nil {
 		return 0, fmt.Errorf("mysql: inbox replay: %w", err)
 	}
 	return n, nil
 }
 
-// InboxCleanup implements store.InboxAdmin: per finished status, the oldest
-// rows first along cleanup_idx, batch rows per statement, each statement its
-// own READ COMMITTED transaction (no gap locks in consumers' way).
-func (s *Store) InboxCleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
-	if batch <= 0 {
-		batch = 1000
-	}
+// InboxCleanupBatch implements store.InboxAdmin: per finished status, the
+// oldest rows first along cleanup_idx, each statement its own READ
+// COMMITTED transaction (no gap locks in consumers' way).
+func (s *Store) InboxCleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
 	var total int64
 	for _, status := range []txbox.Status{txbox.StatusProcessed, txbox.StatusSkipped} {
-		for {
-			n, err := s.exec(ctx, `DELETE FROM `+s.inboxTable()+` WHERE status = ? AND received_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
-				ORDER BY received_at LIMIT ?`, string(status), age.Microseconds(), batch)
-			total += n
-			if err != nil {
-				return total, fmt.Errorf("mysql: inbox cleanup: %w", err)
-			}
-			if n < int64(batch) {
-				break
-			}
-			if err := ctx.Err(); err != nil {
-				return total, err
-			}
+		n, err := s.exec(ctx, `DELETE FROM `+s.inboxTable()+` WHERE status = ? AND received_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+			ORDER BY received_at LIMIT ?`, string(status), age.Microseconds(), limit-int(total))
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("mysql: inbox cleanup: %w", err)
+		}
+		if total >= int64(limit) {
+			break
 		}
 	}
 	return total, nil
@@ -381,24 +326,13 @@ func (s *Store) InboxCleanup(ctx context.Context, age time.Duration, batch int) 
 
 // InboxCounts implements store.InboxAdmin.
 func (s *Store) InboxCounts(ctx context.Context) (map[string]map[txbox.Status]int64, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT consumer_name, status, COUNT(*) FROM `+s.inboxTable()+` GROUP BY consumer_name, status`)
+	rows, err := s.db.QueryContext(ctx, sqlinbox.CountsQuery(s.inboxTable()))
 	if err != nil {
 		return nil, fmt.Errorf("mysql: inbox counts: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]map[txbox.Status]int64{}
-	for rows.Next() {
-		var c, st string
-		var n int64
-		if err := rows.Scan(&c, &st, &n); err != nil {
-			return nil, fmt.Errorf("mysql: inbox counts: %w", err)
-		}
-		if out[c] == nil {
-			out[c] = map[txbox.Status]int64{}
-		}
-		out[c][txbox.Status(st)] = n
-	}
-	if err := rows.Err(); err != nil {
+	out, err := sqlinbox.ScanCounts(rows)
+	if err != nil {
 		return nil, fmt.Errorf("mysql: inbox counts: %w", err)
 	}
 	return out, nil

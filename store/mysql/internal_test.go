@@ -13,6 +13,7 @@ import (
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/outbox"
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/internal/sqlinbox"
 )
 
 func TestConfig(t *testing.T) {
@@ -240,7 +241,7 @@ func TestQueryPlans(t *testing.T) {
 		{"between", s.q.between, []any{1, 100}, []string{"unsent_idx"}},
 		{"runs", runQ, runArgs, []string{"aggregate_unsent_idx"}},
 		{"lock", s.q.lock + "1, 2) ORDER BY t.id FOR UPDATE SKIP LOCKED", []any{1000}, []string{"PRIMARY"}},
-		{"inbox replays", `SELECT ` + inboxCols + ` FROM ` + s.inboxTable() + ` WHERE ` + replayWhere +
+		{"inbox replays", `SELECT ` + sqlinbox.Cols + ` FROM ` + s.inboxTable() + ` WHERE ` + replayWhere +
 			` ORDER BY received_at, event_id, consumer_name LIMIT 64`, replayArgs, nil}, // monitor_idx or cleanup_idx: both range on status
 		{"inbox cleanup", `DELETE FROM ` + s.inboxTable() + ` WHERE status = ? AND received_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
 			ORDER BY received_at LIMIT ?`, []any{"PROCESSED", 1000, 10}, []string{"cleanup_idx"}},

@@ -11,13 +11,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/internal/sqlstore"
 )
 
 //go:embed sql/*.sql
 var migrationFS embed.FS
 
-func (s *Store) migrations() ([]store.Migration, error) {
+func (s *Store) migrations() ([]sqlstore.Migration, error) {
 	vars := map[string]string{
 		"Outbox":     s.tables.Qualified(s.tables.Outbox),
 		"OutboxName": s.tables.Outbox,
@@ -27,7 +27,7 @@ func (s *Store) migrations() ([]store.Migration, error) {
 		"InboxName":  s.tables.Inbox,
 		"Schema":     s.tables.Schema,
 	}
-	return store.LoadMigrations(migrationFS, "sql", vars)
+	return sqlstore.LoadMigrations(migrationFS, "sql", vars)
 }
 
 // splitStatements cuts a migration file into statements: full-line "--"

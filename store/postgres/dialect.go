@@ -3,9 +3,10 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"fmt"
+	"time"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 )
 
@@ -14,60 +15,39 @@ import (
 // (wrapped by store.SQLTx).
 type Dialect struct {
 	Tables store.Tables
+
+	prepared *sqlstore.Inserter // set by Prepare
 }
 
 func (Dialect) Name() string { return "postgres" }
 
-// insertChunk keeps one INSERT well under PostgreSQL's 65535 parameters.
-const insertChunk = 1000
+// outboxInsert is the outbox INSERT: chunks of 1000 rows keep one INSERT
+// well under PostgreSQL's 65535 parameters.
+var outboxInsert = sqlstore.OutboxInsert{
+	Name: "postgres", Chunk: 1000, Columns: sqlstore.EventColumns, Placeholder: ph,
+	Args: func(_ time.Time, e *txbox.Event, args []any) []any {
+		return append(args, e.ID, e.AggregateType, e.AggregateID, e.AggregateVersion, e.Type, string(e.Payload),
+			sqlstore.EncodeHeaders(e.Headers), e.OccurredAt.UTC())
+	},
+}
 
-// InsertEvents writes events in multi-row INSERTs. It checks the table names
-// and builds the statement on every call; outbox.NewWriter does both once,
-// through Prepare.
+// InsertEvents writes events in multi-row INSERTs. Unless d came from
+// Prepare, it checks the table names and builds the statement on every call;
+// outbox.NewWriter prepares once.
 func (d Dialect) InsertEvents(ctx context.Context, tx store.Tx, events []txbox.Event) error {
-	p, err := d.prepare()
-	if err != nil {
-		return err
-	}
-	return p.InsertEvents(ctx, tx, events)
+	return outboxInsert.InsertEvents(ctx, tx, d.Tables, d.prepared, events)
 }
 
 // Prepare validates the table names and builds the INSERT text once. The
-// result is a Dialect with every method of d (Notify, the inbox SQL) whose
+// result is d itself, so it keeps every method (Notify, the inbox SQL); its
 // InsertEvents only binds and executes.
 func (d Dialect) Prepare() (store.Dialect, error) {
-	p, err := d.prepare()
+	in, err := outboxInsert.Prepare(d.Tables)
 	if err != nil {
 		return nil, err
 	}
-	return p, nil
-}
-
-func (d Dialect) prepare() (*preparedDialect, error) {
-	t := d.Tables.WithDefaults()
-	if err := t.Validate(); err != nil {
-		return nil, err
-	}
-	return &preparedDialect{Dialect: d, insert: store.NewPreparedInsert(t.Qualified(t.Outbox), store.EventColumns, insertChunk, ph)}, nil
-}
-
-// preparedDialect is a Dialect whose table names are validated and whose
-// INSERT text is built.
-type preparedDialect struct {
-	Dialect
-	insert *store.PreparedInsert
-}
-
-func (p *preparedDialect) InsertEvents(ctx context.Context, tx store.Tx, events []txbox.Event) error {
-	err := p.insert.Exec(ctx, tx, len(events), func(i int, args []any) ([]any, error) {
-		e := &events[i]
-		return append(args, e.ID, e.AggregateType, e.AggregateID, e.AggregateVersion, e.Type, string(e.Payload),
-			store.EncodeHeaders(e.Headers), e.OccurredAt.UTC()), nil
-	})
-	if err != nil {
-		return fmt.Errorf("postgres: insert events: %w", err)
-	}
-	return nil
+	d.prepared = in
+	return d, nil
 }
 
 // errNoRowsSQL is database/sql's no-rows error, which a *sql.Tx from the

@@ -13,7 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/internal/sqlinbox"
 )
 
 // The inbox transaction's SQL. Everything runs on the consumer's tx.
@@ -205,8 +207,8 @@ func (d Dialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e 
 			headers = EXCLUDED.headers, payload = EXCLUDED.payload
 		WHERE i.status NOT IN ('PROCESSED', 'SKIPPED')
 		RETURNING retry_count, status`,
-		e.ID, consumer, e.Type, maxAttempts, store.Truncate(errMsg, 2000), e.AggregateType, e.AggregateID, e.AggregateVersion,
-		nullTime(e.OccurredAt), store.EncodeHeaders(e.Headers), string(e.Payload), string(again)).Scan(&attempts, &status)
+		e.ID, consumer, e.Type, maxAttempts, sqlstore.Truncate(errMsg, 2000), e.AggregateType, e.AggregateID, e.AggregateVersion,
+		nullTime(e.OccurredAt), sqlstore.EncodeHeaders(e.Headers), string(e.Payload), string(again)).Scan(&attempts, &status)
 	if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, errNoRowsSQL) {
 		return 0, false, nil // processed meanwhile by another delivery
 	}
@@ -242,7 +244,7 @@ const inboxCols = `event_id, consumer_name, event_type, status, received_at, pro
 	aggregate_type, aggregate_id, aggregate_version, occurred_at, headers, payload`
 
 func (s *Store) InboxList(ctx context.Context, f store.InboxFilter) ([]store.InboxRow, error) {
-	where, args := store.InboxFilterSQL(f, ph, 1)
+	where, args := sqlstore.InboxFilterSQL(f, ph, 1)
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
@@ -270,7 +272,7 @@ func (s *Store) InboxList(ctx context.Context, f store.InboxFilter) ([]store.Inb
 		if occurred != nil {
 			r.Event.OccurredAt = *occurred
 		}
-		r.Event.Headers = store.DecodeHeaders(headers)
+		r.Event.Headers = sqlstore.DecodeHeaders(headers)
 		if payload != nil {
 			r.Event.Payload = []byte(*payload)
 		}
@@ -281,7 +283,7 @@ func (s *Store) InboxList(ctx context.Context, f store.InboxFilter) ([]store.Inb
 
 func (s *Store) InboxReplay(ctx context.Context, f store.InboxFilter) (int64, error) {
 	f.Status = txbox.StatusDead
-	where, args := store.InboxFilterSQL(f, ph, 2)
+	where, args := sqlstore.InboxFilterSQL(f, ph, 2)
 	tag, err := s.pool.Exec(ctx, `UPDATE `+Dialect{Tables: s.tables}.inbox()+` SET status = 'REPLAY', retry_count = 0
 		WHERE event_type <> $1 AND `+where, append([]any{store.UndecodableType}, args...)...)
 	if err != nil {
@@ -290,48 +292,26 @@ func (s *Store) InboxReplay(ctx context.Context, f store.InboxFilter) (int64, er
 	return tag.RowsAffected(), nil
 }
 
-func (s *Store) InboxCleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
-	if batch <= 0 {
-		batch = 1000
-	}
+// InboxCleanupBatch implements store.InboxAdmin.
+func (s *Store) InboxCleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
 	t := Dialect{Tables: s.tables}.inbox()
-	var total int64
-	for {
-		tag, err := s.pool.Exec(ctx, `DELETE FROM `+t+` WHERE (event_id, consumer_name) IN (
-			SELECT event_id, consumer_name FROM `+t+` WHERE status IN ('PROCESSED', 'SKIPPED')
-			AND received_at < now() - $1 * interval '1 millisecond' LIMIT $2 FOR UPDATE SKIP LOCKED)`, age.Milliseconds(), batch)
-		if err != nil {
-			return total, fmt.Errorf("postgres: inbox cleanup: %w", err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(batch) {
-			return total, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM `+t+` WHERE (event_id, consumer_name) IN (
+		SELECT event_id, consumer_name FROM `+t+` WHERE status IN ('PROCESSED', 'SKIPPED')
+		AND received_at < now() - $1 * interval '1 millisecond' LIMIT $2 FOR UPDATE SKIP LOCKED)`, age.Milliseconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: inbox cleanup: %w", err)
 	}
+	return tag.RowsAffected(), nil
 }
 
+// InboxCounts implements store.InboxAdmin.
 func (s *Store) InboxCounts(ctx context.Context) (map[string]map[txbox.Status]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT consumer_name, status, count(*) FROM `+Dialect{Tables: s.tables}.inbox()+` GROUP BY consumer_name, status`)
+	rows, err := s.pool.Query(ctx, sqlinbox.CountsQuery(Dialect{Tables: s.tables}.inbox()))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: inbox counts: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]map[txbox.Status]int64{}
-	for rows.Next() {
-		var c, st string
-		var n int64
-		if err := rows.Scan(&c, &st, &n); err != nil {
-			return nil, err
-		}
-		if out[c] == nil {
-			out[c] = map[txbox.Status]int64{}
-		}
-		out[c][txbox.Status(st)] = n
-	}
-	return out, rows.Err()
+	return sqlinbox.ScanCounts(rows)
 }
 
 func deref(s *string) string {
@@ -347,3 +327,8 @@ func nullTime(t time.Time) any {
 	}
 	return t.UTC()
 }
+
+var (
+	_ store.InboxProcessedAcquirer = Dialect{}
+	_ store.InboxBatchInserter     = Dialect{}
+)

@@ -6,13 +6,13 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/internal/sqlstore"
 )
 
 //go:embed sql/*.sql
 var migrationFS embed.FS
 
-func (s *Store) migrations() ([]store.Migration, error) {
+func (s *Store) migrations() ([]sqlstore.Migration, error) {
 	vars := map[string]string{
 		"Outbox":     s.tables.Qualified(s.tables.Outbox),
 		"OutboxName": s.tables.Outbox,
@@ -22,7 +22,7 @@ func (s *Store) migrations() ([]store.Migration, error) {
 		"Sent":       s.tables.Qualified(s.tables.Outbox + "_sent"),
 		"SentName":   s.tables.Outbox + "_sent",
 	}
-	return store.LoadMigrations(migrationFS, "sql", vars)
+	return sqlstore.LoadMigrations(migrationFS, "sql", vars)
 }
 
 // Migrate applies the embedded migrations that are not yet recorded. It takes

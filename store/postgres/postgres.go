@@ -25,6 +25,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/pgxtx"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 )
 
@@ -213,7 +214,7 @@ func failureArrays(fs []store.Failure) (ids []int64, dead []bool, delay []int64,
 	delay = make([]int64, len(fs))
 	msgs = make([]string, len(fs))
 	for i, f := range fs {
-		ids[i], dead[i], delay[i], msgs[i] = f.ID, f.Dead, f.Delay.Milliseconds(), store.Truncate(f.Error, 2000)
+		ids[i], dead[i], delay[i], msgs[i] = f.ID, f.Dead, f.Delay.Milliseconds(), sqlstore.Truncate(f.Error, 2000)
 	}
 	return ids, dead, delay, msgs
 }
@@ -271,13 +272,13 @@ func ph(n int) string { return "$" + strconv.Itoa(n) }
 // List reads the outbox table and, unless the filter asks for a status that
 // is never archived, the archive of SENT rows.
 func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error) {
-	where, args := store.FilterSQL(f, ph, 1)
+	where, args := sqlstore.FilterSQL(f, ph, 1)
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
 	}
 	lim := strconv.Itoa(limit)
-	order := store.OrderBy(f)
+	order := sqlstore.OrderBy(f)
 	// The outbox table may hold SENT rows too: earlier versions kept them
 	// in place.
 	parts := []string{`(SELECT ` + cols + ` FROM ` + s.q.table + ` WHERE ` + where + ` ORDER BY ` + order + ` LIMIT ` + lim + `)`}
@@ -300,7 +301,7 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error
 // only from its floor up (floor.go), and an old id lies below it. The
 // event id, which consumers deduplicate on, stays.
 func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
-	where, args := store.FilterSQL(store.DeadOnly(f), ph, 1)
+	where, args := sqlstore.FilterSQL(sqlstore.DeadOnly(f), ph, 1)
 	args = append(args, s.q.table)
 	tag, err := s.pool.Exec(ctx, `UPDATE `+s.q.table+` t SET id = coalesce(n.new_id, t.id),
 		status = 'PENDING', retry_count = 0, next_retry_at = NULL, locked_by = NULL, locked_until = NULL
@@ -314,7 +315,7 @@ func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
 }
 
 func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
-	where, args := store.FilterSQL(store.DeadOnly(f), ph, 1)
+	where, args := sqlstore.FilterSQL(sqlstore.DeadOnly(f), ph, 1)
 	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.q.table+` WHERE `+where, args...)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: purge: %w", err)
@@ -326,7 +327,7 @@ func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
 // and, unless the filter asks for a status that is never archived, the
 // archive of SENT rows.
 func (s *Store) Count(ctx context.Context, f store.Filter) (int64, error) {
-	where, args := store.FilterSQL(f, ph, 1)
+	where, args := sqlstore.FilterSQL(f, ph, 1)
 	q := `SELECT count(*) FROM ` + s.q.table + ` WHERE ` + where
 	if f.Status == "" || f.Status == txbox.StatusSent {
 		q = `SELECT (` + q + `) + (SELECT count(*) FROM ` + s.q.sent + ` WHERE ` + where + `)`
@@ -338,15 +339,10 @@ func (s *Store) Count(ctx context.Context, f store.Filter) (int64, error) {
 	return n, nil
 }
 
-// Cleanup deletes SENT rows sent before now - age from the archive (and
-// from the outbox table, where earlier versions kept them),
-// batch rows per statement: one unbounded DELETE takes locks on every row at
-// once and deadlocks with the relay under load
-// (NServiceBus.Persistence.Sql#778).
-func (s *Store) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
-	if batch <= 0 {
-		batch = 1000
-	}
+// CleanupBatch deletes at most limit SENT rows sent before now - age: from
+// the archive first, then from the outbox table, where earlier versions kept
+// them. SKIP LOCKED keeps it out of the relay's way.
+func (s *Store) CleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
 	var total int64
 	for _, stmt := range []string{
 		`DELETE FROM ` + s.q.sent + ` WHERE id IN (
@@ -356,18 +352,12 @@ func (s *Store) Cleanup(ctx context.Context, age time.Duration, batch int) (int6
 			SELECT id FROM ` + s.q.table + ` WHERE status = 'SENT' AND sent_at < now() - $1 * interval '1 millisecond'
 			LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 	} {
-		for {
-			tag, err := s.pool.Exec(ctx, stmt, age.Milliseconds(), batch)
-			if err != nil {
-				return total, fmt.Errorf("postgres: cleanup: %w", err)
-			}
-			total += tag.RowsAffected()
-			if tag.RowsAffected() < int64(batch) {
-				break
-			}
-			if err := ctx.Err(); err != nil {
-				return total, err
-			}
+		tag, err := s.pool.Exec(ctx, stmt, age.Milliseconds(), limit-int(total))
+		if err != nil {
+			return total, fmt.Errorf("postgres: cleanup: %w", err)
+		}
+		if total += tag.RowsAffected(); total >= int64(limit) {
+			break
 		}
 	}
 	return total, nil

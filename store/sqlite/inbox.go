@@ -5,11 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/internal/sqlinbox"
 )
 
 // The inbox transaction's SQL. Everything runs on the consumer's own
@@ -31,22 +32,11 @@ import (
 // inbox returns the inbox table's name, validated: a Dialect may be built
 // by hand, and names are pasted into SQL.
 func (d Dialect) inbox() (string, error) {
-	t := d.Tables.WithDefaults()
-	if err := t.Validate(); err != nil {
-		return "", err
+	t, err := sqlstore.Tables(d.Tables)
+	if err == nil {
+		err = noSchema(t)
 	}
-	if t.Schema != "" {
-		return "", &txbox.ConfigError{Field: "Tables.Schema", Reason: "SQLite store does not support a schema; leave it empty"}
-	}
-	return t.Inbox, nil
-}
-
-// checkAgain rejects a status InboxFail must not set.
-func checkAgain(again txbox.Status) error {
-	if again != txbox.StatusRetry && again != txbox.StatusReplay {
-		return fmt.Errorf("sqlite: inbox fail: status %q: want RETRY or REPLAY", again)
-	}
-	return nil
+	return t.Inbox, err
 }
 
 // InboxAcquire implements store.InboxDialect with INSERT ... ON CONFLICT
@@ -77,11 +67,8 @@ func (d Dialect) InboxAcquire(ctx context.Context, tx store.Tx, consumer string,
 		e.ID, consumer).Scan(&status, &attempts); err != nil {
 		return 0, 0, fmt.Errorf("sqlite: inbox lookup: %w", err)
 	}
-	switch txbox.Status(status) {
-	case txbox.StatusProcessed, txbox.StatusSkipped:
-		return store.InboxDuplicate, attempts, nil
-	case txbox.StatusDead:
-		return store.InboxParked, attempts, nil
+	if state, ok := sqlinbox.Existing(status); ok {
+		return state, attempts, nil
 	}
 	if _, err := tx.Exec(ctx, `UPDATE `+t+` SET status = 'PROCESSING' WHERE event_id = ? AND consumer_name = ?`, e.ID, consumer); err != nil {
 		return 0, 0, fmt.Errorf("sqlite: inbox retry: %w", err)
@@ -95,10 +82,7 @@ func (d Dialect) InboxDone(ctx context.Context, tx store.Tx, consumer, eventID s
 	if err != nil {
 		return err
 	}
-	var n *string
-	if note != "" {
-		n = &note
-	}
+	n := sqlinbox.Note(note)
 	_, err = tx.Exec(ctx, `UPDATE `+t+` SET status = ?, processed_at = ?, error_message = COALESCE(?, error_message),
 		payload = NULL, headers = NULL WHERE event_id = ? AND consumer_name = ?`,
 		string(status), micros(time.Now()), n, eventID, consumer)
@@ -117,7 +101,7 @@ func (d Dialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e 
 	if err != nil {
 		return 0, false, err
 	}
-	if err := checkAgain(again); err != nil {
+	if err := sqlinbox.CheckAgain("sqlite", again); err != nil {
 		return 0, false, err
 	}
 	var attempts int
@@ -134,8 +118,8 @@ func (d Dialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e 
 			headers = excluded.headers, payload = excluded.payload
 		WHERE i.status NOT IN ('PROCESSED', 'SKIPPED')
 		RETURNING retry_count, status`,
-		e.ID, consumer, e.Type, maxAttempts, string(again), micros(time.Now()), store.Truncate(errMsg, 2000),
-		e.AggregateType, e.AggregateID, e.AggregateVersion, nullMicros(e.OccurredAt), store.EncodeHeaders(e.Headers), string(e.Payload),
+		e.ID, consumer, e.Type, maxAttempts, string(again), micros(time.Now()), sqlstore.Truncate(errMsg, 2000),
+		e.AggregateType, e.AggregateID, e.AggregateVersion, nullMicros(e.OccurredAt), sqlstore.EncodeHeaders(e.Headers), string(e.Payload),
 	).Scan(&attempts, &status)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil // processed meanwhile by another delivery
@@ -175,123 +159,62 @@ func (d Dialect) InboxVersion(ctx context.Context, tx store.Tx, consumer, aggTyp
 
 // Admin side, on the store's pool.
 
-const inboxCols = `event_id, consumer_name, event_type, status, received_at, processed_at, retry_count, error_message,
-	aggregate_type, aggregate_id, aggregate_version, occurred_at, headers, payload`
-
 func (s *Store) inboxTable() string { return s.tables.Inbox } // validated by New
 
 // inboxFilter builds the WHERE clause for f; timestamps become microseconds.
 func inboxFilter(f store.InboxFilter, first int) (string, []any) {
-	where, args := store.InboxFilterSQL(f, ph, first)
-	for i, a := range args {
-		if t, ok := a.(time.Time); ok {
-			args[i] = micros(t)
-		}
-	}
-	return where, args
+	where, args := sqlstore.InboxFilterSQL(f, sqlstore.QuestionMark, first)
+	return where, sqlstore.TimesAs(args, microsArg)
 }
 
 // InboxList implements store.InboxAdmin.
 func (s *Store) InboxList(ctx context.Context, f store.InboxFilter) ([]store.InboxRow, error) {
 	where, args := inboxFilter(f, 1)
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+inboxCols+` FROM `+s.inboxTable()+` WHERE `+where+
-		` ORDER BY received_at, event_id, consumer_name LIMIT `+strconv.Itoa(limit), args...)
+	rows, err := s.db.QueryContext(ctx, sqlinbox.ListQuery(s.inboxTable(), where, f), args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: inbox list: %w", err)
 	}
 	defer rows.Close()
-	var out []store.InboxRow
-	for rows.Next() {
-		var r store.InboxRow
-		var status string
-		var received int64
-		var processed, occurred sql.NullInt64
-		var errMsg, aggType, aggID, headers, payload sql.NullString
-		if err := rows.Scan(&r.EventID, &r.ConsumerName, &r.EventType, &status, &received, &processed, &r.RetryCount, &errMsg,
-			&aggType, &aggID, &r.Event.AggregateVersion, &occurred, &headers, &payload); err != nil {
-			return nil, fmt.Errorf("sqlite: inbox list: %w", err)
-		}
-		r.Status = txbox.Status(status)
-		r.ReceivedAt = fromMicros(received)
-		r.ProcessedAt = optTime(processed)
-		r.ErrorMessage = errMsg.String
-		r.Event.ID, r.Event.Type = r.EventID, r.EventType
-		r.Event.AggregateType, r.Event.AggregateID = aggType.String, aggID.String
-		if occurred.Valid {
-			r.Event.OccurredAt = fromMicros(occurred.Int64)
-		}
-		if headers.Valid {
-			r.Event.Headers = store.DecodeHeaders(&headers.String)
-		}
-		if payload.Valid {
-			r.Event.Payload = []byte(payload.String)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := sqlinbox.ScanList[microTime](rows)
+	if err != nil {
 		return nil, fmt.Errorf("sqlite: inbox list: %w", err)
 	}
 	return out, nil
 }
+
+// microTime scans a timestamp stored as microseconds since the epoch.
+type microTime struct{ sql.NullInt64 }
+
+// Time implements sqlinbox.Timestamp.
+func (m *microTime) Time() (time.Time, bool) { return fromMicros(m.Int64), m.Valid }
 
 // InboxReplay implements store.InboxAdmin: DEAD rows only, and never a
 // parked undecodable message.
 func (s *Store) InboxReplay(ctx context.Context, f store.InboxFilter) (int64, error) {
 	f.Status = txbox.StatusDead
 	where, args := inboxFilter(f, 2)
-	return s.exec(ctx, "inbox replay", `UPDATE `+s.inboxTable()+` SET status = 'REPLAY', retry_count = 0
-		WHERE event_type <> ? AND `+where, append([]any{store.UndecodableType}, args...)...)
+	q, args := sqlinbox.Replay(s.inboxTable(), where, args)
+	return s.exec(ctx, "inbox replay", q, args...)
 }
 
-// InboxCleanup implements store.InboxAdmin: each batch is its own short
-// write transaction, so consumers get the write lock between batches.
-func (s *Store) InboxCleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
-	if batch <= 0 {
-		batch = 1000
-	}
+// InboxCleanupBatch implements store.InboxAdmin: one short write
+// transaction, so consumers get the write lock between batches.
+func (s *Store) InboxCleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
 	t := s.inboxTable()
-	var total int64
-	for {
-		n, err := s.exec(ctx, "inbox cleanup", `DELETE FROM `+t+` WHERE rowid IN (
-			SELECT rowid FROM `+t+` WHERE status IN ('PROCESSED', 'SKIPPED') AND received_at < ?
-			ORDER BY received_at LIMIT ?)`, micros(time.Now().Add(-age)), batch)
-		total += n
-		if err != nil {
-			return total, err
-		}
-		if n < int64(batch) {
-			return total, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
-	}
+	return s.exec(ctx, "inbox cleanup", `DELETE FROM `+t+` WHERE rowid IN (
+		SELECT rowid FROM `+t+` WHERE status IN ('PROCESSED', 'SKIPPED') AND received_at < ?
+		ORDER BY received_at LIMIT ?)`, micros(time.Now().Add(-age)), limit)
 }
 
 // InboxCounts implements store.InboxAdmin.
 func (s *Store) InboxCounts(ctx context.Context) (map[string]map[txbox.Status]int64, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT consumer_name, status, count(*) FROM `+s.inboxTable()+` GROUP BY consumer_name, status`)
+	rows, err := s.db.QueryContext(ctx, sqlinbox.CountsQuery(s.inboxTable()))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: inbox counts: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]map[txbox.Status]int64{}
-	for rows.Next() {
-		var c, st string
-		var n int64
-		if err := rows.Scan(&c, &st, &n); err != nil {
-			return nil, fmt.Errorf("sqlite: inbox counts: %w", err)
-		}
-		if out[c] == nil {
-			out[c] = map[txbox.Status]int64{}
-		}
-		out[c][txbox.Status(st)] = n
-	}
-	if err := rows.Err(); err != nil {
+	out, err := sqlinbox.ScanCounts(rows)
+	if err != nil {
 		return nil, fmt.Errorf("sqlite: inbox counts: %w", err)
 	}
 	return out, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/internal/sqlinbox"
 )
 
 func openInboxTest(t *testing.T, dsnParams string) *Store {
@@ -172,7 +173,7 @@ func TestInboxQueryPlans(t *testing.T) {
 		args []any
 	}{
 		{"lookup", `SELECT status, retry_count FROM ib WHERE event_id = ? AND consumer_name = ?`, []any{"e", "c"}},
-		{"replays", `SELECT ` + inboxCols + ` FROM ib WHERE ` + where + ` ORDER BY received_at, event_id, consumer_name LIMIT 10`, args},
+		{"replays", `SELECT ` + sqlinbox.Cols + ` FROM ib WHERE ` + where + ` ORDER BY received_at, event_id, consumer_name LIMIT 10`, args},
 		{"cleanup", `DELETE FROM ib WHERE rowid IN (SELECT rowid FROM ib WHERE status IN ('PROCESSED', 'SKIPPED') AND received_at < ? ORDER BY received_at LIMIT ?)`, []any{1, 1}},
 		{"version", `SELECT version FROM ib_versions WHERE consumer_name = ? AND aggregate_type = ? AND aggregate_id = ?`, []any{"c", "t", "i"}},
 	} {

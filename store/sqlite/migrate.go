@@ -6,7 +6,7 @@ import (
 	"embed"
 	"fmt"
 
-	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/internal/sqlstore"
 )
 
 //go:embed sql/*.sql
@@ -17,7 +17,7 @@ var migrationFS embed.FS
 // use (unixepoch('subsec') needs 3.42); SQLite's clock has milliseconds.
 const nowMicros = `CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) * 1000`
 
-func (s *Store) migrations() ([]store.Migration, error) {
+func (s *Store) migrations() ([]sqlstore.Migration, error) {
 	vars := map[string]string{
 		"Outbox":     s.tables.Outbox,
 		"OutboxName": s.tables.Outbox,
@@ -25,7 +25,7 @@ func (s *Store) migrations() ([]store.Migration, error) {
 		"InboxName":  s.tables.Inbox,
 		"NowMicros":  nowMicros,
 	}
-	return store.LoadMigrations(migrationFS, "sql", vars)
+	return sqlstore.LoadMigrations(migrationFS, "sql", vars)
 }
 
 // Migrate applies the embedded migrations that are not yet recorded, all in

@@ -74,6 +74,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 )
 
@@ -154,12 +155,12 @@ func cleanPath(path string) (string, error) {
 // New wraps an existing *sql.DB opened with the "sqlite" driver; Close leaves
 // it open. See the package documentation for the settings it should carry.
 func New(db *sql.DB, opts Options) (*Store, error) {
-	t := opts.Tables.WithDefaults()
-	if err := t.Validate(); err != nil {
-		return nil, err
+	t, err := sqlstore.Tables(opts.Tables)
+	if err == nil {
+		err = noSchema(t)
 	}
-	if t.Schema != "" {
-		return nil, &txbox.ConfigError{Field: "Tables.Schema", Reason: "SQLite store does not support a schema; leave it empty"}
+	if err != nil {
+		return nil, err
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -223,16 +224,7 @@ func scanRecord(row interface{ Scan(...any) error }) (store.Record, error) {
 }
 
 func collect(rows *sql.Rows) ([]store.Record, error) {
-	defer rows.Close()
-	var out []store.Record
-	for rows.Next() {
-		r, err := scanRecord(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return sqlstore.Collect(rows, func(row interface{ Scan(...any) error }) (store.Record, error) { return scanRecord(row) })
 }
 
 // idsJSON passes an id list as one JSON array parameter, read back with
@@ -293,7 +285,7 @@ func (s *Store) MarkFailed(ctx context.Context, lease string, fs []store.Failure
 		if f.Dead {
 			dead = 1
 		}
-		if err := appendJSON(&b, failureJSON{ID: f.ID, Dead: dead, Delay: max(f.Delay, 0).Microseconds(), Err: store.Truncate(f.Error, 2000)}); err != nil {
+		if err := appendJSON(&b, failureJSON{ID: f.ID, Dead: dead, Delay: max(f.Delay, 0).Microseconds(), Err: sqlstore.Truncate(f.Error, 2000)}); err != nil {
 			return 0, err
 		}
 	}
@@ -350,17 +342,12 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	return st, nil
 }
 
-func ph(int) string { return "?" }
+func microsArg(t time.Time) any { return micros(t) }
 
 // filter builds the WHERE clause for f; timestamps become microseconds.
 func filter(f store.Filter) (string, []any) {
-	where, args := store.FilterSQL(f, ph, 1)
-	for i, a := range args {
-		if t, ok := a.(time.Time); ok {
-			args[i] = micros(t)
-		}
-	}
-	return where, args
+	where, args := sqlstore.FilterSQL(f, sqlstore.QuestionMark, 1)
+	return where, sqlstore.TimesAs(args, microsArg)
 }
 
 func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error) {
@@ -369,7 +356,7 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+cols+` FROM `+s.q.table+` WHERE `+where+` ORDER BY `+store.OrderBy(f)+` LIMIT `+strconv.Itoa(limit), args...)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+cols+` FROM `+s.q.table+` WHERE `+where+` ORDER BY `+sqlstore.OrderBy(f)+` LIMIT `+strconv.Itoa(limit), args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list: %w", err)
 	}
@@ -381,13 +368,13 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error
 }
 
 func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
-	where, args := filter(store.DeadOnly(f))
+	where, args := filter(sqlstore.DeadOnly(f))
 	return s.exec(ctx, "replay", `UPDATE `+s.q.table+` SET status = 'PENDING', retry_count = 0, next_retry_at = NULL,
 		locked_by = NULL, locked_until = NULL WHERE `+where, args...)
 }
 
 func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
-	where, args := filter(store.DeadOnly(f))
+	where, args := filter(sqlstore.DeadOnly(f))
 	return s.exec(ctx, "purge", `DELETE FROM `+s.q.table+` WHERE `+where, args...)
 }
 
@@ -401,28 +388,11 @@ func (s *Store) Count(ctx context.Context, f store.Filter) (int64, error) {
 	return n, nil
 }
 
-// Cleanup deletes in bounded batches, each its own short write transaction,
-// so the relay's claims get the write lock between batches.
-func (s *Store) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
-	if batch <= 0 {
-		batch = 1000
-	}
-	var total int64
-	for {
-		cutoff := micros(time.Now().Add(-age))
-		n, err := s.exec(ctx, "cleanup", `DELETE FROM `+s.q.table+` WHERE id IN (
-			SELECT id FROM `+s.q.table+` WHERE status = 'SENT' AND sent_at < ? LIMIT ?)`, cutoff, batch)
-		total += n
-		if err != nil {
-			return total, err
-		}
-		if n < int64(batch) {
-			return total, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
-	}
+// CleanupBatch deletes at most limit SENT rows in one short write
+// transaction, so the relay's claims get the write lock between batches.
+func (s *Store) CleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
+	return s.exec(ctx, "cleanup", `DELETE FROM `+s.q.table+` WHERE id IN (
+		SELECT id FROM `+s.q.table+` WHERE status = 'SENT' AND sent_at < ? LIMIT ?)`, micros(time.Now().Add(-age)), limit)
 }
 
 // immediate runs fn in a BEGIN IMMEDIATE transaction on a connection of its

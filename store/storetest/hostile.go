@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 )
 
@@ -19,7 +20,7 @@ var badBytes = "refused \xff\xfe payload with \x00 inside: " + strings.Repeat("Ã
 func checkStoredText(t *testing.T, what, got string) {
 	t.Helper()
 	if !utf8.ValidString(got) || strings.IndexByte(got, 0) >= 0 || len(got) > 2000 || !strings.HasPrefix(got, "refused") {
-		t.Fatalf("%s stored as %q (%d bytes): want valid UTF-8 without NUL, at most 2000 bytes", what, store.Truncate(got, 80), len(got))
+		t.Fatalf("%s stored as %q (%d bytes): want valid UTF-8 without NUL, at most 2000 bytes", what, sqlstore.Truncate(got, 80), len(got))
 	}
 }
 

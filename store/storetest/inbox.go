@@ -27,6 +27,8 @@ func RunInbox(t *testing.T, h Harness) {
 		{"InboxCleanup", testInboxCleanup},
 		{"InboxConcurrentDeliveries", testInboxConcurrent},
 		{"InboxBadBytesInError", testInboxBadBytesInError},
+		{"InboxAcquireProcessed", testInboxAcquireProcessed},
+		{"InboxInsertProcessed", testInboxInsertProcessed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := open(t, h)
@@ -299,13 +301,16 @@ func testInboxCleanup(t *testing.T, h Harness, d store.InboxDialect, a store.Inb
 		_, _, err := d.InboxFail(ctx, tx, "c1", parked, "x", 1, txbox.StatusRetry)
 		return err
 	})
-	if n, err := a.InboxCleanup(ctx, time.Hour, 4); err != nil || n != 0 {
+	if n, err := store.InboxCleanup(ctx, a, time.Hour, 4); err != nil || n != 0 {
 		t.Fatalf("young rows deleted: %d %v", n, err)
 	}
 	time.Sleep(20 * time.Millisecond)
-	n, err := a.InboxCleanup(ctx, 10*time.Millisecond, 4)
-	if err != nil || n != 9 {
-		t.Fatalf("cleanup: %d %v, want 9 in batches of 4", n, err)
+	if n, err := a.InboxCleanupBatch(ctx, 10*time.Millisecond, 4); err != nil || n != 4 {
+		t.Fatalf("InboxCleanupBatch(limit 4) of 9 due rows: %d %v, want 4", n, err)
+	}
+	n, err := store.InboxCleanup(ctx, a, 10*time.Millisecond, 4)
+	if err != nil || n != 5 {
+		t.Fatalf("cleanup: %d %v, want the other 5 in batches of 4", n, err)
 	}
 	if rows, _ := a.InboxList(ctx, store.InboxFilter{Consumer: "c1"}); len(rows) != 1 || rows[0].Status != txbox.StatusDead {
 		t.Fatalf("cleanup must keep parked rows: %+v", rows)

@@ -125,8 +125,8 @@ func testKeysetCount(t *testing.T, h Harness) {
 
 	// A bulk action bounded by the highest id counted leaves rows that
 	// died after the count alone.
-	bounded := store.Filter{ErrorContains: "boom", BeforeID: asc[4] + 1}
-	if n, err := s.Count(ctx, store.DeadOnly(bounded)); err != nil || n != 2 {
+	bounded := store.Filter{Status: txbox.StatusDead, ErrorContains: "boom", BeforeID: asc[4] + 1}
+	if n, err := s.Count(ctx, bounded); err != nil || n != 2 {
 		t.Fatalf("bounded count: %d %v, want 2", n, err)
 	}
 	n, err = s.Replay(ctx, bounded)

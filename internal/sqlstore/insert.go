@@ -1,8 +1,10 @@
-package store
+package sqlstore
 
 import (
 	"context"
 	"strings"
+
+	"github.com/txbox/txbox/store"
 )
 
 // MultiInsert writes n rows into table with one multi-row INSERT per chunk
@@ -10,7 +12,7 @@ import (
 // (ph, 1-based) and the values of row i are the dialect's. It builds the
 // statement on every call; a dialect that inserts often into the same table
 // keeps a PreparedInsert instead.
-func MultiInsert(ctx context.Context, tx Tx, table string, cols []string, n, chunk int, ph func(i int) string, row func(i int) ([]any, error)) error {
+func MultiInsert(ctx context.Context, tx store.Tx, table string, cols []string, n, chunk int, ph func(i int) string, row func(i int) ([]any, error)) error {
 	return NewPreparedInsert(table, cols, chunk, ph).Exec(ctx, tx, n, func(i int, args []any) ([]any, error) {
 		vals, err := row(i)
 		return append(args, vals...), err
@@ -72,7 +74,7 @@ func (p *PreparedInsert) build(rows int) string {
 
 // Exec inserts n rows, one statement per chunk. row appends the values of
 // row i (one per column) to args and returns it.
-func (p *PreparedInsert) Exec(ctx context.Context, tx Tx, n int, row func(i int, args []any) ([]any, error)) error {
+func (p *PreparedInsert) Exec(ctx context.Context, tx store.Tx, n int, row func(i int, args []any) ([]any, error)) error {
 	for start := 0; start < n; start += p.chunk {
 		end := min(n, start+p.chunk)
 		args := make([]any, 0, (end-start)*p.cols)

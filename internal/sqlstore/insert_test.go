@@ -1,4 +1,4 @@
-package store_test
+package sqlstore_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 )
 
@@ -34,7 +35,7 @@ func dollar(i int) string { return "$" + strconv.Itoa(i) }
 // placeholders 1..n*cols, whether its text was built at construction (up to
 // 8 rows) or per call; more than chunk rows take several statements.
 func TestPreparedInsertText(t *testing.T) {
-	p := store.NewPreparedInsert("s.t", []string{"a", "b"}, 10, dollar)
+	p := sqlstore.NewPreparedInsert("s.t", []string{"a", "b"}, 10, dollar)
 	for _, tc := range []struct {
 		rows  int
 		want  []string
@@ -74,7 +75,7 @@ func TestPreparedInsertText(t *testing.T) {
 
 	// The old entry point builds the same text.
 	tx := &recordTx{}
-	err := store.MultiInsert(context.Background(), tx, "s.t", []string{"a", "b"}, 3, 10, dollar, func(i int) ([]any, error) {
+	err := sqlstore.MultiInsert(context.Background(), tx, "s.t", []string{"a", "b"}, 3, 10, dollar, func(i int) ([]any, error) {
 		return []any{i, "x"}, nil
 	})
 	if err != nil || len(tx.execs) != 1 || tx.execs[0].query != `INSERT INTO s.t (a, b) VALUES ($1, $2), ($3, $4), ($5, $6)` {
@@ -85,7 +86,7 @@ func TestPreparedInsertText(t *testing.T) {
 // TestPreparedInsertErrors: a row error stops before any SQL of its chunk;
 // an Exec error is returned as is.
 func TestPreparedInsertErrors(t *testing.T) {
-	p := store.NewPreparedInsert("t", []string{"a"}, 2, dollar)
+	p := sqlstore.NewPreparedInsert("t", []string{"a"}, 2, dollar)
 	bad := errors.New("bad row")
 	tx := &recordTx{}
 	err := p.Exec(context.Background(), tx, 3, func(i int, args []any) ([]any, error) {

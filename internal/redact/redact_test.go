@@ -1,15 +1,17 @@
-package open_test
+package redact_test
 
 import (
+	"errors"
+	"fmt"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/txbox/txbox/internal/open"
+	"github.com/txbox/txbox/internal/redact"
 )
 
-func TestRedact(t *testing.T) {
+func TestURL(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{"postgres://u:s3cret@127.0.0.1:5432/x?sslmode=disable", "postgres://u:xxxxx@127.0.0.1:5432/x?sslmode=disable"},
 		{"postgres://app@db/shop", "postgres://app@db/shop"},
@@ -29,20 +31,67 @@ func TestRedact(t *testing.T) {
 		{"not a url", "not a url"},
 		{"u:s3cret@tcp(127.0.0.1:3306)/test?parseTime=true", "xxxxx@tcp(127.0.0.1:3306)/test?parseTime=true"},
 		{"https://hooks.example/x?token=s3cret&x=1", "https://hooks.example/x?token=xxxxx&x=1"},
+		// The cases the broker adapters' own redaction covered.
+		{"nats://bob:s3cret@h:4222", "nats://bob:xxxxx@h:4222"},
+		{"tls://a:s3cret@h1:4222, nats://h2:4222", "tls://a:xxxxx@h1:4222, nats://h2:4222"},
+		{"bob:s3cret@h:4222", "xxxxx@h:4222"},
+		{"nats://bob:p%zz@h", "nats://xxxxx@h"},
+		{"nats://user:s3:cret@h:4222,nats://u2:t0p@h2:4222/", "nats://user:xxxxx@h:4222,nats://u2:xxxxx@h2:4222/"},
+		{"redis://bob:s3cret@h:6379/1", "redis://bob:xxxxx@h:6379/1"},
+		{"rediss://:s3cret@h:6379", "rediss://:xxxxx@h:6379"},
+		{"redis://s3cret@h:6379", "redis://xxxxx@h:6379"},
+		{"redis://h:6379/0?password=s3cret", "redis://h:6379/0?password=xxxxx"},
+		{"redis://user:s3:ss@h:6379/?x=1#frag", "redis://user:xxxxx@h:6379/?x=1#frag"},
+		{"amqp://bob:s3cret@h:5672/vhost", "amqp://bob:xxxxx@h:5672/vhost"},
+		{"amqps://bob@h/", "amqps://bob@h/"},
+		{"amqp://bob:p%zz@h/", "amqp://xxxxx@h/"},
+		{"mqtt://user:s3cret@127.0.0.1:1883", "mqtt://user:xxxxx@127.0.0.1:1883"},
+		{"mqtt://user:s3cret@[::1", "mqtt://xxxxx@[::1"},
+		{"https://u:s3cret@hooks.example/in/{topic}", "https://u:xxxxx@hooks.example/in/{topic}"},
 	} {
-		if got := open.Redact(c.in); got != c.want {
-			t.Errorf("Redact(%q) = %q, want %q", c.in, got, c.want)
+		if got := redact.URL(c.in); got != c.want {
+			t.Errorf("URL(%q) = %q, want %q", c.in, got, c.want)
 		}
-		if strings.Contains(open.Redact(c.in), "s3") || strings.Contains(open.Redact(c.in), "t0p") {
-			t.Errorf("Redact(%q) leaks the secret", c.in)
+		if strings.Contains(redact.URL(c.in), "s3") || strings.Contains(redact.URL(c.in), "t0p") {
+			t.Errorf("URL(%q) leaks the secret", c.in)
 		}
 	}
 }
 
-// FuzzRedact: Redact never panics, and the password of any URL that
+// TestError: a driver's error that echoes a secret of the connection
+// string is cleaned, raw or percent-decoded, and still matches its cause.
+func TestError(t *testing.T) {
+	cause := errors.New("boom")
+	for _, c := range []struct{ raw, msg, want string }{
+		{"mysql://root:p%40ss@h/db", "access denied for root (using password p@ss)", "access denied for root (using password xxxxx)"},
+		{"mysql://root:p%40ss@h/db", "bad dsn root:p%40ss@tcp(h)/db", "bad dsn root:xxxxx@tcp(h)/db"},
+		{"nats://tok3n@h:4222,nats://u:pw9@h2", "auth tok3n / pw9 refused", "auth xxxxx / xxxxx refused"},
+		{"redis://h/0?password=s3cret", "WRONGPASS s3cret", "WRONGPASS xxxxx"},
+		{"redis://s3cret@h", "WRONGPASS s3cret", "WRONGPASS xxxxx"},
+		{"u:s3cret@tcp(h:3306)/db", "dial u:s3cret@tcp", "dial xxxxx@tcp"},
+		{"postgres://u:12/s3cret@h/x", "cannot parse 12/s3cret", "cannot parse xxxxx"},
+		{"amqp://bob@h/", "bob is not allowed", "bob is not allowed"},
+	} {
+		err := redact.Error(fmt.Errorf("%s: %w", c.msg, cause), c.raw)
+		if got := strings.TrimSuffix(err.Error(), ": boom"); got != c.want {
+			t.Errorf("Error(%q, %q) = %q, want %q", c.msg, c.raw, got, c.want)
+		}
+		if !errors.Is(err, cause) {
+			t.Errorf("Error(%q) lost its cause", c.msg)
+		}
+	}
+	if redact.Error(nil, "nats://t@h") != nil {
+		t.Error("nil must stay nil")
+	}
+	if err := redact.Error(cause, "nats://t0k@h"); err != cause {
+		t.Errorf("an error without a secret must come back as it is: %v", err)
+	}
+}
+
+// FuzzURL: URL never panics, and the password of any URL that
 // url.Parse reads (raw or decoded) is not in the output, unless that text
 // also appears elsewhere in the URL.
-func FuzzRedact(f *testing.F) {
+func FuzzURL(f *testing.F) {
 	for _, s := range []string{
 		"postgres://u:s3cret@127.0.0.1:5432/x?sslmode=disable",
 		"mysql://root:p%40ss%3Aw0rd@tcp.example:3306/db?tls=true",
@@ -58,7 +107,7 @@ func FuzzRedact(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		out := open.Redact(raw)
+		out := redact.URL(raw)
 		u, err := url.Parse(raw)
 		if err != nil || u.User == nil {
 			return
@@ -96,7 +145,14 @@ func FuzzRedact(f *testing.F) {
 				where = percentEscape.ReplaceAllString(seen, "\x00")
 			}
 			if strings.Contains(where, secret) {
-				t.Fatalf("Redact(%q) = %q shows the password %q", raw, out, secret)
+				t.Fatalf("URL(%q) = %q shows the password %q", raw, out, secret)
+			}
+			// A driver's message that echoes the password is cleaned too.
+			if strings.Contains(redact.Mask, secret) {
+				continue
+			}
+			if msg := redact.String("cannot log in with "+secret, raw); strings.Contains(msg, secret) {
+				t.Fatalf("String(%q, %q) = %q shows the password", "cannot log in with "+secret, raw, msg)
 			}
 		}
 	})

@@ -1,0 +1,27 @@
+package brokertest
+
+import (
+	"testing"
+
+	"github.com/txbox/txbox/broker"
+)
+
+// testNativeDedupe: publishing the same event id twice is confirmed both
+// times and stored once.
+func testNativeDedupe(t *testing.T, h Harness) {
+	p := publisher(t, h)
+	if !h.caps(p).NativeDedupe {
+		t.Skip("skipped: adapter does not declare NativeDedupe")
+	}
+	topic := h.Topic(t)
+	s := subscriber(t, h, group(), topic)
+	dup := event("k", 0)
+	marker := event("k", 1)
+	publishOK(t, p, []broker.Message{message(topic, dup)})
+	publishOK(t, p, []broker.Message{message(topic, dup), message(topic, marker)})
+	ds := receive(t, s, 2, true)
+	if a, b := decode(t, ds[0]).ID, decode(t, ds[1]).ID; a != dup.ID || b != marker.ID {
+		t.Fatalf("received %s, %s; want %s once then %s", a, b, dup.ID, marker.ID)
+	}
+	expectQuiet(t, s, quietPeriod, "the duplicate must not be stored")
+}

@@ -1,0 +1,199 @@
+package brokertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+)
+
+var seq atomic.Int64
+
+// event returns a valid event for key; n is carried in the payload so order
+// and identity can be checked on the other side.
+func event(key string, n int) txbox.Event {
+	return txbox.Event{
+		ID:               txbox.NewID(),
+		Type:             "Created",
+		AggregateType:    "Order",
+		AggregateID:      key,
+		AggregateVersion: int64(n + 1),
+		OccurredAt:       time.Now().UTC(),
+		Payload:          fmt.Appendf(nil, `{"key":%q,"n":%d}`, key, n),
+	}
+}
+
+func message(topic string, e txbox.Event) broker.Message {
+	return broker.Message{Event: e, Topic: topic, Source: "brokertest"}
+}
+
+func publisher(t *testing.T, h Harness) broker.Publisher {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	p := h.NewPublisher(ctx, t)
+	if p == nil {
+		t.Fatal("Harness.NewPublisher returned nil")
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("publisher Close: %v", err)
+		}
+	})
+	return p
+}
+
+// subscriber returns a receiver on topic, or skips the test when the
+// harness has none.
+func subscriber(t *testing.T, h Harness, group, topic string) broker.Subscriber {
+	t.Helper()
+	if h.NewSubscriber == nil {
+		t.Skip("skipped: Harness.NewSubscriber is nil (adapter has no subscriber)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	s := h.NewSubscriber(ctx, t, group, topic)
+	if s == nil {
+		t.Fatal("Harness.NewSubscriber returned nil")
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("subscriber Close: %v", err)
+		}
+	})
+	return s
+}
+
+func group() string { return newGroup() }
+
+func newGroup() string {
+	return fmt.Sprintf("bt%d", seq.Add(1))
+}
+
+// publish publishes msgs within opTimeout and returns one result per
+// message, failing the test when the publisher returned another count.
+func publish(t *testing.T, p broker.Publisher, msgs []broker.Message) []error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	errs := p.Publish(ctx, msgs)
+	if len(errs) != len(msgs) {
+		t.Fatalf("Publish returned %d results for %d messages", len(errs), len(msgs))
+	}
+	return errs
+}
+
+// publishOK publishes msgs and fails the test unless every one is confirmed.
+func publishOK(t *testing.T, p broker.Publisher, msgs []broker.Message) {
+	t.Helper()
+	for i, err := range publish(t, p, msgs) {
+		if err != nil {
+			t.Fatalf("Publish message %d (%s on %q): %v", i, msgs[i].Event.ID, msgs[i].Topic, err)
+		}
+	}
+}
+
+// startPublish publishes the calls one after the other. For a Synchronous
+// harness it does so in the background, and wait reports the results once
+// the subscriber settled them; otherwise every call is confirmed before it
+// returns and wait returns at once. wait fails the test if a call did not
+// confirm every message, unless keep is set: then the results are returned.
+func startPublish(t *testing.T, h Harness, p broker.Publisher, calls ...[]broker.Message) (wait func(keep bool) [][]error) {
+	t.Helper()
+	if !h.Synchronous {
+		for _, msgs := range calls {
+			publishOK(t, p, msgs)
+		}
+		return func(bool) [][]error { return nil }
+	}
+	done := make(chan [][]error, 1)
+	go func() {
+		var all [][]error
+		for _, msgs := range calls {
+			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			all = append(all, p.Publish(ctx, msgs))
+			cancel()
+		}
+		done <- all
+	}()
+	return func(keep bool) [][]error {
+		t.Helper()
+		all := <-done
+		if keep {
+			return all
+		}
+		for c, errs := range all {
+			if len(errs) != len(calls[c]) {
+				t.Fatalf("Publish returned %d results for %d messages", len(errs), len(calls[c]))
+			}
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("Publish call %d message %d (%s on %q): %v", c, i, calls[c][i].Event.ID, calls[c][i].Topic, err)
+				}
+			}
+		}
+		return all
+	}
+}
+
+// receive collects n deliveries, acking each unless keep is set, and fails
+// the test if they do not arrive within opTimeout.
+func receive(t *testing.T, s broker.Subscriber, n int, ack bool) []broker.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	var got []broker.Delivery
+	for len(got) < n {
+		ds, err := s.Receive(ctx, n-len(got))
+		if err != nil {
+			t.Fatalf("Receive after %d of %d deliveries: %v", len(got), n, err)
+		}
+		if len(ds) == 0 {
+			t.Fatal("Receive returned no deliveries and no error")
+		}
+		if len(ds) > n-len(got) {
+			t.Fatalf("Receive(max=%d) returned %d deliveries", n-len(got), len(ds))
+		}
+		for _, d := range ds {
+			if ack {
+				if err := d.Ack(ctx); err != nil {
+					t.Fatalf("Ack: %v", err)
+				}
+			}
+		}
+		got = append(got, ds...)
+	}
+	return got
+}
+
+// expectQuiet fails the test if anything is delivered within d.
+func expectQuiet(t *testing.T, s broker.Subscriber, d time.Duration, why string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	ds, err := s.Receive(ctx, 10)
+	if err == nil {
+		var ids []string
+		for _, d := range ds {
+			ids = append(ids, d.Raw().ID)
+		}
+		t.Fatalf("%s, but received %d more: %v", why, len(ds), ids)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Receive while waiting for silence: %v", err)
+	}
+}
+
+func decode(t *testing.T, d broker.Delivery) txbox.Event {
+	t.Helper()
+	e, err := d.Event()
+	if err != nil {
+		t.Fatalf("Delivery.Event of %+v: %v", d.Raw(), err)
+	}
+	return e
+}
