@@ -270,7 +270,7 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 		cancel()
 		r.ctrs.PublishNanos.Add(int64(time.Since(pubStart)))
 		if len(errs) != len(msgs) {
-			return fmt.Errorf("relay: publisher returned %d results for %d messages", len(errs), len(msgs))
+			errs = miscounted(r.log, len(errs), len(msgs))
 		}
 		next := order[:0]
 		for i, k := range order {
@@ -426,4 +426,19 @@ func minTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// miscounted stands in for the results of a publisher that returned a
+// number of them different from the messages it was given: which ones the
+// broker has is unknown, so every message of the round counts as a
+// retryable failure. The batch still goes through its marks, so its claim
+// (a transaction's connection and row locks, or a lease) is released.
+func miscounted(log *slog.Logger, got, want int) []error {
+	err := fmt.Errorf("relay: publisher returned %d results for %d messages", got, want)
+	log.Error("publisher bug: treating the round as failed", "err", err)
+	errs := make([]error, want)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
 }
