@@ -326,9 +326,11 @@ func (s *Store) Cleanup(ctx context.Context, age time.Duration, batch int) (int6
 	}
 	var total int64
 	for _, stmt := range []string{
-		`DELETE FROM ` + s.q.sent + ` WHERE id IN (
-			SELECT id FROM ` + s.q.sent + ` WHERE sent_at < now() - $1 * interval '1 millisecond'
-			LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+		// The archive's id is not unique (a reused id, 004_*.sql): rows
+		// are picked by their physical address.
+		`DELETE FROM ` + s.q.sent + ` WHERE ctid = ANY(ARRAY(
+			SELECT ctid FROM ` + s.q.sent + ` WHERE sent_at < now() - $1 * interval '1 millisecond'
+			LIMIT $2 FOR UPDATE SKIP LOCKED))`,
 		`DELETE FROM ` + s.q.table + ` WHERE id IN (
 			SELECT id FROM ` + s.q.table + ` WHERE status = 'SENT' AND sent_at < now() - $1 * interval '1 millisecond'
 			LIMIT $2 FOR UPDATE SKIP LOCKED)`,

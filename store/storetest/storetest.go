@@ -54,6 +54,7 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentMigrate", testConcurrentMigrate},
 		{"BadBytesInLastError", testBadBytesInLastError},
 		{"TxClaims", runTxClaims},
+		{"ReusedIDs", testReusedIDs},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, h) })
