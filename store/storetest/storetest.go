@@ -55,6 +55,7 @@ func Run(t *testing.T, h Harness) {
 		{"BadBytesInLastError", testBadBytesInLastError},
 		{"TxClaims", runTxClaims},
 		{"ReusedIDs", testReusedIDs},
+		{"Count", testCount},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, h) })
