@@ -128,29 +128,32 @@ func newDead(g *globals) *cobra.Command {
 	}
 
 	var rf, pf filterFlags
+	var rc, pc confirmFlags
 	replay := &cobra.Command{
 		Use:   "replay",
 		Short: "Put matching dead rows back to PENDING (same event ids, fresh attempts)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return bulk(cmd, g, &rf, "replayed", func(s store.Store, f store.Filter) (int64, error) { return s.Replay(cmd.Context(), f) })
+			return bulk(cmd, g, &rf, &rc, "replay", "replayed", func(s store.Store, f store.Filter) (int64, error) { return s.Replay(cmd.Context(), f) })
 		},
 	}
 	rf.add(replay.Flags(), true)
+	rc.add(replay.Flags())
 	purge := &cobra.Command{
 		Use:   "purge",
 		Short: "Delete matching dead rows",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return bulk(cmd, g, &pf, "purged", func(s store.Store, f store.Filter) (int64, error) { return s.Purge(cmd.Context(), f) })
+			return bulk(cmd, g, &pf, &pc, "purge", "purged", func(s store.Store, f store.Filter) (int64, error) { return s.Purge(cmd.Context(), f) })
 		},
 	}
 	pf.add(purge.Flags(), true)
+	pc.add(purge.Flags())
 	dead.AddCommand(list, show, replay, purge)
 	return dead
 }
 
-func bulk(cmd *cobra.Command, g *globals, ff *filterFlags, verb string, do func(store.Store, store.Filter) (int64, error)) error {
+func bulk(cmd *cobra.Command, g *globals, ff *filterFlags, cf *confirmFlags, verb, done string, do func(store.Store, store.Filter) (int64, error)) error {
 	f, err := ff.filter(true)
 	if err != nil {
 		return err
@@ -160,11 +163,18 @@ func bulk(cmd *cobra.Command, g *globals, ff *filterFlags, verb string, do func(
 		return err
 	}
 	defer s.Close()
-	n, err := do(s, f)
+	n, err := countRows(cmd.Context(), s, store.DeadOnly(f))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s %d dead event(s)\n", verb, n)
+	if ok, err := cf.proceed(cmd, fmt.Sprintf("%s %s dead event(s)", verb, countText(n)), n); !ok {
+		return err
+	}
+	n, err = do(s, f)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s %d dead event(s)\n", done, n)
 	return nil
 }
 

@@ -47,6 +47,10 @@ func openInbox(ctx context.Context, g *globals) (store.Store, store.InboxAdmin, 
 		s.Close()
 		return nil, nil, fmt.Errorf("this store has no inbox support")
 	}
+	if err := checkInbox(ctx, s, admin); err != nil {
+		s.Close()
+		return nil, nil, err
+	}
 	return s, admin, nil
 }
 

@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,6 +31,9 @@ type globals struct {
 	logLevel, logFormat   string
 	deleteSent            bool
 	log                   *slog.Logger
+	// migrating: the command creates the tables, so openStore does not
+	// require them.
+	migrating bool
 }
 
 func main() {
@@ -64,13 +66,6 @@ func cpuProfile(path string) func() {
 		pprof.StopCPUProfile()
 		_ = f.Close()
 	}
-}
-
-func exitCode(err error) int {
-	if errors.Is(err, txbox.ErrConfig) {
-		return 2
-	}
-	return 1
 }
 
 func oneLine(err error) string {
@@ -161,6 +156,12 @@ func (g *globals) openStore(ctx context.Context) (store.Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("database %s: %w", open.Redact(g.db), err)
 	}
+	if !g.migrating {
+		if err := checkOutbox(ctx, s); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -170,6 +171,7 @@ func newMigrate(g *globals) *cobra.Command {
 		Short: "Create or upgrade the outbox and inbox tables (safe to run concurrently)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			g.migrating = true
 			s, err := g.openStore(cmd.Context())
 			if err != nil {
 				return err

@@ -35,6 +35,7 @@ func newRelay(g *globals) *cobra.Command {
 			if err := open.CheckPublisherURL(g.broker); err != nil {
 				return err
 			}
+			g.migrating = migrate
 			s, err := g.openStore(ctx)
 			if err != nil {
 				return err
