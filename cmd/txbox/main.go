@@ -24,6 +24,10 @@ import (
 	"github.com/txbox/txbox/store"
 )
 
+// commandStarted is set once cobra has parsed the command line and starts
+// running a command: an error before that is a usage error.
+var commandStarted bool
+
 // globals are the settings every subcommand shares.
 type globals struct {
 	db, broker, topic     string
@@ -42,6 +46,11 @@ func main() {
 	stopProfile := cpuProfile(os.Getenv("TXBOX_CPUPROFILE"))
 	err := newRoot().ExecuteContext(ctx)
 	stopProfile()
+	if err != nil && !commandStarted {
+		// Cobra's own errors (an argument a command does not take) come
+		// before any command ran: they are usage errors.
+		err = &usageError{msg: err.Error()}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "txbox:", oneLine(err))
 		os.Exit(exitCode(err))
@@ -80,6 +89,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			commandStarted = true
 			if err := bindEnv(cmd); err != nil {
 				return err
 			}
@@ -88,16 +98,14 @@ func newRoot() *cobra.Command {
 	}
 	f := root.PersistentFlags()
 	f.StringVar(&g.db, "db", "", "database URL: postgres://..., mysql://..., sqlite://PATH")
-	f.StringVar(&g.broker, "broker", "", "broker URL: nats://...")
-	f.StringVar(&g.topic, "topic", "outbox.{aggregate_type}.{event_type}", "destination template over {aggregate_type} and {event_type}")
 	f.StringVar(&g.schema, "schema", "", "schema (PostgreSQL) holding the tables; default: search path")
 	f.StringVar(&g.outbox, "outbox-table", "outbox_event", "outbox table name")
 	f.StringVar(&g.inbox, "inbox-table", "inbox_event", "inbox table name")
-	f.BoolVar(&g.deleteSent, "delete-sent", false, "delete rows once the broker confirmed them instead of moving them to the <outbox>_sent archive (MySQL, PostgreSQL) or keeping them as SENT (SQLite)")
 	f.StringVar(&g.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&g.logFormat, "log-format", "text", "text or json")
 
-	root.AddCommand(newMigrate(g), newRelay(g), newStats(g), newDead(g), newInbox(g), newCleanup(g), newDemo())
+	root.AddCommand(newMigrate(g), newRelay(g), newStats(g), newDead(g), newInbox(g), newCleanup(g), newDemo(), newVersion())
+	conventions(root)
 	return root
 }
 

@@ -73,6 +73,9 @@ func newRelay(g *globals) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&g.broker, "broker", "", "broker URL: nats://, kafka://, amqp:// (RabbitMQ), redis://, mqtt://, http(s):// (webhook)")
+	f.StringVar(&g.topic, "topic", "outbox.{aggregate_type}.{event_type}", "destination template over {aggregate_type} and {event_type}")
+	f.BoolVar(&g.deleteSent, "delete-sent", false, "delete rows once the broker confirmed them instead of moving them to the <outbox>_sent archive (MySQL, PostgreSQL) or keeping them as SENT (SQLite)")
 	f.IntVar(&cfg.BatchSize, "batch-size", 500, "rows per claim")
 	f.IntVar(&cfg.Workers, "workers", 2, "claimed batches published concurrently")
 	f.DurationVar(&cfg.PollInterval, "poll-interval", 500*time.Millisecond, "idle wait between claims")
