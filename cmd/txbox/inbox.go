@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -23,8 +24,11 @@ type inboxFlags struct {
 }
 
 func (f *inboxFlags) filter(needFilter bool) (store.InboxFilter, error) {
-	out := store.InboxFilter{Consumer: f.consumer, Status: txbox.Status(f.status), EventIDs: f.ids, Limit: f.limit}
+	out := store.InboxFilter{Consumer: f.consumer, EventIDs: f.ids, Limit: f.limit}
 	var err error
+	if out.Status, err = parseStatus("--status (TXBOX_STATUS)", f.status, inboxStatuses); err != nil {
+		return out, err
+	}
 	if out.Since, err = parseWhen(f.since, "--since"); err != nil {
 		return out, err
 	}
@@ -90,7 +94,7 @@ func newInbox(g *globals) *cobra.Command {
 		},
 	}
 	list.Flags().StringVar(&lf.consumer, "consumer", "", "consumer name")
-	list.Flags().StringVar(&lf.status, "status", "DEAD", "status: DEAD, RETRY, REPLAY, PROCESSED, SKIPPED, or empty for all")
+	list.Flags().StringVar(&lf.status, "status", "DEAD", "status: DEAD, RETRY, REPLAY, PROCESSING, PROCESSED, SKIPPED (any case), or all")
 	list.Flags().StringSliceVar(&lf.ids, "event-id", nil, "event id (repeatable)")
 	list.Flags().StringVar(&lf.since, "since", "", "received at or after (RFC 3339 or a duration ago)")
 	list.Flags().StringVar(&lf.until, "until", "", "received before (RFC 3339 or a duration ago)")
@@ -144,6 +148,11 @@ func newInbox(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if n == 0 {
+				if err := noSuchConsumer(cmd.Context(), admin, rf.consumer); err != nil {
+					return err
+				}
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "replay requested for %d parked event(s); consumer %q applies them on its next replay check\n", n, rf.consumer)
 			return nil
 		},
@@ -183,4 +192,22 @@ func inboxJSON(rows []store.InboxRow) []inboxRowJSON {
 		}
 	}
 	return out
+}
+
+// noSuchConsumer explains a replay that found nothing because the consumer
+// has no rows at all (a mistyped or differently cased name), naming the
+// consumers that do: exit 1.
+func noSuchConsumer(ctx context.Context, admin store.InboxAdmin, consumer string) error {
+	counts, err := admin.InboxCounts(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := counts[consumer]; ok {
+		return nil
+	}
+	known := "none"
+	if names := consumerNames(counts); len(names) > 0 {
+		known = strings.Join(names, ", ")
+	}
+	return &runtimeError{msg: fmt.Sprintf("consumer %q has no inbox rows: nothing to replay (consumers with rows: %s)", consumer, known)}
 }
