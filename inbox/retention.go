@@ -50,7 +50,7 @@ func (r Retention) Validate() error {
 	if minimum := r.Minimum(); r.Keep < minimum {
 		return fmt.Errorf("%w: %v is below the minimum %v. An inbox row is what stops a redelivered event from being applied twice, "+
 			"so it must outlive every redelivery: retention > broker redelivery horizon (%v) + retry window (%v) + manual repair window (%v), "+
-			"and never below %v (seed 000 section 13)",
+			"and never below %v",
 			ErrRetentionTooShort, r.Keep, minimum, r.BrokerHorizon, r.RetryWindow, r.ManualWindow, r.Floor)
 	}
 	return nil

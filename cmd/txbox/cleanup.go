@@ -29,7 +29,7 @@ older than --inbox-retention, a batch per statement.
 The inbox retention is refused when it is below
   max(7 days, --broker-horizon + retry window + --manual-window)
 because an inbox row is what stops a redelivered event from being applied
-twice (seed 000 section 13). The retry window follows from the consumers'
+twice. The retry window follows from the consumers'
 --inbox-max-attempts, --inbox-backoff-base and --inbox-backoff-max.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

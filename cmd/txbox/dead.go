@@ -69,13 +69,17 @@ func newDead(g *globals) *cobra.Command {
 	dead := &cobra.Command{Use: "dead", Short: "Inspect, replay and purge dead-lettered outbox rows"}
 
 	var lf filterFlags
-	var asJSON bool
+	var lo outputFlags
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List dead rows",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := lf.filter(false)
+			if err != nil {
+				return err
+			}
+			asJSON, err := lo.asJSON()
 			if err != nil {
 				return err
 			}
@@ -95,14 +99,14 @@ func newDead(g *globals) *cobra.Command {
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "EVENT_ID\tAGGREGATE\tTYPE\tATTEMPTS\tCREATED\tLAST_ERROR")
 			for _, r := range recs {
-				fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\n", r.EventID, r.AggregateType, r.AggregateID, r.EventType, r.RetryCount,
-					r.CreatedAt.UTC().Format(time.RFC3339), store.Truncate(r.LastError, 120))
+				fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\n", cell(r.EventID), cell(r.AggregateType), cell(r.AggregateID), cell(r.EventType), r.RetryCount,
+					r.CreatedAt.UTC().Format(time.RFC3339), cell(store.Truncate(r.LastError, 120)))
 			}
 			return tw.Flush()
 		},
 	}
 	lf.add(list.Flags(), false)
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	lo.add(list.Flags())
 
 	show := &cobra.Command{
 		Use:   "show EVENT_ID",

@@ -62,13 +62,17 @@ func newInbox(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "inbox", Short: "Inspect and replay parked inbox events"}
 
 	var lf inboxFlags
-	var asJSON bool
+	var lo outputFlags
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List inbox rows (default: parked ones)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := lf.filter(false)
+			if err != nil {
+				return err
+			}
+			asJSON, err := lo.asJSON()
 			if err != nil {
 				return err
 			}
@@ -87,8 +91,8 @@ func newInbox(g *globals) *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "EVENT_ID\tCONSUMER\tTYPE\tSTATUS\tATTEMPTS\tRECEIVED\tERROR")
 			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.EventID, r.ConsumerName, r.EventType, r.Status, r.RetryCount,
-					r.ReceivedAt.UTC().Format(time.RFC3339), store.Truncate(r.ErrorMessage, 120))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cell(r.EventID), cell(r.ConsumerName), cell(r.EventType), r.Status, r.RetryCount,
+					r.ReceivedAt.UTC().Format(time.RFC3339), cell(store.Truncate(r.ErrorMessage, 120)))
 			}
 			return tw.Flush()
 		},
@@ -99,7 +103,7 @@ func newInbox(g *globals) *cobra.Command {
 	list.Flags().StringVar(&lf.since, "since", "", "received at or after (RFC 3339 or a duration ago)")
 	list.Flags().StringVar(&lf.until, "until", "", "received before (RFC 3339 or a duration ago)")
 	list.Flags().IntVar(&lf.limit, "limit", 100, "rows at most")
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	lo.add(list.Flags())
 
 	var consumer string
 	show := &cobra.Command{

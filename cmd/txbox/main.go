@@ -28,6 +28,10 @@ import (
 // running a command: an error before that is a usage error.
 var commandStarted bool
 
+// jsonLog is the logger once --log-format json is in effect: main reports
+// a failure through it, so that every line on stderr is JSON.
+var jsonLog *slog.Logger
+
 // globals are the settings every subcommand shares.
 type globals struct {
 	db, broker, topic     string
@@ -50,6 +54,11 @@ func main() {
 		// Cobra's own errors (an argument a command does not take) come
 		// before any command ran: they are usage errors.
 		err = &usageError{msg: err.Error()}
+	}
+	if err != nil && jsonLog != nil {
+		// --log-format json: the last line is JSON too.
+		jsonLog.Error("txbox: "+oneLine(err), "exit_code", exitCode(err))
+		os.Exit(exitCode(err))
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "txbox:", oneLine(err))
@@ -144,10 +153,12 @@ func (g *globals) setupLog() error {
 		g.log = slog.New(slog.NewTextHandler(os.Stderr, opts))
 	case "json":
 		g.log = slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		jsonLog = g.log
 	default:
 		return &txbox.ConfigError{Field: "--log-format (TXBOX_LOG_FORMAT)", Reason: fmt.Sprintf("%q: want text or json", g.logFormat)}
 	}
 	slog.SetDefault(g.log)
+	open.RouteLibraryLogs(g.log)
 	return nil
 }
 

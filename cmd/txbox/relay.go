@@ -47,6 +47,9 @@ func newRelay(g *globals) *cobra.Command {
 				}
 			}
 			pub, err := openPublisher(ctx, g)
+			if err != nil && ctx.Err() != nil {
+				return nil // stopped while waiting for the broker: a clean stop
+			}
 			if err != nil {
 				return err
 			}
