@@ -50,6 +50,7 @@ func main() {
 	stopProfile := cpuProfile(os.Getenv("TXBOX_CPUPROFILE"))
 	err := newRoot().ExecuteContext(ctx)
 	stopProfile()
+	err = withFlagNames(err)
 	if err != nil && !commandStarted {
 		// Cobra's own errors (an argument a command does not take) come
 		// before any command ran: they are usage errors.

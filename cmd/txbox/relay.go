@@ -29,6 +29,9 @@ func newRelay(g *globals) *cobra.Command {
 			ctx := cmd.Context()
 			cfg.Topic = broker.Topic(g.topic)
 			cfg.Logger = g.log
+			if err := rejectZeroRelayFlags(cfg, g.topic); err != nil {
+				return err
+			}
 			if err := cfg.ValidateSettings(); err != nil {
 				return err
 			}
