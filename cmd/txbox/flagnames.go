@@ -78,4 +78,3 @@ func rejectZeroRelayFlags(cfg relay.Config, topic string) error {
 	}
 	return nil
 }
-
