@@ -28,9 +28,14 @@ var configFlags = map[string]string{
 	"Tables.Schema":  "schema",
 	"Tables.Outbox":  "outbox-table",
 	"Tables.Inbox":   "inbox-table",
+	// NATS publisher options.
+	"Options.Stream":       "nats-stream",
+	"Options.Topic":        "topic",
+	"Options.CreateStream": "nats-create-stream",
+	"Options.Subjects":     "nats-subjects",
 }
 
-var fieldWord = regexp.MustCompile(`\b(Tables\.(Schema|Outbox|Inbox)|BatchSize|Workers|PollInterval|Lease|PublishTimeout|MaxAttempts|BackoffBase|BackoffMax)\b`)
+var fieldWord = regexp.MustCompile(`\b(Tables\.(Schema|Outbox|Inbox)|Options\.(Stream|Topic|CreateStream|Subjects)|BatchSize|Workers|PollInterval|Lease|PublishTimeout|MaxAttempts|BackoffBase|BackoffMax)\b`)
 
 // withFlagNames rewrites a *txbox.ConfigError that names a library field
 // so that it names the flag and its variable instead, in the field and in

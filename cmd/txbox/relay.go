@@ -38,6 +38,13 @@ func newRelay(g *globals) *cobra.Command {
 			if err := open.CheckPublisherURL(g.broker); err != nil {
 				return err
 			}
+			if err := open.CheckTopic(g.broker, cfg.Topic); err != nil {
+				return err
+			}
+			if err := open.CheckBrokerFlags(g.broker); err != nil {
+				return err
+			}
+			open.UseTopic(cfg.Topic)
 			g.migrating = migrate
 			s, err := g.openStore(ctx)
 			if err != nil {
