@@ -184,7 +184,7 @@ func (s *Store) MarkSent(ctx context.Context, lease string, ids []int64) (int64,
 	}
 	tag, err := s.pool.Exec(ctx, s.q.markSent, ids, lease)
 	if err != nil {
-		return 0, fmt.Errorf("postgres: mark sent: %w", err)
+		return 0, fmt.Errorf("postgres: mark sent: %w", refused(err))
 	}
 	return tag.RowsAffected(), nil
 }

@@ -205,6 +205,9 @@ type txClaim struct {
 	recs       []store.Record
 	propose    *int64 // a floor candidate to mark when the transaction ends
 	proposeGen uint64
+	// keepOnRefusal: Finish keeps the connection after a refused mark, for
+	// FinishIsolating.
+	keepOnRefusal bool
 }
 
 func (c *txClaim) Records() []store.Record { return c.recs }
@@ -237,6 +240,9 @@ func (c *txClaim) Finish(ctx context.Context, sent []int64, failures []store.Fai
 		err = cerr
 	}
 	if err != nil {
+		if err = refused(err); c.keepOnRefusal && errors.Is(err, store.ErrRefused) {
+			return fmt.Errorf("postgres: finish claim: %w", err) // FinishIsolating takes over
+		}
 		// The transaction did not commit: drop the connection, so the server
 		// rolls it back and the rows are free again.
 		c.drop()

@@ -266,10 +266,14 @@ func (s *Store) MarkSent(ctx context.Context, lease string, ids []int64) (int64,
 	if len(ids) == 0 {
 		return 0, nil
 	}
+	var n int64
+	var err error
 	if s.q.deleteSent {
-		return s.exec(ctx, "mark sent", s.q.markSent, idsJSON(ids), lease)
+		n, err = s.exec(ctx, "mark sent", s.q.markSent, idsJSON(ids), lease)
+	} else {
+		n, err = s.exec(ctx, "mark sent", s.q.markSent, idsJSON(ids), lease, micros(time.Now()))
 	}
-	return s.exec(ctx, "mark sent", s.q.markSent, idsJSON(ids), lease, micros(time.Now()))
+	return n, refused(err)
 }
 
 type failureJSON struct {
