@@ -56,6 +56,7 @@ func Run(t *testing.T, h Harness) {
 		{"TxClaims", runTxClaims},
 		{"ReusedIDs", testReusedIDs},
 		{"Count", testCount},
+		{"RefusedMarkIsIsolated", testRefusedMark},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, h) })
