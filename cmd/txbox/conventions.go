@@ -65,6 +65,9 @@ func conventions(root *cobra.Command) {
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		c.SuggestionsMinimumDistance = 2
+		if c.Name() == "demo" || c.Name() == "version" {
+			ownFlagsOnly(c)
+		}
 		if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
 			c.Args = unknownSubcommand
 			c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
@@ -137,4 +140,13 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// ownFlagsOnly keeps the shared database and log flags out of the help of
+// a command that uses none of them (demo brings its own databases).
+func ownFlagsOnly(c *cobra.Command) {
+	c.SetHelpFunc(func(cmd *cobra.Command, args []string) {
+		cmd.InheritedFlags().VisitAll(func(fl *pflag.Flag) { fl.Hidden = true })
+		cmd.Parent().HelpFunc()(cmd, args)
+	})
 }

@@ -69,6 +69,11 @@ func TestHelpListsOwnFlagsEnvAndExitCodes(t *testing.T) {
 			}
 		}
 	}
+	for _, c := range []string{"demo", "version"} {
+		if out, _ := run(t, nil, c, "--help"); strings.Contains(out, "--db") || strings.Contains(out, "Global Flags") {
+			t.Fatalf("txbox %s --help lists the database flags it does not use:\n%s", c, out)
+		}
+	}
 	if out, _ := run(t, nil, "relay", "--help"); !strings.Contains(out, "kafka://") || !strings.Contains(out, "amqp://") {
 		t.Fatalf("--broker help names only some schemes:\n%s", out)
 	}
