@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/store"
 )
 
@@ -34,10 +35,11 @@ func missingTable(err error) bool {
 	return false
 }
 
-// checkOutbox reads nothing from the outbox and its archive, to find out
-// whether they exist.
+// checkOutbox reads nothing from the outbox table, to find out whether it
+// exists: one probe of the event_id index (a DEAD filter keeps the archive,
+// which has no such index on PostgreSQL, out of it).
 func checkOutbox(ctx context.Context, s store.Store) error {
-	_, err := s.List(ctx, store.Filter{EventIDs: []string{"-"}, Limit: 1})
+	_, err := s.List(ctx, store.Filter{Status: txbox.StatusDead, EventIDs: []string{"-"}, Limit: 1})
 	return requireTable(s.Tables().Qualified(s.Tables().Outbox), err)
 }
 
