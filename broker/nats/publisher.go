@@ -179,6 +179,7 @@ func streamFor(ctx context.Context, js jetstream.JetStream, opts Options) (strin
 	name, err := js.StreamNameBySubject(ctx, opts.Topic)
 	switch {
 	case err == nil:
+		opts.Logger.Info("nats: using the stream that captures the topic", "stream", name, "subject", opts.Topic)
 		return name, nil
 	case errors.Is(err, jetstream.ErrStreamNotFound) && opts.CreateStream:
 		return DefaultStream, nil
