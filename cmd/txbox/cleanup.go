@@ -57,12 +57,14 @@ twice. The retry window follows from the consumers'
 					return err
 				}
 			}
-			what, total, err := cleanupCounts(cmd.Context(), s, age, ret.Keep, hasInbox)
-			if err != nil {
-				return err
-			}
-			if ok, err := cf.proceed(cmd, what, total); !ok {
-				return err
+			if cf.counts() {
+				what, total, err := cleanupCounts(cmd.Context(), s, age, ret.Keep, hasInbox)
+				if err != nil {
+					return err
+				}
+				if ok, err := cf.proceed(cmd, what, total); !ok {
+					return err
+				}
 			}
 			n, err := s.Cleanup(cmd.Context(), age, batch)
 			fmt.Fprintf(cmd.OutOrStdout(), "outbox: deleted %d sent row(s) older than %s\n", n, age)

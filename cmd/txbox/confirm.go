@@ -25,6 +25,10 @@ func (c *confirmFlags) add(f *pflag.FlagSet) {
 	f.BoolVar(&c.yes, "yes", false, "do not ask for confirmation (required when stdin is not a terminal and more than one row would change)")
 }
 
+// counts reports whether proceed needs the exact count: not with --yes
+// alone, so a script's cleanup does not scan what it is about to delete.
+func (c *confirmFlags) counts() bool { return c.dryRun || !c.yes }
+
 // proceed reports whether the action described by what ("purge 12 dead
 // event(s)") on n rows is to go ahead. A dry run prints "would ..." and
 // stops; a refusal at the prompt is exit 1 with nothing changed.

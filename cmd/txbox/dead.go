@@ -167,14 +167,16 @@ func bulk(cmd *cobra.Command, g *globals, ff *filterFlags, cf *confirmFlags, ver
 		return err
 	}
 	defer s.Close()
-	n, err := countRows(cmd.Context(), s, store.DeadOnly(f))
-	if err != nil {
-		return err
+	if cf.counts() {
+		n, err := countRows(cmd.Context(), s, store.DeadOnly(f))
+		if err != nil {
+			return err
+		}
+		if ok, err := cf.proceed(cmd, fmt.Sprintf("%s %s dead event(s)", verb, countText(n)), n); !ok {
+			return err
+		}
 	}
-	if ok, err := cf.proceed(cmd, fmt.Sprintf("%s %s dead event(s)", verb, countText(n)), n); !ok {
-		return err
-	}
-	n, err = do(s, f)
+	n, err := do(s, f)
 	if err != nil {
 		return err
 	}
