@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 )
 
 // ErrRefused marks a statement the database refused for a reason in the
@@ -25,19 +24,6 @@ type refusedError struct{ err error }
 
 func (e refusedError) Error() string   { return e.err.Error() }
 func (e refusedError) Unwrap() []error { return []error{e.err, ErrRefused} }
-
-// NotMarkedError lists the rows a mark refused for reasons of their own
-// (ErrRefused), each found by bisection; every other row was marked.
-type NotMarkedError struct {
-	IDs  []int64
-	Errs []error // Errs[i] is why IDs[i] was refused
-}
-
-func (e *NotMarkedError) Error() string {
-	return fmt.Sprintf("store: %d row(s) not marked: %v", len(e.IDs), errors.Join(e.Errs...))
-}
-
-func (e *NotMarkedError) Unwrap() error { return ErrRefused }
 
 // IsolatingClaim is a Claim whose Finish can isolate a refused row: when the
 // marks are refused (ErrRefused), it marks again, bisecting, so that every
