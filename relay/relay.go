@@ -222,7 +222,7 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 		cancel()
 		r.ctrs.PublishNanos.Add(int64(time.Since(pubStart)))
 		if len(errs) != len(msgs) {
-			return fmt.Errorf("relay: publisher returned %d results for %d messages", len(errs), len(msgs))
+			errs = miscounted(r.log, len(errs), len(msgs))
 		}
 		next := order[:0]
 		for i, k := range order {
@@ -255,9 +255,9 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 	markStart := time.Now()
 	defer func() { r.ctrs.MarkNanos.Add(int64(time.Since(markStart))) }()
 	if b.tx != nil {
-		return r.finish(ctx, b.tx, out)
+		return r.finish(ctx, b.tx, out, b.recs)
 	}
-	return r.mark(ctx, b.lease, out)
+	return r.mark(ctx, b.lease, out, b.recs)
 }
 
 // lanes groups rows by aggregate, keeping id order inside each lane. Rows
@@ -301,10 +301,16 @@ func (r *Relay) failure(rec store.Record, err error, permanent bool) store.Failu
 	return f
 }
 
-func (r *Relay) mark(ctx context.Context, lease string, out outcome) error {
+func (r *Relay) mark(ctx context.Context, lease string, out outcome, recs []store.Record) error {
 	var errs []error
 	if len(out.sent) > 0 {
 		n, err := r.cfg.Store.MarkSent(ctx, lease, out.sent)
+		if errors.Is(err, store.ErrRefused) {
+			var refused []store.Failure
+			n, refused, err = r.markSentIsolating(ctx, lease, out.sent, recs)
+			out.failures = append(out.failures, refused...)
+			n += int64(len(refused)) // not lost to another relay: marked failed below
+		}
 		r.ctrs.Published.Add(int64(len(out.sent)))
 		r.lost(int64(len(out.sent))-n, err)
 		errs = append(errs, err)
@@ -335,8 +341,18 @@ func (r *Relay) mark(ctx context.Context, lease string, out outcome) error {
 // finish records a transaction-held batch's outcome and commits; released
 // rows are simply not named. If the commit fails nothing is recorded: the
 // rows come back unchanged and are delivered again.
-func (r *Relay) finish(ctx context.Context, tx store.Claim, out outcome) error {
-	err := tx.Finish(ctx, out.sent, out.failures)
+func (r *Relay) finish(ctx context.Context, tx store.Claim, out outcome, recs []store.Record) error {
+	var err error
+	if itx, ok := tx.(store.IsolatingClaim); ok {
+		byID := recordsByID(recs)
+		err = itx.FinishIsolating(ctx, out.sent, out.failures, func(id int64, err error) store.Failure {
+			f := r.refusedMark(byID[id], err)
+			out.failures = append(out.failures, f)
+			return f
+		})
+	} else {
+		err = tx.Finish(ctx, out.sent, out.failures)
+	}
 	r.ctrs.Published.Add(int64(len(out.sent)))
 	r.ctrs.Released.Add(int64(len(out.release)))
 	if err != nil {
@@ -375,4 +391,19 @@ func minTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// miscounted stands in for the results of a publisher that returned a
+// number of them different from the messages it was given: which ones the
+// broker has is unknown, so every message of the round counts as a
+// retryable failure. The batch still goes through its marks, so its claim
+// (a transaction's connection and row locks, or a lease) is released.
+func miscounted(log *slog.Logger, got, want int) []error {
+	err := fmt.Errorf("relay: publisher returned %d results for %d messages", got, want)
+	log.Error("publisher bug: treating the round as failed", "err", err)
+	errs := make([]error, want)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
 }

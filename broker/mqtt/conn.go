@@ -184,6 +184,7 @@ type dialConfig struct {
 	onLost         func(error)
 	gen            uint64
 	state          *state.State // the session state to use; nil: a new one
+	log            *slog.Logger // gets paho's own error log; nil: discarded
 }
 
 // dial opens a TCP (or TLS) connection and completes the MQTT 5 CONNECT
@@ -251,6 +252,9 @@ func dial(ctx context.Context, c dialConfig) (*conn, error) {
 		cc.OnPublishReceived = []func(paho.PublishReceived) (bool, error){func(paho.PublishReceived) (bool, error) { return true, nil }}
 	}
 	cli := paho.NewClient(cc)
+	if c.log != nil {
+		cli.SetErrorLogger(pahoLog{c.log})
+	}
 	recvMax := c.receiveMaximum
 	cp := &paho.Connect{
 		ClientID:   c.clientID,
@@ -369,4 +373,17 @@ func logger(l *slog.Logger) *slog.Logger {
 		return slog.Default()
 	}
 	return l
+}
+
+// pahoLog routes paho's error log through slog at debug level (the
+// adapter reports a lost connection itself), so that it follows the
+// application's format (with --log-format json, a JSON line).
+type pahoLog struct{ l *slog.Logger }
+
+func (p pahoLog) Println(v ...any) {
+	p.l.Debug("mqtt client: " + strings.TrimSpace(fmt.Sprintln(v...)))
+}
+
+func (p pahoLog) Printf(format string, v ...any) {
+	p.l.Debug("mqtt client: " + strings.TrimSpace(fmt.Sprintf(format, v...)))
 }

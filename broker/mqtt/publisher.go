@@ -136,7 +136,7 @@ func (p *Publisher) conn(ctx context.Context) (*conn, error) {
 	nc, err := dial(ctx, dialConfig{
 		ep: p.ep, tls: p.opts.TLSConfig, clientID: p.opts.ClientID, cleanStart: true,
 		receiveMaximum: DefaultReceiveMaximum, keepAlive: p.opts.KeepAlive, connectTimeout: p.opts.ConnectTimeout,
-		gen: gen,
+		gen: gen, log: p.log,
 		onLost: func(err error) {
 			p.log.Warn("mqtt: publisher connection lost", "server", p.ep.redacted, "err", err)
 		},

@@ -170,7 +170,7 @@ func (s *Subscriber) conn(ctx context.Context) (*conn, error) {
 	nc, err := dial(ctx, dialConfig{
 		ep: s.ep, tls: s.opts.TLSConfig, clientID: s.opts.ClientID, cleanStart: false, sessionExpiry: expiry,
 		receiveMaximum: s.opts.ReceiveMaximum, keepAlive: s.opts.KeepAlive, connectTimeout: s.opts.ConnectTimeout,
-		manualAck: true, gen: gen, state: st,
+		manualAck: true, gen: gen, state: st, log: s.log,
 		onPublish: func(pr paho.PublishReceived) (bool, error) {
 			s.received(gen, st, pr)
 			return true, nil

@@ -74,6 +74,11 @@ func connect(ctx context.Context, c connConfig) (*nats.Conn, error) {
 		nats.ReconnectWait(c.reconnectWait),
 		nats.ReconnectBufSize(-1),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if err == nil {
+				// Our own Close: a clean stop is not worth a warning.
+				log.Debug("nats: connection closed", "server", nc.ConnectedUrlRedacted())
+				return
+			}
 			log.Warn("nats: disconnected", "server", nc.ConnectedUrlRedacted(), "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {

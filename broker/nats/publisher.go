@@ -32,9 +32,16 @@ const (
 // Options configure a Publisher. The zero value publishes to the stream
 // "TXBOX", which must exist.
 type Options struct {
-	// Stream the publisher checks at Open and reports limits from. Default
-	// "TXBOX". Messages go wherever their subject routes them.
+	// Stream the publisher checks at Open and reports limits from. Default:
+	// the stream that captures Topic when Topic is set, else "TXBOX".
+	// Messages go wherever their subject routes them.
 	Stream string
+	// Topic, when set, is a subject this publisher will publish to (a
+	// rendering of the relay's topic template). With Stream empty, the
+	// stream is the one whose subjects capture it (with CreateStream and no
+	// such stream, "TXBOX" is created); a stream that does not capture it
+	// is refused at Open, instead of every event failing with "no stream".
+	Topic string
 	// Subjects the stream must hold when CreateStream is set. Default
 	// ["outbox.>"], matching the default topic template.
 	Subjects []string
@@ -91,8 +98,13 @@ var _ broker.Publisher = (*Publisher)(nil)
 // txbox.ErrBrokerUnavailable, a bad URL or a missing stream with a
 // *txbox.ConfigError.
 func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
-	if opts.Stream == "" {
+	if opts.Stream == "" && opts.Topic == "" {
 		opts.Stream = DefaultStream
+	}
+	if opts.Stream != "" {
+		if err := ValidateStreamName(opts.Stream); err != nil {
+			return nil, &txbox.ConfigError{Field: "Options.Stream", Reason: err.Error()}
+		}
 	}
 	if len(opts.Subjects) == 0 {
 		opts.Subjects = []string{DefaultSubjects}
@@ -136,9 +148,19 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 		return fail(fmt.Errorf("nats: jetstream: %w", err))
 	}
 	p.js = js
+	if opts.Stream == "" {
+		if opts.Stream, err = streamFor(ctx, js, opts); err != nil {
+			return fail(err)
+		}
+		p.stream = opts.Stream
+	}
 	cfg, err := ensureStream(ctx, js, opts)
 	if err != nil {
 		return fail(err)
+	}
+	if opts.Topic != "" && !captures(cfg.Subjects, opts.Topic) {
+		return fail(&txbox.ConfigError{Field: "Options.Stream", Reason: fmt.Sprintf("stream %q (subjects %s) does not capture subject %q of Options.Topic: every event would fail; "+
+			"name the stream that holds it, add the subject to the stream, or set Options.CreateStream", opts.Stream, strings.Join(cfg.Subjects, ", "), opts.Topic)})
 	}
 	p.streamMax = int(max(cfg.MaxMsgSize, 0))
 	return p, nil
@@ -151,12 +173,29 @@ func orDefault(d, def time.Duration) time.Duration {
 	return def
 }
 
+// streamFor finds the stream that captures opts.Topic; with CreateStream
+// and none, the default stream (created by ensureStream).
+func streamFor(ctx context.Context, js jetstream.JetStream, opts Options) (string, error) {
+	name, err := js.StreamNameBySubject(ctx, opts.Topic)
+	switch {
+	case err == nil:
+		opts.Logger.Info("nats: using the stream that captures the topic", "stream", name, "subject", opts.Topic)
+		return name, nil
+	case errors.Is(err, jetstream.ErrStreamNotFound) && opts.CreateStream:
+		return DefaultStream, nil
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return "", &txbox.ConfigError{Field: "Options.Stream", Reason: fmt.Sprintf("no stream captures subject %q of Options.Topic: every event would fail; "+
+			"create one, or set Options.CreateStream", opts.Topic)}
+	}
+	return "", streamErr("look up the stream of subject", opts.Topic, err)
+}
+
 // ensureStream finds the stream, or creates or extends it with CreateStream.
 func ensureStream(ctx context.Context, js jetstream.JetStream, opts Options) (jetstream.StreamConfig, error) {
 	s, err := js.Stream(ctx, opts.Stream)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound) && !opts.CreateStream:
-		return jetstream.StreamConfig{}, &txbox.ConfigError{Field: "NATS stream", Reason: fmt.Sprintf("stream %q does not exist; create it or enable stream creation", opts.Stream)}
+		return jetstream.StreamConfig{}, &txbox.ConfigError{Field: "Options.Stream", Reason: fmt.Sprintf("stream %q does not exist: create it, or set Options.CreateStream", opts.Stream)}
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		cfg := jetstream.StreamConfig{
 			Name:       opts.Stream,
@@ -202,7 +241,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, opts Options) (je
 func streamErr(verb, stream string, err error) error {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && !errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
-		return &txbox.ConfigError{Field: "NATS stream", Reason: fmt.Sprintf("%s stream %q: %v", verb, stream, err)}
+		return &txbox.ConfigError{Field: "Options.Stream", Reason: fmt.Sprintf("%s stream %q: %v", verb, stream, err)}
 	}
 	return txbox.Unavailable(fmt.Errorf("nats: %s stream %q: %w", verb, stream, err))
 }

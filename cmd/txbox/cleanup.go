@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -18,6 +19,7 @@ func newCleanup(g *globals) *cobra.Command {
 	var maxAttempts int
 	var backoffBase, backoffMax time.Duration
 	var skipInbox bool
+	var cf confirmFlags
 	cmd := &cobra.Command{
 		Use:   "cleanup",
 		Short: "Delete SENT outbox rows and processed inbox rows past their retention, in bounded batches",
@@ -48,14 +50,26 @@ twice. The retry window follows from the consumers'
 				return err
 			}
 			defer s.Close()
+			admin, hasInbox := s.(store.InboxAdmin)
+			hasInbox = hasInbox && !skipInbox
+			if hasInbox {
+				if err := checkInbox(cmd.Context(), s, admin); err != nil {
+					return err
+				}
+			}
+			if cf.counts() {
+				what, total, err := cleanupCounts(cmd.Context(), s, age, ret.Keep, hasInbox)
+				if err != nil {
+					return err
+				}
+				if ok, err := cf.proceed(cmd, what, total); !ok {
+					return err
+				}
+			}
 			n, err := store.Cleanup(cmd.Context(), s, age, batch)
 			fmt.Fprintf(cmd.OutOrStdout(), "outbox: deleted %d sent row(s) older than %s\n", n, age)
-			if err != nil || skipInbox {
+			if err != nil || !hasInbox {
 				return err
-			}
-			admin, ok := s.(store.InboxAdmin)
-			if !ok {
-				return nil
 			}
 			n, err = store.InboxCleanup(cmd.Context(), admin, ret.Keep, batch)
 			fmt.Fprintf(cmd.OutOrStdout(), "inbox: deleted %d processed row(s) older than %s\n", n, ret.Keep)
@@ -72,5 +86,28 @@ twice. The retry window follows from the consumers'
 	f.DurationVar(&backoffBase, "inbox-backoff-base", inbox.DefaultBackoffBase, "the consumers' BackoffBase")
 	f.DurationVar(&backoffMax, "inbox-backoff-max", inbox.DefaultBackoffMax, "the consumers' BackoffMax")
 	f.BoolVar(&skipInbox, "outbox-only", false, "leave the inbox alone")
+	cf.add(f)
 	return cmd
+}
+
+// cleanupCounts says what a cleanup would delete, exactly, for --dry-run and
+// the confirmation.
+func cleanupCounts(ctx context.Context, s store.Store, age, keep time.Duration, inbox bool) (string, int64, error) {
+	c, ok := s.(store.Counter)
+	if !ok {
+		return fmt.Sprintf("delete sent outbox rows older than %s", age), -1, nil
+	}
+	n, err := c.CountCleanup(ctx, age)
+	if err != nil {
+		return "", 0, err
+	}
+	what := fmt.Sprintf("delete %d sent outbox row(s) older than %s", n, age)
+	if !inbox {
+		return what, n, nil
+	}
+	m, err := c.CountInboxCleanup(ctx, keep)
+	if err != nil {
+		return "", 0, err
+	}
+	return what + fmt.Sprintf(" and %d processed inbox row(s) older than %s", m, keep), n + m, nil
 }

@@ -70,13 +70,17 @@ func newDead(g *globals) *cobra.Command {
 	dead := &cobra.Command{Use: "dead", Short: "Inspect, replay and purge dead-lettered outbox rows"}
 
 	var lf filterFlags
-	var asJSON bool
+	var lo outputFlags
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List dead rows",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := lf.filter(false)
+			if err != nil {
+				return err
+			}
+			asJSON, err := lo.asJSON()
 			if err != nil {
 				return err
 			}
@@ -96,14 +100,14 @@ func newDead(g *globals) *cobra.Command {
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "EVENT_ID\tAGGREGATE\tTYPE\tATTEMPTS\tCREATED\tLAST_ERROR")
 			for _, r := range recs {
-				fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\n", r.EventID, r.AggregateType, r.AggregateID, r.EventType, r.RetryCount,
-					r.CreatedAt.UTC().Format(time.RFC3339), sqlstore.Truncate(r.LastError, 120))
+				fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\n", cell(r.EventID), cell(r.AggregateType), cell(r.AggregateID), cell(r.EventType), r.RetryCount,
+					r.CreatedAt.UTC().Format(time.RFC3339), cell(sqlstore.Truncate(r.LastError, 120)))
 			}
 			return tw.Flush()
 		},
 	}
 	lf.add(list.Flags(), false)
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	lo.add(list.Flags())
 
 	show := &cobra.Command{
 		Use:   "show EVENT_ID",
@@ -129,29 +133,32 @@ func newDead(g *globals) *cobra.Command {
 	}
 
 	var rf, pf filterFlags
+	var rc, pc confirmFlags
 	replay := &cobra.Command{
 		Use:   "replay",
 		Short: "Put matching dead rows back to PENDING (same event ids, fresh attempts)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return bulk(cmd, g, &rf, "replayed", func(s store.Store, f store.Filter) (int64, error) { return s.Replay(cmd.Context(), f) })
+			return bulk(cmd, g, &rf, &rc, "replay", "replayed", func(s store.Store, f store.Filter) (int64, error) { return s.Replay(cmd.Context(), f) })
 		},
 	}
 	rf.add(replay.Flags(), true)
+	rc.add(replay.Flags())
 	purge := &cobra.Command{
 		Use:   "purge",
 		Short: "Delete matching dead rows",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return bulk(cmd, g, &pf, "purged", func(s store.Store, f store.Filter) (int64, error) { return s.Purge(cmd.Context(), f) })
+			return bulk(cmd, g, &pf, &pc, "purge", "purged", func(s store.Store, f store.Filter) (int64, error) { return s.Purge(cmd.Context(), f) })
 		},
 	}
 	pf.add(purge.Flags(), true)
+	pc.add(purge.Flags())
 	dead.AddCommand(list, show, replay, purge)
 	return dead
 }
 
-func bulk(cmd *cobra.Command, g *globals, ff *filterFlags, verb string, do func(store.Store, store.Filter) (int64, error)) error {
+func bulk(cmd *cobra.Command, g *globals, ff *filterFlags, cf *confirmFlags, verb, done string, do func(store.Store, store.Filter) (int64, error)) error {
 	f, err := ff.filter(true)
 	if err != nil {
 		return err
@@ -161,11 +168,20 @@ func bulk(cmd *cobra.Command, g *globals, ff *filterFlags, verb string, do func(
 		return err
 	}
 	defer s.Close()
+	if cf.counts() {
+		n, err := countRows(cmd.Context(), s, sqlstore.DeadOnly(f))
+		if err != nil {
+			return err
+		}
+		if ok, err := cf.proceed(cmd, fmt.Sprintf("%s %s dead event(s)", verb, countText(n)), n); !ok {
+			return err
+		}
+	}
 	n, err := do(s, f)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s %d dead event(s)\n", verb, n)
+	fmt.Fprintf(cmd.OutOrStdout(), "%s %d dead event(s)\n", done, n)
 	return nil
 }
 

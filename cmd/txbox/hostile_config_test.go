@@ -190,9 +190,9 @@ func TestTableNamesWithSQLRefusedBeforeConnecting(t *testing.T) {
 	dbs := []string{"postgres://u:s3cret@" + addr + "/x", "mysql://root:s3cret@" + addr + "/test", "sqlite://" + sqlite}
 	names := []string{"x; DROP TABLE users", `t"--`, "o'); DELETE FROM y; --", "1abc", strings.Repeat("n", 64), "a.b", "inbox_event\n"}
 	flags := []struct{ flag, env, field string }{
-		{"--schema", "TXBOX_SCHEMA", "Tables.Schema"},
-		{"--outbox-table", "TXBOX_OUTBOX_TABLE", "Tables.Outbox"},
-		{"--inbox-table", "TXBOX_INBOX_TABLE", "Tables.Inbox"},
+		{"--schema", "TXBOX_SCHEMA", "--schema (TXBOX_SCHEMA)"},
+		{"--outbox-table", "TXBOX_OUTBOX_TABLE", "--outbox-table (TXBOX_OUTBOX_TABLE)"},
+		{"--inbox-table", "TXBOX_INBOX_TABLE", "--inbox-table (TXBOX_INBOX_TABLE)"},
 	}
 	cmds := [][]string{{"stats"}, {"migrate"}, {"relay", "--broker", "nats://" + addr}, {"dead", "list"}, {"inbox", "list"}, {"cleanup"}}
 	n := 0

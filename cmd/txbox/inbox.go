@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -24,8 +25,11 @@ type inboxFlags struct {
 }
 
 func (f *inboxFlags) filter(needFilter bool) (store.InboxFilter, error) {
-	out := store.InboxFilter{Consumer: f.consumer, Status: txbox.Status(f.status), EventIDs: f.ids, Limit: f.limit}
+	out := store.InboxFilter{Consumer: f.consumer, EventIDs: f.ids, Limit: f.limit}
 	var err error
+	if out.Status, err = parseStatus("--status (TXBOX_STATUS)", f.status, inboxStatuses); err != nil {
+		return out, err
+	}
 	if out.Since, err = parseWhen(f.since, "--since"); err != nil {
 		return out, err
 	}
@@ -48,6 +52,10 @@ func openInbox(ctx context.Context, g *globals) (store.Store, store.InboxAdmin, 
 		s.Close()
 		return nil, nil, fmt.Errorf("this store has no inbox support")
 	}
+	if err := checkInbox(ctx, s, admin); err != nil {
+		s.Close()
+		return nil, nil, err
+	}
 	return s, admin, nil
 }
 
@@ -55,13 +63,17 @@ func newInbox(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "inbox", Short: "Inspect and replay parked inbox events"}
 
 	var lf inboxFlags
-	var asJSON bool
+	var lo outputFlags
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List inbox rows (default: parked ones)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := lf.filter(false)
+			if err != nil {
+				return err
+			}
+			asJSON, err := lo.asJSON()
 			if err != nil {
 				return err
 			}
@@ -80,19 +92,19 @@ func newInbox(g *globals) *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "EVENT_ID\tCONSUMER\tTYPE\tSTATUS\tATTEMPTS\tRECEIVED\tERROR")
 			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.EventID, r.ConsumerName, r.EventType, r.Status, r.RetryCount,
-					r.ReceivedAt.UTC().Format(time.RFC3339), sqlstore.Truncate(r.ErrorMessage, 120))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cell(r.EventID), cell(r.ConsumerName), cell(r.EventType), r.Status, r.RetryCount,
+					r.ReceivedAt.UTC().Format(time.RFC3339), cell(sqlstore.Truncate(r.ErrorMessage, 120)))
 			}
 			return tw.Flush()
 		},
 	}
 	list.Flags().StringVar(&lf.consumer, "consumer", "", "consumer name")
-	list.Flags().StringVar(&lf.status, "status", "DEAD", "status: DEAD, RETRY, REPLAY, PROCESSED, SKIPPED, or empty for all")
+	list.Flags().StringVar(&lf.status, "status", "DEAD", "status: DEAD, RETRY, REPLAY, PROCESSING, PROCESSED, SKIPPED (any case), or all")
 	list.Flags().StringSliceVar(&lf.ids, "event-id", nil, "event id (repeatable)")
 	list.Flags().StringVar(&lf.since, "since", "", "received at or after (RFC 3339 or a duration ago)")
 	list.Flags().StringVar(&lf.until, "until", "", "received before (RFC 3339 or a duration ago)")
 	list.Flags().IntVar(&lf.limit, "limit", 100, "rows at most")
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	lo.add(list.Flags())
 
 	var consumer string
 	show := &cobra.Command{
@@ -141,6 +153,11 @@ func newInbox(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if n == 0 {
+				if err := noSuchConsumer(cmd.Context(), admin, rf.consumer); err != nil {
+					return err
+				}
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "replay requested for %d parked event(s); consumer %q applies them on its next replay check\n", n, rf.consumer)
 			return nil
 		},
@@ -180,4 +197,22 @@ func inboxJSON(rows []store.InboxRow) []inboxRowJSON {
 		}
 	}
 	return out
+}
+
+// noSuchConsumer explains a replay that found nothing because the consumer
+// has no rows at all (a mistyped or differently cased name), naming the
+// consumers that do: exit 1.
+func noSuchConsumer(ctx context.Context, admin store.InboxAdmin, consumer string) error {
+	counts, err := admin.InboxCounts(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := counts[consumer]; ok {
+		return nil
+	}
+	known := "none"
+	if names := consumerNames(counts); len(names) > 0 {
+		known = strings.Join(names, ", ")
+	}
+	return &runtimeError{msg: fmt.Sprintf("consumer %q has no inbox rows: nothing to replay (consumers with rows: %s)", consumer, known)}
 }

@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,11 +20,18 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/internal/open"
 	"github.com/txbox/txbox/internal/redact"
 	"github.com/txbox/txbox/store"
 )
+
+// commandStarted is set once cobra has parsed the command line and starts
+// running a command: an error before that is a usage error.
+var commandStarted bool
+
+// jsonLog is the logger once --log-format json is in effect: main reports
+// a failure through it, so that every line on stderr is JSON.
+var jsonLog *slog.Logger
 
 // globals are the settings every subcommand shares.
 type globals struct {
@@ -34,6 +40,9 @@ type globals struct {
 	logLevel, logFormat   string
 	deleteSent            bool
 	log                   *slog.Logger
+	// migrating: the command creates the tables, so openStore does not
+	// require them.
+	migrating bool
 }
 
 func main() {
@@ -42,6 +51,17 @@ func main() {
 	stopProfile := cpuProfile(os.Getenv("TXBOX_CPUPROFILE"))
 	err := newRoot().ExecuteContext(ctx)
 	stopProfile()
+	err = withFlagNames(err)
+	if err != nil && !commandStarted {
+		// Cobra's own errors (an argument a command does not take) come
+		// before any command ran: they are usage errors.
+		err = &usageError{msg: err.Error()}
+	}
+	if err != nil && jsonLog != nil {
+		// --log-format json: the last line is JSON too.
+		jsonLog.Error("txbox: "+oneLine(err), "exit_code", exitCode(err))
+		os.Exit(exitCode(err))
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "txbox:", oneLine(err))
 		os.Exit(exitCode(err))
@@ -68,13 +88,6 @@ func cpuProfile(path string) func() {
 	}
 }
 
-func exitCode(err error) int {
-	if errors.Is(err, txbox.ErrConfig) {
-		return 2
-	}
-	return 1
-}
-
 func oneLine(err error) string {
 	return strings.ReplaceAll(strings.TrimPrefix(err.Error(), "txbox: "), "\n", "; ")
 }
@@ -87,6 +100,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			commandStarted = true
 			if err := bindEnv(cmd); err != nil {
 				return err
 			}
@@ -95,16 +109,14 @@ func newRoot() *cobra.Command {
 	}
 	f := root.PersistentFlags()
 	f.StringVar(&g.db, "db", "", "database URL: postgres://..., mysql://..., sqlite://PATH")
-	f.StringVar(&g.broker, "broker", "", "broker URL: nats://...")
-	f.StringVar(&g.topic, "topic", broker.DefaultTopic, "destination template over {aggregate_type} and {event_type}")
 	f.StringVar(&g.schema, "schema", "", "schema (PostgreSQL) holding the tables; default: search path")
 	f.StringVar(&g.outbox, "outbox-table", "outbox_event", "outbox table name")
 	f.StringVar(&g.inbox, "inbox-table", "inbox_event", "inbox table name")
-	f.BoolVar(&g.deleteSent, "delete-sent", false, "delete rows once the broker confirmed them instead of moving them to the <outbox>_sent archive (MySQL, PostgreSQL) or keeping them as SENT (SQLite)")
 	f.StringVar(&g.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&g.logFormat, "log-format", "text", "text or json")
 
-	root.AddCommand(newMigrate(g), newRelay(g), newStats(g), newDead(g), newInbox(g), newCleanup(g), newDemo(), newUI(g))
+	root.AddCommand(newMigrate(g), newRelay(g), newStats(g), newDead(g), newInbox(g), newCleanup(g), newDemo(), newUI(g), newVersion())
+	conventions(root)
 	return root
 }
 
@@ -143,10 +155,12 @@ func (g *globals) setupLog() error {
 		g.log = slog.New(slog.NewTextHandler(os.Stderr, opts))
 	case "json":
 		g.log = slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		jsonLog = g.log
 	default:
 		return &txbox.ConfigError{Field: "--log-format (TXBOX_LOG_FORMAT)", Reason: fmt.Sprintf("%q: want text or json", g.logFormat)}
 	}
 	slog.SetDefault(g.log)
+	open.RouteLibraryLogs(g.log)
 	return nil
 }
 
@@ -163,6 +177,12 @@ func (g *globals) openStore(ctx context.Context) (store.Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("database %s: %w", redact.URL(g.db), err)
 	}
+	if !g.migrating {
+		if err := checkOutbox(ctx, s); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -172,6 +192,7 @@ func newMigrate(g *globals) *cobra.Command {
 		Short: "Create or upgrade the outbox and inbox tables (safe to run concurrently)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			g.migrating = true
 			s, err := g.openStore(cmd.Context())
 			if err != nil {
 				return err

@@ -37,7 +37,7 @@ func TestBadConfigurationOneLineNamesSetting(t *testing.T) {
 		{nil, []string{"relay", "--db", "postgres://u:hunter2@127.0.0.1:1/x", "--broker", "kafka9://x"}, "--broker (TXBOX_BROKER)"},
 		{[]string{"TXBOX_BATCH_SIZE=lots"}, []string{"relay"}, "--batch-size (TXBOX_BATCH_SIZE)"},
 		{nil, []string{"relay", "--topic", "x.{aggregate}", "--db", "postgres://u:hunter2@127.0.0.1:1/x", "--broker", "nats://127.0.0.1:1"}, "--topic (TXBOX_TOPIC)"},
-		{nil, []string{"stats", "--outbox-table", "outbox; DROP TABLE x", "--db", "postgres://127.0.0.1:1/x"}, "Tables.Outbox"},
+		{nil, []string{"stats", "--outbox-table", "outbox; DROP TABLE x", "--db", "postgres://127.0.0.1:1/x"}, "--outbox-table (TXBOX_OUTBOX_TABLE)"},
 		{[]string{"TXBOX_LOG_LEVEL=loud"}, []string{"stats"}, "--log-level (TXBOX_LOG_LEVEL)"},
 		{nil, []string{"cleanup", "--db", "postgres://127.0.0.1:1/x", "--inbox-retention", "48h"}, "--inbox-retention"},
 		{nil, []string{"dead", "replay", "--db", "postgres://127.0.0.1:1/x"}, "filter"},

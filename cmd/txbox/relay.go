@@ -31,12 +31,23 @@ func newRelay(g *globals) *cobra.Command {
 			cfg.Topic = broker.Topic(g.topic)
 			cfg.Claims = relay.ClaimMode(claims)
 			cfg.Logger = g.log
+			if err := rejectZeroRelayFlags(cfg, g.topic); err != nil {
+				return err
+			}
 			if err := cfg.ValidateSettings(); err != nil {
 				return err
 			}
 			if err := open.CheckPublisherURL(g.broker); err != nil {
 				return err
 			}
+			if err := open.CheckTopic(g.broker, cfg.Topic); err != nil {
+				return err
+			}
+			if err := open.CheckBrokerFlags(g.broker); err != nil {
+				return err
+			}
+			open.UseTopic(cfg.Topic)
+			g.migrating = migrate
 			s, err := g.openStore(ctx)
 			if err != nil {
 				return err
@@ -48,6 +59,9 @@ func newRelay(g *globals) *cobra.Command {
 				}
 			}
 			pub, err := openPublisher(ctx, g)
+			if err != nil && ctx.Err() != nil {
+				return nil // stopped while waiting for the broker: a clean stop
+			}
 			if err != nil {
 				return err
 			}
@@ -75,6 +89,9 @@ func newRelay(g *globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	// Defaults are the library's (relay.Default*): one source.
+	f.StringVar(&g.broker, "broker", "", "broker URL: nats://, kafka://, amqp:// (RabbitMQ), redis://, mqtt://, http(s):// (webhook)")
+	f.StringVar(&g.topic, "topic", broker.DefaultTopic, "destination template over {aggregate_type} and {event_type}")
+	f.BoolVar(&g.deleteSent, "delete-sent", false, "delete rows once the broker confirmed them instead of moving them to the <outbox>_sent archive (MySQL, PostgreSQL) or keeping them as SENT (SQLite)")
 	f.IntVar(&cfg.BatchSize, "batch-size", relay.DefaultBatchSize, "rows per claim")
 	f.IntVar(&cfg.Workers, "workers", relay.DefaultWorkers, "claimed batches published concurrently")
 	f.DurationVar(&cfg.PollInterval, "poll-interval", relay.DefaultPollInterval, "idle wait between claims")

@@ -22,12 +22,16 @@ type statsJSON struct {
 }
 
 func newStats(g *globals) *cobra.Command {
-	var asJSON bool
+	var lo outputFlags
 	cmd := &cobra.Command{
 		Use:   "stats",
 		Short: "Counts per status, backlog, oldest pending age and dead count",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			asJSON, err := lo.asJSON()
+			if err != nil {
+				return err
+			}
 			s, err := g.openStore(cmd.Context())
 			if err != nil {
 				return err
@@ -60,6 +64,6 @@ func newStats(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	lo.add(cmd.Flags())
 	return cmd
 }

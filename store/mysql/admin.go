@@ -99,27 +99,6 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error
 	return recs, nil
 }
 
-// Count counts what List would return without a limit: the hot table and,
-// unless the filter asks for a status that is never archived, the archive.
-func (s *Store) Count(ctx context.Context, f store.Filter) (int64, error) {
-	where, args := filter(f)
-	var parts []string
-	var all []any
-	if f.Status != txbox.StatusSent {
-		parts = append(parts, `(SELECT COUNT(*) FROM `+s.q.table+` WHERE `+where+`)`)
-		all = append(all, args...)
-	}
-	if f.Status == "" || f.Status == txbox.StatusSent {
-		parts = append(parts, `(SELECT COUNT(*) FROM `+s.q.sent+` WHERE `+where+`)`)
-		all = append(all, args...)
-	}
-	var n int64
-	if err := s.db.QueryRowContext(ctx, `SELECT `+strings.Join(parts, " + "), all...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("mysql: count: %w", err)
-	}
-	return n, nil
-}
-
 func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
 	where, args := filter(sqlstore.DeadOnly(f))
 	n, err := s.exec(ctx, `UPDATE `+s.q.table+` SET status = 'PENDING', retry_count = 0, next_retry_at = NULL,

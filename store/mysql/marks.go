@@ -24,7 +24,7 @@ func (s *Store) MarkSent(ctx context.Context, lease string, ids []int64) (int64,
 		in, args := inList(ids, nil)
 		n, err := s.exec(ctx, `DELETE FROM `+s.q.table+` WHERE id IN (`+in+`)`+fence, append(args, lease)...)
 		if err != nil {
-			return 0, fmt.Errorf("mysql: mark sent: %w", err)
+			return 0, fmt.Errorf("mysql: mark sent: %w", refused(err))
 		}
 		return n, nil
 	}
@@ -65,7 +65,7 @@ func (s *Store) MarkSent(ctx context.Context, lease string, ids []int64) (int64,
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("mysql: mark sent: %w", err)
+		return 0, fmt.Errorf("mysql: mark sent: %w", refused(err))
 	}
 	return n, nil
 }

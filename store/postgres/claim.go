@@ -190,14 +190,17 @@ SELECT * FROM final ORDER BY id`
 	// The floor's probe (floor.go): the lowest unsent id this statement's
 	// snapshot sees at or above $1 (or, with none, the next id the sequence
 	// will hand out), and whether the candidate whose marker, virtual
-	// transaction ids and time are $2, $3, $4 has nothing left running.
+	// transaction ids and time are $2, $3, $4 has nothing left running;
+	// and the sequence's next id, which falls below the floor when the
+	// sequence was set back (TRUNCATE ... RESTART IDENTITY).
 	// txid_ functions: PostgreSQL 12 has no pg_snapshot_ ones.
 	q.floorProbe = `SELECT coalesce((SELECT w.id FROM ` + table + ` w WHERE ` + u("w") + ` AND w.id >= $1 ORDER BY w.id LIMIT 1),
-		(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM %s)),
+		(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM %[1]s)),
 	CASE WHEN $2::bigint IS NULL THEN false
 		ELSE txid_snapshot_xmin(txid_current_snapshot()) >= $2::bigint
 			AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'virtualxid' AND l.virtualxid = ANY($3::text[]))
-			AND NOT EXISTS (SELECT 1 FROM pg_prepared_xacts x WHERE x.prepared >= $4::timestamptz) END`
+			AND NOT EXISTS (SELECT 1 FROM pg_prepared_xacts x WHERE x.prepared >= $4::timestamptz) END,
+	(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM %[1]s)`
 
 	q.floorBelow = `SELECT (SELECT w.id FROM ` + table + ` w WHERE ` + u("w") + ` AND w.id < $1 ORDER BY w.id LIMIT 1)`
 

@@ -65,6 +65,9 @@ type floorTracker struct {
 	every   time.Duration
 	looking bool // a look below the floor is running
 	checked bool // the sequence was looked at
+	// gen counts the times the sequence was found set back; what a probe
+	// sent before that saw is of no use after it.
+	gen uint64
 }
 
 // floorCand is a candidate floor and what must end before it is trusted.
@@ -74,6 +77,7 @@ type floorCand struct {
 	since   time.Time // database clock
 	vxids   []string
 	cleared time.Time // when a probe found all of it ended; zero: not yet
+	gen     uint64    // floorTracker.gen when its probe was sent
 }
 
 // floorCheck is what a claim's probe is asked to check: the oldest
@@ -184,6 +188,15 @@ type probeResult struct {
 	checked *int64    // the marker of the candidate checked, nil: none
 	sent    time.Time // when the claim was sent: its snapshot is later
 	read    time.Time // when the probe's answer was read: its check is earlier
+	next    int64     // the sequence's next id; 0: not read
+	gen     uint64    // floorTracker.gen when the claim was sent
+}
+
+// generation is read before a claim is sent; see probeResult.gen.
+func (f *floorTracker) generation() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gen
 }
 
 // observe takes one probe's result and reports whether the claim should
@@ -192,6 +205,20 @@ type probeResult struct {
 func (f *floorTracker) observe(p probeResult) (propose bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if p.gen != f.gen {
+		return false // sent before the sequence was set back
+	}
+	if p.next > 0 && f.safe != noFloor && p.next < f.safe {
+		// The sequence was set back (TRUNCATE ... RESTART IDENTITY, setval):
+		// the ids it hands out now lie below the floor, and a claim reading
+		// from the floor would not see them until the next look below it.
+		// Every candidate is void: the ids below it are being handed out
+		// again, by transactions no marker covers.
+		f.safe = noFloor
+		f.cands = f.cands[:0]
+		f.gen++
+		return false
+	}
 	// Step 4: a candidate cleared by an earlier probe whose check finished
 	// before this probe was sent.
 	for len(f.cands) > 0 && !f.cands[0].cleared.IsZero() && p.sent.After(f.cands[0].cleared) {
@@ -215,7 +242,7 @@ func (f *floorTracker) observe(p probeResult) (propose bool) {
 func (f *floorTracker) add(c floorCand) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.fits(c.m) {
+	if c.gen == f.gen && f.fits(c.m) {
 		f.cands = append(f.cands, c)
 	}
 }

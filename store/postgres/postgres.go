@@ -24,8 +24,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/internal/sqlstore"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 )
 
@@ -191,7 +191,7 @@ func (s *Store) MarkSent(ctx context.Context, lease string, ids []int64) (int64,
 	}
 	tag, err := s.pool.Exec(ctx, s.q.markSent, ids, lease)
 	if err != nil {
-		return 0, fmt.Errorf("postgres: mark sent: %w", err)
+		return 0, fmt.Errorf("postgres: mark sent: %w", refused(err))
 	}
 	return tag.RowsAffected(), nil
 }
@@ -323,31 +323,17 @@ func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
 	return tag.RowsAffected(), nil
 }
 
-// Count counts what List would return without a limit: the outbox table
-// and, unless the filter asks for a status that is never archived, the
-// archive of SENT rows.
-func (s *Store) Count(ctx context.Context, f store.Filter) (int64, error) {
-	where, args := sqlstore.FilterSQL(f, ph, 1)
-	q := `SELECT count(*) FROM ` + s.q.table + ` WHERE ` + where
-	if f.Status == "" || f.Status == txbox.StatusSent {
-		q = `SELECT (` + q + `) + (SELECT count(*) FROM ` + s.q.sent + ` WHERE ` + where + `)`
-	}
-	var n int64
-	if err := s.pool.QueryRow(ctx, q, args...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("postgres: count: %w", err)
-	}
-	return n, nil
-}
-
 // CleanupBatch deletes at most limit SENT rows sent before now - age: from
 // the archive first, then from the outbox table, where earlier versions kept
 // them. SKIP LOCKED keeps it out of the relay's way.
 func (s *Store) CleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
 	var total int64
 	for _, stmt := range []string{
-		`DELETE FROM ` + s.q.sent + ` WHERE id IN (
-			SELECT id FROM ` + s.q.sent + ` WHERE sent_at < now() - $1 * interval '1 millisecond'
-			LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+		// The archive's id is not unique (a reused id, 004_*.sql): rows
+		// are picked by their physical address.
+		`DELETE FROM ` + s.q.sent + ` WHERE ctid = ANY(ARRAY(
+			SELECT ctid FROM ` + s.q.sent + ` WHERE sent_at < now() - $1 * interval '1 millisecond'
+			LIMIT $2 FOR UPDATE SKIP LOCKED))`,
 		`DELETE FROM ` + s.q.table + ` WHERE id IN (
 			SELECT id FROM ` + s.q.table + ` WHERE status = 'SENT' AND sent_at < now() - $1 * interval '1 millisecond'
 			LIMIT $2 FOR UPDATE SKIP LOCKED)`,

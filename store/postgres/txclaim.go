@@ -36,6 +36,7 @@ func (s *Store) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
 	// blocked aggregates; the fallback below covers the rest.
 	held := s.held.ids()
 	window := min(len(held)+limit*txScanFactor, maxWindow)
+	gen := s.floor.generation()
 	floor, chk, rescan := s.floor.get(time.Now())
 	if rescan {
 		s.startRescan(floor)
@@ -57,7 +58,7 @@ func (s *Store) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
 		c.recs, err = collectBatch(br)
 	}
 	if err == nil && s.floor.on {
-		err = c.observeFloor(br, probeResult{from: floor, checked: chk.marker, sent: sent})
+		err = c.observeFloor(br, probeResult{from: floor, checked: chk.marker, sent: sent, gen: gen})
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -132,12 +133,13 @@ func (c *txClaim) more(ctx context.Context, limit, window int, floor int64) erro
 
 // observeFloor reads the floor probe queued after the claim.
 func (c *txClaim) observeFloor(br pgx.BatchResults, p probeResult) error {
-	if err := br.QueryRow().Scan(&p.m, &p.cleared); err != nil {
+	if err := br.QueryRow().Scan(&p.m, &p.cleared, &p.next); err != nil {
 		return err
 	}
 	p.read = time.Now()
 	if c.s.floor.observe(p) {
 		c.propose = &p.m
+		c.proposeGen = p.gen
 	}
 	return nil
 }
@@ -176,7 +178,7 @@ func (c *txClaim) markFloor(ctx context.Context) {
 	if c.propose == nil {
 		return
 	}
-	f := floorCand{m: *c.propose}
+	f := floorCand{m: *c.propose, gen: c.proposeGen}
 	if err := c.conn.QueryRow(ctx, floorMark).Scan(&f.marker, &f.since, &f.vxids); err != nil {
 		c.s.log.Debug("txbox: claim floor: taking a marker failed", "err", err)
 		return
@@ -198,10 +200,14 @@ func collectBatch(br pgx.BatchResults) ([]store.Record, error) {
 }
 
 type txClaim struct {
-	s       *Store
-	conn    *pgxpool.Conn // nil once ended
-	recs    []store.Record
-	propose *int64 // a floor candidate to mark when the transaction ends
+	s          *Store
+	conn       *pgxpool.Conn // nil once ended
+	recs       []store.Record
+	propose    *int64 // a floor candidate to mark when the transaction ends
+	proposeGen uint64
+	// keepOnRefusal: Finish keeps the connection after a refused mark, for
+	// FinishIsolating.
+	keepOnRefusal bool
 }
 
 func (c *txClaim) Records() []store.Record { return c.recs }
@@ -234,6 +240,9 @@ func (c *txClaim) Finish(ctx context.Context, sent []int64, failures []store.Fai
 		err = cerr
 	}
 	if err != nil {
+		if err = refused(err); c.keepOnRefusal && errors.Is(err, store.ErrRefused) {
+			return fmt.Errorf("postgres: finish claim: %w", err) // FinishIsolating takes over
+		}
 		// The transaction did not commit: drop the connection, so the server
 		// rolls it back and the rows are free again.
 		c.drop()

@@ -258,10 +258,14 @@ func (s *Store) MarkSent(ctx context.Context, lease string, ids []int64) (int64,
 	if len(ids) == 0 {
 		return 0, nil
 	}
+	var n int64
+	var err error
 	if s.q.deleteSent {
-		return s.exec(ctx, "mark sent", s.q.markSent, idsJSON(ids), lease)
+		n, err = s.exec(ctx, "mark sent", s.q.markSent, idsJSON(ids), lease)
+	} else {
+		n, err = s.exec(ctx, "mark sent", s.q.markSent, idsJSON(ids), lease, micros(time.Now()))
 	}
-	return s.exec(ctx, "mark sent", s.q.markSent, idsJSON(ids), lease, micros(time.Now()))
+	return n, refused(err)
 }
 
 type failureJSON struct {
@@ -376,16 +380,6 @@ func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
 func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
 	where, args := filter(sqlstore.DeadOnly(f))
 	return s.exec(ctx, "purge", `DELETE FROM `+s.q.table+` WHERE `+where, args...)
-}
-
-// Count counts what List would return without a limit.
-func (s *Store) Count(ctx context.Context, f store.Filter) (int64, error) {
-	where, args := filter(f)
-	var n int64
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM `+s.q.table+` WHERE `+where, args...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("sqlite: count: %w", err)
-	}
-	return n, nil
 }
 
 // CleanupBatch deletes at most limit SENT rows in one short write

@@ -55,6 +55,9 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentMigrate", testConcurrentMigrate},
 		{"BadBytesInLastError", testBadBytesInLastError},
 		{"TxClaims", runTxClaims},
+		{"ReusedIDs", testReusedIDs},
+		{"Count", testCount},
+		{"RefusedMarkIsIsolated", testRefusedMark},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, h) })

@@ -1,0 +1,43 @@
+package main_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// goField is a library field name in an operator's message.
+var goField = regexp.MustCompile(`\b(BatchSize|Workers|PollInterval|Lease|PublishTimeout|MaxAttempts|BackoffBase|BackoffMax|Tables\.\w+)\b`)
+
+// Validation errors name the flag and its variable, never a Go field; 0 or
+// an empty value is refused where it makes no sense instead of silently
+// meaning the default.
+func TestValidationNamesFlagsAndRefusesZero(t *testing.T) {
+	relay := []string{"relay", "--db", "postgres://127.0.0.1:1/x", "--broker", "nats://127.0.0.1:1"}
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"--batch-size", "-1"}, "--batch-size (TXBOX_BATCH_SIZE): -1 is outside 1..10000"},
+		{[]string{"TXBOX_BATCH_SIZE=-1"}, nil, "--batch-size (TXBOX_BATCH_SIZE): -1 is outside 1..10000"},
+		{nil, []string{"--batch-size", "0"}, "--batch-size (TXBOX_BATCH_SIZE)"},
+		{nil, []string{"--workers", "0"}, "--workers (TXBOX_WORKERS)"},
+		{nil, []string{"--max-attempts", "0"}, "--max-attempts (TXBOX_MAX_ATTEMPTS)"},
+		{nil, []string{"--lease", "0s"}, "--lease (TXBOX_LEASE)"},
+		{nil, []string{"--poll-interval", "0"}, "--poll-interval (TXBOX_POLL_INTERVAL)"},
+		{nil, []string{"--topic", ""}, "--topic (TXBOX_TOPIC)"},
+		{[]string{"TXBOX_TOPIC="}, nil, "--topic (TXBOX_TOPIC)"},
+		{nil, []string{"--lease", "1s", "--publish-timeout", "900ms"}, "--publish-timeout (TXBOX_PUBLISH_TIMEOUT): 900ms must be positive and at most half of --lease"},
+		{nil, []string{"--backoff-base", "2s", "--backoff-max", "1s"}, "--backoff-max (TXBOX_BACKOFF_MAX)"},
+		{nil, []string{"--claims", "maybe"}, "--claims (TXBOX_CLAIMS)"},
+		{nil, []string{"--schema", "a-b"}, "--schema (TXBOX_SCHEMA)"},
+	} {
+		args := append(append([]string{}, relay...), c.args...)
+		out, code := run(t, c.env, args...)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if code != 2 || len(lines) != 1 || !strings.Contains(out, c.want) || goField.MatchString(out) {
+			t.Fatalf("txbox %v (env %v): exit %d, want 2 and one line with %q and no Go field name; got:\n%s", c.args, c.env, code, c.want, out)
+		}
+	}
+}
