@@ -94,18 +94,3 @@ func TestCleanStopLogsNoWarning(t *testing.T) {
 		}
 	}
 }
-
-// No help text or error refers to documents users do not have.
-func TestNoReferencesToInternalDocuments(t *testing.T) {
-	var all strings.Builder
-	for _, c := range [][]string{{"--help"}, {"relay", "--help"}, {"cleanup", "--help"}, {"inbox", "--help"}, {"dead", "--help"},
-		{"cleanup", "--db", "postgres://127.0.0.1:1/x", "--inbox-retention", "48h"}} {
-		out, _ := run(t, nil, c...)
-		all.WriteString(out)
-	}
-	for _, ref := range []string{"seed 0", "section 1", "DESIGN.md", "seeds/"} {
-		if strings.Contains(all.String(), ref) {
-			t.Fatalf("user-facing text cites %q:\n%s", ref, all.String())
-		}
-	}
-}
