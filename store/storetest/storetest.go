@@ -48,6 +48,7 @@ func Run(t *testing.T, h Harness) {
 		{"DeadAndReplay", testDeadReplay},
 		{"Release", testRelease},
 		{"Stats", testStats},
+		{"Backlog", testBacklog},
 		{"Cleanup", testCleanup},
 		{"DeepBlockedAggregateDoesNotStarveOthers", testDeepBlocked},
 		{"ConcurrentClaimers", testConcurrentClaimers},
