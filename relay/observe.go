@@ -264,7 +264,7 @@ func (o *observer) progress() {
 		return
 	}
 	o.r.log.Info("relay progress", "published", sent, "rate_per_s", int64(float64(sent)/took.Seconds()+0.5),
-		"backlog", o.backlog.Unsent(), "dead", o.backlog.Dead, "oldest_age", o.backlog.OldestAge.Round(time.Millisecond), "window", took.Round(time.Second))
+		"backlog", o.backlog.Unsent(), "dead", o.backlog.Dead, "oldest_age", o.backlog.OldestAge.Round(time.Millisecond).String(), "window", took.Round(time.Millisecond).String())
 }
 
 // eventAttrs are the attributes every log line about an event carries,
