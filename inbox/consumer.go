@@ -56,6 +56,7 @@ type Consumer struct {
 	db     txDB
 	handle func(ctx context.Context, native any, e txbox.Event) error
 	ctrs   Counters
+	obs    *observer
 	held   map[string]held // Ordered: deliveries waiting for a predecessor; Run's goroutine only
 
 	// Optional capabilities of the dialect (postgres.Dialect has both).
@@ -133,6 +134,7 @@ func newConsumer(cfg Config, db txDB, h func(context.Context, any, txbox.Event) 
 		return nil, err
 	}
 	c := &Consumer{cfg: cfg, log: cfg.Logger.With("consumer", cfg.Name), db: db, handle: h, held: map[string]held{}}
+	c.obs = newObserver(c)
 	c.acqDone, _ = cfg.Dialect.(processedAcquirer)
 	c.batchIns, _ = cfg.Dialect.(batchInserter)
 	return c, nil
@@ -303,19 +305,23 @@ const waitMarker = time.Duration(-1)
 // run is process; with canWait, an Ordered event whose predecessor is
 // missing is neither failed nor settled, and run returns waitMarker.
 func (c *Consumer) run(ctx context.Context, ev txbox.Event, again txbox.Status, canWait bool) (ack bool, delay time.Duration) {
+	began := time.Now()
 	tx, native, commit, rollback, err := c.db.begin(ctx)
 	if err != nil {
-		c.log.Warn("begin failed", "event_id", ev.ID, "err", err)
+		c.log.Warn("begin failed", eventAttrs(ev, "err", err)...)
 		return false, c.backoff(1)
 	}
 	st := c.apply(ctx, tx, native, ev, false)
 	if st.kind == stepCommit {
-		if err := commit(); err != nil {
-			c.log.Warn("commit failed", "event_id", ev.ID, "err", err)
+		err := commit()
+		c.obs.txDone(began)
+		if err != nil {
+			c.log.Warn("commit failed", eventAttrs(ev, "err", err)...)
 			return false, c.backoff(1)
 		}
 	} else {
 		_ = rollback()
+		c.obs.txDone(began)
 	}
 	return c.settleStep(ctx, ev, st, again, canWait)
 }
@@ -372,6 +378,8 @@ func (c *Consumer) applyShared(ctx context.Context, evs []txbox.Event) []step {
 		}
 		return steps
 	}
+	began := time.Now()
+	defer c.obs.txDone(began)
 	tx, native, sp, commit, rollback, err := c.db.beginShared(ctx)
 	if err != nil {
 		return all(err)
@@ -470,7 +478,7 @@ func (c *Consumer) apply(ctx context.Context, tx store.Tx, native any, ev txbox.
 		state, attempts, err = c.cfg.Dialect.InboxAcquire(ctx, tx, c.cfg.Name, ev)
 	}
 	if err != nil {
-		c.log.Warn("inbox acquire failed", "event_id", ev.ID, "err", err)
+		c.log.Warn("inbox acquire failed", eventAttrs(ev, "err", err)...)
 		if errors.Is(err, txbox.ErrInvalidEvent) {
 			// The store refuses this event's data and always will; any
 			// other error (connection, deadlock) is redelivered.
@@ -518,7 +526,7 @@ func (c *Consumer) settleStep(ctx context.Context, ev txbox.Event, st step, agai
 	case stepCommit:
 		if st.stale != "" {
 			c.ctrs.Stale.Add(1)
-			c.log.Debug("stale event skipped", "event_id", ev.ID, "version", ev.AggregateVersion, "note", st.stale)
+			c.log.Debug("stale event skipped", eventAttrs(ev, "version", ev.AggregateVersion, "note", st.stale)...)
 		} else {
 			c.ctrs.Processed.Add(1)
 		}
@@ -567,10 +575,12 @@ func (c *Consumer) checkVersion(ctx context.Context, tx store.Tx, ev txbox.Event
 }
 
 func (c *Consumer) safeHandle(ctx context.Context, native any, ev txbox.Event) (err error) {
+	ctx, end := c.obs.handlerStart(ctx, ev)
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("handler panicked: %v", p)
 		}
+		end(err)
 	}()
 	return c.handle(ctx, native, ev)
 }
@@ -590,15 +600,15 @@ func (c *Consumer) fail(ctx context.Context, ev txbox.Event, prior int, herr err
 		_ = rollback()
 	}
 	if err != nil {
-		c.log.Warn("recording a failed attempt failed", "event_id", ev.ID, "err", err)
+		c.log.Warn("recording a failed attempt failed", eventAttrs(ev, "err", err)...)
 		return false, c.backoff(prior + 1)
 	}
 	if parked {
 		c.ctrs.Parked.Add(1)
-		c.log.Warn("event parked after its last attempt", "event_id", ev.ID, "type", ev.Type, "attempts", attempts, "err", herr)
+		c.log.Warn("event parked after its last attempt", eventAttrs(ev, "attempts", attempts, "err", herr)...)
 		return true, 0
 	}
-	c.log.Debug("handler failed, will retry", "event_id", ev.ID, "attempt", attempts, "err", herr)
+	c.log.Debug("handler failed, will retry", eventAttrs(ev, "attempt", attempts, "err", herr)...)
 	return false, c.backoff(attempts)
 }
 
