@@ -21,6 +21,7 @@ func newRelay(g *globals) *cobra.Command {
 	var cfg relay.Config
 	var migrate bool
 	var wakeup string
+	var obs obsFlags
 	cmd := &cobra.Command{
 		Use:   "relay",
 		Short: "Deliver outbox rows to the broker until SIGTERM",
@@ -29,12 +30,29 @@ func newRelay(g *globals) *cobra.Command {
 			ctx := cmd.Context()
 			cfg.Topic = broker.Topic(g.topic)
 			cfg.Logger = g.log
+			cfg.MaxPendingAge, cfg.StallAfter, cfg.MetricsInterval = obs.maxPendingAge, obs.stallAfter, obs.metricsInterval
 			if err := cfg.ValidateSettings(); err != nil {
 				return err
 			}
 			if err := open.CheckPublisherURL(g.broker); err != nil {
 				return err
 			}
+			ln, err := obs.listen()
+			if err != nil {
+				return err
+			}
+			var srv *obsServer
+			if ln != nil {
+				reg, wrapped := newRegistry(g.db, g.broker)
+				cfg.Metrics = wrapped
+				srv = serveObs(ctx, ln, reg, g.log)
+			}
+			tp, stopTracing, err := setupTracing(ctx, g.log)
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
+			cfg.TracerProvider = tp
 			s, err := g.openStore(ctx)
 			if err != nil {
 				return err
@@ -67,6 +85,9 @@ func newRelay(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if srv != nil {
+				srv.set(r)
+			}
 			g.log.Info("relay connected", "db", open.Redact(g.db), "broker", open.Redact(g.broker))
 			return r.Run(ctx)
 		},
@@ -85,6 +106,7 @@ func newRelay(g *globals) *cobra.Command {
 	f.StringVar(&cfg.ID, "relay-id", "", "name in locked_by (default host-pid-random)")
 	f.BoolVar(&migrate, "migrate", false, "apply migrations before starting")
 	f.StringVar(&wakeup, "wakeup", "poll", "poll, or listen: PostgreSQL LISTEN for writers using outbox.WithWakeup (polling stays the fallback; not through PgBouncer transaction pooling)")
+	obs.add(f)
 	open.AddPublisherFlags(f)
 	return cmd
 }
