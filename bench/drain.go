@@ -144,10 +144,11 @@ func drainRaw(ctx context.Context, e *benchEnv, events, batch int) (drainResult,
 // its backlog is written in Watermill's schema instead of txbox's.
 type drainContender struct {
 	watermill bool
+	traced    bool // its backlog carries writers' traceparents
 	run       func(*benchEnv) (drainResult, error)
 }
 
-var drainNames = []string{"raw", "txbox", "txbox-delete", "txbox-2proc", "txbox-lease", "watermill"}
+var drainNames = []string{"raw", "txbox", "txbox-delete", "txbox-2proc", "txbox-lease", "watermill", "txbox-metrics", "txbox-traced"}
 
 func drainCmd(args []string) error {
 	fs := flag.NewFlagSet("drain", flag.ExitOnError)
@@ -191,6 +192,12 @@ func drainCmd(args []string) error {
 		"txbox-lease": {run: func(e *benchEnv) (drainResult, error) {
 			return drainTxbox(ctx, e, bin, o, 1, "--claims", "lease")
 		}},
+		"txbox-metrics": {run: func(e *benchEnv) (drainResult, error) {
+			return drainTxbox(ctx, e, bin, o, 1, "--metrics-addr", "127.0.0.1:0")
+		}},
+		"txbox-traced": {traced: true, run: func(e *benchEnv) (drainResult, error) {
+			return withOTLP(func() (drainResult, error) { return drainTxbox(ctx, e, bin, o, 1, "--metrics-addr", "127.0.0.1:0") })
+		}},
 		"watermill": {watermill: true, run: func(e *benchEnv) (drainResult, error) {
 			return drainWatermill(ctx, e, o, wm)
 		}},
@@ -205,6 +212,8 @@ func drainCmd(args []string) error {
 			}
 			if c.watermill {
 				err = e.writeWatermillBacklog(ctx, o, &wm)
+			} else if c.traced {
+				err = e.writeTracedBacklog(ctx, *events, *aggs)
 			} else {
 				err = e.writeTxboxBacklog(ctx, *events, *aggs)
 			}
@@ -241,6 +250,11 @@ func drainCmd(args []string) error {
 	}
 	if has("txbox") && has("watermill") {
 		fmt.Printf("RESULT txbox/watermill %s (target >= 4)\n", ratio(m("txbox"), m("watermill")))
+	}
+	for _, n := range []string{"txbox-metrics", "txbox-traced"} {
+		if has(n) && has("txbox") {
+			fmt.Printf("RESULT %s/txbox %s (target >= 0.97)\n", n, ratio(m(n), m("txbox")))
+		}
 	}
 	if has("txbox-2proc") && has("txbox") {
 		fmt.Printf("RESULT txbox-2proc/txbox %s (target >= 1)\n", ratio(m("txbox-2proc"), m("txbox")))
