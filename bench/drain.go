@@ -161,6 +161,7 @@ func drainCmd(args []string) error {
 	which := fs.String("only", strings.Join(drainNames, ","), "contenders, comma separated: "+strings.Join(drainNames, ", "))
 	timeout := fs.Duration("timeout", 30*time.Minute, "longest one drain may take")
 	stall := fs.Duration("stall", 2*time.Minute, "fail a drain whose stream count has not moved for this long")
+	sampledPct := fs.Int("traced-sampled", 100, "txbox-traced: percent of the backlog whose writer's span was sampled (the rest carry an unsampled traceparent)")
 	fs.StringVar(&relayLogLevel, "relay-log", relayLogLevel, "log level of the txbox relay processes (info: time per phase at stop)")
 	var wm wmOpts
 	fs.IntVar(&wm.perTx, "wm-events-per-tx", 1, "Watermill backlog: events per writing transaction id (0: the whole backlog in the one inserting transaction)")
@@ -213,7 +214,7 @@ func drainCmd(args []string) error {
 			if c.watermill {
 				err = e.writeWatermillBacklog(ctx, o, &wm)
 			} else if c.traced {
-				err = e.writeTracedBacklog(ctx, *events, *aggs)
+				err = e.writeTracedBacklog(ctx, *events, *aggs, *sampledPct)
 			} else {
 				err = e.writeTxboxBacklog(ctx, *events, *aggs)
 			}
@@ -231,6 +232,9 @@ func drainCmd(args []string) error {
 		}
 	}
 	fmt.Printf("\ndrain of %d events over %d aggregates, batch %d, medians of %d runs\n", *events, *aggs, *batch, *runs)
+	if _, ok := results["txbox-traced"]; ok {
+		fmt.Printf("txbox-traced: %d%% of the writers' spans sampled\n", *sampledPct)
+	}
 	if _, ok := results["watermill"]; ok {
 		fmt.Printf("watermill: %s\n", wm.describe())
 	}

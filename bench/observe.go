@@ -54,12 +54,13 @@ func withOTLP(f func() (drainResult, error)) (drainResult, error) {
 
 // writeTracedBacklog is writeTxboxBacklog with a writer's traceparent in
 // every row's headers, as the write API stores it inside a span.
-func (e *benchEnv) writeTracedBacklog(ctx context.Context, events, aggs int) error {
+// sampledPct of the rows have the sampled flag (a head-sampling writer).
+func (e *benchEnv) writeTracedBacklog(ctx context.Context, events, aggs, sampledPct int) error {
 	if err := e.writeTxboxBacklog(ctx, events, aggs); err != nil {
 		return err
 	}
 	_, err := e.pool.Exec(ctx, `UPDATE `+e.tables.Outbox+` SET headers = json_build_object('traceparent',
-		'00-' || md5(id::text) || '-' || substr(md5((id + 1)::text), 1, 16) || '-01')`)
+		'00-' || md5(id::text) || '-' || substr(md5((id + 1)::text), 1, 16) || CASE WHEN id % 100 < $1 THEN '-01' ELSE '-00' END)`, sampledPct)
 	if err != nil {
 		return fmt.Errorf("traced backlog: %w", err)
 	}

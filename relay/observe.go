@@ -143,7 +143,7 @@ func (o *observer) claimed(took time.Duration, rows int, err error) {
 
 // published records one publish round: its duration, each confirmed
 // message's delay since it was written, and whether the broker is up.
-func (o *observer) published(start time.Time, items []item, errs []error) {
+func (o *observer) published(start time.Time, lanes map[string][]item, order []string, errs []error) {
 	now := time.Now()
 	ok, brokerFailures := 0, 0
 	for i, err := range errs {
@@ -151,7 +151,7 @@ func (o *observer) published(start time.Time, items []item, errs []error) {
 		case err == nil:
 			ok++
 			if o.commitDelay != nil {
-				o.commitDelay.Observe(now.Sub(items[i].rec.CreatedAt).Seconds())
+				o.commitDelay.Observe(now.Sub(lanes[order[i]][0].rec.CreatedAt).Seconds())
 			}
 		case !errors.Is(err, txbox.ErrPermanent):
 			brokerFailures++

@@ -292,11 +292,7 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 		if len(errs) != len(msgs) {
 			return fmt.Errorf("relay: publisher returned %d results for %d messages", len(errs), len(msgs))
 		}
-		heads := make([]item, len(order))
-		for i, k := range order {
-			heads[i] = lanes[k][0]
-		}
-		r.obs.published(pubStart, heads, errs)
+		r.obs.published(pubStart, lanes, order, errs)
 		next := order[:0]
 		for i, k := range order {
 			lane := lanes[k]

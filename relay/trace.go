@@ -13,8 +13,9 @@ import (
 
 const tracerName = "github.com/txbox/txbox/relay"
 
-// startSpans opens one publish span per message, a child of the writer's
-// span (the traceparent the writer stored in the headers) and linked to it,
+// startSpans opens one publish span per message that carries a trace
+// context, a child of the writer's span (the traceparent the writer stored
+// in the headers) and linked to it,
 // and puts the publish span's traceparent on the message, so the consumer
 // continues the same trace. With tracing off (no TracerProvider) it does
 // nothing and returns nil.
@@ -26,8 +27,16 @@ func (r *Relay) startSpans(ctx context.Context, msgs []broker.Message) []trace.S
 	for i := range msgs {
 		m := &msgs[i]
 		e := &m.Event
+		writer := tracing.Remote(e.Headers)
+		if !writer.IsValid() {
+			// No trace to continue (a foreign producer, or a writer outside
+			// any span): the event goes out as it is, at no tracing cost.
+			spans[i] = nil
+			continue
+		}
 		opts := []trace.SpanStartOption{
 			trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithLinks(trace.Link{SpanContext: writer}),
 			trace.WithAttributes(
 				attribute.String("messaging.operation.type", "send"),
 				attribute.String("messaging.destination.name", m.Topic),
@@ -36,15 +45,7 @@ func (r *Relay) startSpans(ctx context.Context, msgs []broker.Message) []trace.S
 				attribute.String("txbox.aggregate_type", e.AggregateType),
 			),
 		}
-		pctx := ctx
-		if writer := tracing.Remote(e.Headers); writer.IsValid() {
-			pctx = trace.ContextWithRemoteSpanContext(ctx, writer)
-			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: writer}))
-		}
-		_, span := r.tracer.Start(pctx, "publish "+m.Topic, opts...)
-		if e.Headers == nil {
-			e.Headers = map[string]string{}
-		}
+		_, span := r.tracer.Start(trace.ContextWithRemoteSpanContext(ctx, writer), "publish "+m.Topic, opts...)
 		// The headers map is this batch's own (decoded from the row), so
 		// the row keeps the writer's traceparent for a later retry.
 		tracing.Set(e.Headers, span.SpanContext())
@@ -56,6 +57,9 @@ func (r *Relay) startSpans(ctx context.Context, msgs []broker.Message) []trace.S
 // endSpans closes the spans of one round with each message's outcome.
 func endSpans(spans []trace.Span, errs []error) {
 	for i, span := range spans {
+		if span == nil {
+			continue
+		}
 		if i < len(errs) && errs[i] != nil {
 			span.RecordError(errs[i])
 			span.SetStatus(codes.Error, errs[i].Error())
