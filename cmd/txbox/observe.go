@@ -139,4 +139,3 @@ func durationText(_ []string, a slog.Attr) slog.Attr {
 	}
 	return a
 }
-
