@@ -28,10 +28,11 @@ func (r *Relay) startSpans(ctx context.Context, msgs []broker.Message) []trace.S
 		m := &msgs[i]
 		e := &m.Event
 		writer := tracing.Remote(e.Headers)
-		if !writer.IsValid() {
-			// No trace to continue (a foreign producer, or a writer outside
-			// any span): the event goes out as it is, at no tracing cost.
-			spans[i] = nil
+		if !writer.IsSampled() {
+			// No trace to continue (a foreign producer, a writer outside any
+			// span), or one its writer chose not to record: the event goes
+			// out as it is, its traceparent untouched, at no tracing cost.
+			// The relay follows the writer's head sampling decision.
 			continue
 		}
 		opts := []trace.SpanStartOption{

@@ -291,6 +291,10 @@ func TestRelayMetricsAcceptance(t *testing.T) {
 		return consumerScrape.value("txbox_inbox_processed_total", "consumer", "billing") > 100
 	})
 
+	if h := consumerScrape["txbox_inbox_handler_seconds"]; h == nil || h.GetMetric()[0].GetHistogram().GetSampleCount() == 0 {
+		t.Fatal("the consumer's handler histogram has no observations")
+	}
+
 	// Every metric the alerts and the dashboard use exists.
 	names := map[string]bool{"up": true}
 	for _, sc := range []scrape{relayScrape, consumerScrape} {

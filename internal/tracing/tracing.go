@@ -5,6 +5,7 @@ package tracing
 
 import (
 	"context"
+	"encoding/hex"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -42,14 +43,36 @@ func Inject(ctx context.Context, h map[string]string) map[string]string {
 // Set writes sc into h (which must not be nil) as traceparent and
 // tracestate, replacing what was there.
 func Set(h map[string]string, sc trace.SpanContext) {
-	delete(h, TraceState)
-	w3c.Inject(trace.ContextWithSpanContext(context.Background(), sc), propagation.MapCarrier(h))
+	h[TraceParent] = "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + hex.EncodeToString([]byte{byte(sc.TraceFlags())})
+	if ts := sc.TraceState(); ts.Len() > 0 {
+		h[TraceState] = ts.String()
+	} else {
+		delete(h, TraceState)
+	}
 }
 
 // Remote returns the span context h's traceparent names (invalid if none).
+// The common form (version 00) is parsed here without allocating a
+// context; anything else goes through the W3C propagator.
 func Remote(h map[string]string) trace.SpanContext {
-	if h[TraceParent] == "" {
+	tp := h[TraceParent]
+	if tp == "" {
 		return trace.SpanContext{}
 	}
-	return trace.SpanContextFromContext(w3c.Extract(context.Background(), propagation.MapCarrier(h)))
+	if len(tp) != 55 || tp[:3] != "00-" || tp[35] != '-' || tp[52] != '-' {
+		return trace.SpanContextFromContext(w3c.Extract(context.Background(), propagation.MapCarrier(h)))
+	}
+	tid, err1 := trace.TraceIDFromHex(tp[3:35])
+	sid, err2 := trace.SpanIDFromHex(tp[36:52])
+	flags, err3 := hex.DecodeString(tp[53:])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return trace.SpanContext{}
+	}
+	cfg := trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags[0]) & trace.FlagsSampled, Remote: true}
+	if ts := h[TraceState]; ts != "" {
+		if state, err := trace.ParseTraceState(ts); err == nil {
+			cfg.TraceState = state
+		}
+	}
+	return trace.NewSpanContext(cfg)
 }
