@@ -72,7 +72,7 @@ func (e *benchEnv) writeTracedBacklog(ctx context.Context, events, aggs, sampled
 type discard struct{}
 
 func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
-func (discard) Shutdown(context.Context) error                            { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
 
 // benchTracer is the write contender's tracer: every span sampled, batched
 // to an exporter that drops them.
