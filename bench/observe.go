@@ -14,7 +14,8 @@ import (
 // Issue 18's cost check: the drain and the write path with metrics and
 // tracing on, against the same contenders with them off.
 //
-// drain "txbox-metrics" serves /metrics (nobody scrapes: the relay's side of
+// drain "txbox-tracedrows" drains the traced backlog (below) with tracing
+// off: the baseline for "txbox-traced". "txbox-metrics" serves /metrics (nobody scrapes: the relay's side of
 // the cost is the hot-path counters and histograms and the backlog sample);
 // "txbox-traced" also exports one span per event over OTLP/HTTP to sink, a
 // local endpoint that reads and drops the batches, and its backlog carries a
