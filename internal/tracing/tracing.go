@@ -36,7 +36,7 @@ func Inject(ctx context.Context, h map[string]string) map[string]string {
 	for k, v := range h {
 		out[k] = v
 	}
-	w3c.Inject(trace.ContextWithSpanContext(context.Background(), sc), propagation.MapCarrier(out))
+	Set(out, sc)
 	return out
 }
 
