@@ -166,3 +166,21 @@ func TestReadyFailsWhileStalled(t *testing.T) {
 		t.Fatalf("want oldest pending, got %v", err)
 	}
 }
+
+// A log line about one event names it: event_id, aggregate_type,
+// aggregate_id, event_type.
+func TestEventLogLinesNameTheEvent(t *testing.T) {
+	s := openPG(t)
+	b := mem.New()
+	b.FailNext(1, txbox.Permanent(errors.New("refused")))
+	ev := txbox.MustEvent("Order", "o-7", "Created", nil)
+	write(t, s, ev)
+	var logs testenv.SyncBuffer
+	run(t, relay.Config{Store: s, Publisher: b, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	waitFor(t, 5*time.Second, "the DEAD line", func() bool { return strings.Contains(logs.String(), "event is DEAD") })
+	for _, kv := range []string{`"event_id":"` + ev.ID + `"`, `"aggregate_type":"Order"`, `"aggregate_id":"o-7"`, `"event_type":"Created"`} {
+		if !strings.Contains(logs.String(), kv) {
+			t.Fatalf("DEAD line lacks %s:\n%s", kv, logs.String())
+		}
+	}
+}
