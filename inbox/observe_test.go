@@ -83,4 +83,3 @@ func TestConsumerMetricsAndLogs(t *testing.T) {
 		}
 	}
 }
-
