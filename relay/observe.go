@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/store"
 )
 
@@ -27,8 +28,10 @@ type observer struct {
 	wakeListen, wakePoll        prometheus.Counter
 	sampleErrors                prometheus.Counter
 
+	pinger      broker.Pinger // nil: the publisher cannot be pinged
 	started     time.Time
 	beat        atomic.Int64 // unix ns: the claim loop went round
+	lastRound   atomic.Int64 // unix ns: a publish round ended
 	lastPublish atomic.Int64 // unix ns: the broker last confirmed a message
 	brokerUp    atomic.Bool
 
@@ -50,6 +53,7 @@ var (
 func newObserver(r *Relay) *observer {
 	o := &observer{r: r, started: time.Now()}
 	o.sampler, _ = r.cfg.Store.(store.BacklogSampler)
+	o.pinger, _ = r.cfg.Publisher.(broker.Pinger)
 	o.brokerUp.Store(true)
 	o.beat.Store(o.started.UnixNano())
 	if r.cfg.Metrics != nil {
@@ -115,7 +119,7 @@ func (o *observer) register(reg prometheus.Registerer) {
 			return float64(o.sampledAt.UnixNano()) / 1e9
 		}),
 		gauge("txbox_relay_last_publish_timestamp_seconds", "When the broker last confirmed a message (unix time; 0: not yet).", nil, func() float64 { return float64(o.lastPublish.Load()) / 1e9 }),
-		gauge("txbox_relay_broker_up", "1 while the broker confirms publishes; 0 after a round in which every message failed for a reason other than the message itself.", nil, boolGauge(o.brokerUp.Load)),
+		gauge("txbox_relay_broker_up", "1 while the broker confirms publishes; 0 after a round in which every message failed for a reason other than the message itself, or, while idle, a failed ping of a broker that can be pinged (NATS).", nil, boolGauge(o.brokerUp.Load)),
 		gauge("txbox_relay_ready", "1 when the relay is ready (see /readyz): database answers, broker confirms, oldest pending age and stall within bounds.", nil, boolGauge(func() bool {
 			o.mu.Lock()
 			defer o.mu.Unlock()
@@ -160,6 +164,7 @@ func (o *observer) published(start time.Time, lanes map[string][]item, order []s
 	if o.publishRound != nil {
 		o.publishRound.Observe(now.Sub(start).Seconds())
 	}
+	o.lastRound.Store(now.UnixNano())
 	if ok > 0 {
 		o.lastPublish.Store(now.UnixNano())
 		o.brokerUp.Store(true)
@@ -222,8 +227,10 @@ func (o *observer) watch(ctx context.Context) {
 	}
 }
 
-// sample reads the backlog once and re-evaluates readiness.
+// sample reads the backlog once, pings an idle relay's broker, and
+// re-evaluates readiness.
 func (o *observer) sample(ctx context.Context) {
+	o.pingIfIdle(ctx)
 	var b store.Backlog
 	var err error
 	if o.sampler != nil {
@@ -246,6 +253,23 @@ func (o *observer) sample(ctx context.Context) {
 		o.backlog, o.sampledAt = b, time.Now()
 	}
 	o.lastReady = o.readyLocked()
+}
+
+// pingIfIdle asks the broker whether it answers when no publish round
+// ended within the last MetricsInterval: with traffic the rounds tell.
+func (o *observer) pingIfIdle(ctx context.Context) {
+	if o.pinger == nil || time.Since(time.Unix(0, o.lastRound.Load())) < o.r.cfg.MetricsInterval {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, min(o.r.cfg.PublishTimeout, 5*time.Second))
+	err := o.pinger.Ping(pctx)
+	cancel()
+	if ctx.Err() != nil {
+		return // shutting down
+	}
+	if up := err == nil; up != o.brokerUp.Swap(up) && !up {
+		o.r.log.Warn("broker does not answer", "err", err)
+	}
 }
 
 // progress logs one line per ProgressEvery while the relay works: something

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,4 +184,36 @@ func TestEventLogLinesNameTheEvent(t *testing.T) {
 			t.Fatalf("DEAD line lacks %s:\n%s", kv, logs.String())
 		}
 	}
+}
+
+// pingable is a publisher whose broker can be asked whether it answers.
+type pingable struct {
+	*mem.Broker
+	err atomic.Pointer[error]
+}
+
+func (p *pingable) Ping(context.Context) error {
+	if e := p.err.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// An idle relay learns that its broker went away by pinging it, and that it
+// came back.
+func TestIdleRelayPingsItsBroker(t *testing.T) {
+	s := openPG(t)
+	p := &pingable{Broker: mem.New()}
+	r, _, _ := run(t, relay.Config{Store: s, Publisher: p, MetricsInterval: 20 * time.Millisecond})
+	if err := r.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	down := fmt.Errorf("%w: connection refused", txbox.ErrBrokerUnavailable)
+	p.err.Store(&down)
+	waitFor(t, 5*time.Second, "not ready: broker", func() bool {
+		err := r.Ready(context.Background())
+		return errors.Is(err, relay.ErrNotReady) && strings.Contains(err.Error(), "broker")
+	})
+	p.err.Store(nil)
+	waitFor(t, 5*time.Second, "ready again", func() bool { return r.Ready(context.Background()) == nil })
 }
