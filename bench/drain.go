@@ -144,10 +144,11 @@ func drainRaw(ctx context.Context, e *benchEnv, events, batch int) (drainResult,
 // its backlog is written in Watermill's schema instead of txbox's.
 type drainContender struct {
 	watermill bool
+	traced    bool // its backlog carries writers' traceparents
 	run       func(*benchEnv) (drainResult, error)
 }
 
-var drainNames = []string{"raw", "txbox", "txbox-delete", "txbox-2proc", "txbox-lease", "watermill"}
+var drainNames = []string{"raw", "txbox", "txbox-delete", "txbox-2proc", "txbox-lease", "watermill", "txbox-metrics", "txbox-tracedrows", "txbox-traced"}
 
 func drainCmd(args []string) error {
 	fs := flag.NewFlagSet("drain", flag.ExitOnError)
@@ -160,6 +161,7 @@ func drainCmd(args []string) error {
 	which := fs.String("only", strings.Join(drainNames, ","), "contenders, comma separated: "+strings.Join(drainNames, ", "))
 	timeout := fs.Duration("timeout", 30*time.Minute, "longest one drain may take")
 	stall := fs.Duration("stall", 2*time.Minute, "fail a drain whose stream count has not moved for this long")
+	sampledPct := fs.Int("traced-sampled", 100, "txbox-traced: percent of the backlog whose writer's span was sampled (the rest carry an unsampled traceparent)")
 	fs.StringVar(&relayLogLevel, "relay-log", relayLogLevel, "log level of the txbox relay processes (info: time per phase at stop)")
 	var wm wmOpts
 	fs.IntVar(&wm.perTx, "wm-events-per-tx", 1, "Watermill backlog: events per writing transaction id (0: the whole backlog in the one inserting transaction)")
@@ -191,6 +193,15 @@ func drainCmd(args []string) error {
 		"txbox-lease": {run: func(e *benchEnv) (drainResult, error) {
 			return drainTxbox(ctx, e, bin, o, 1, "--claims", "lease")
 		}},
+		"txbox-metrics": {run: func(e *benchEnv) (drainResult, error) {
+			return drainTxbox(ctx, e, bin, o, 1, "--metrics-addr", "127.0.0.1:0")
+		}},
+		"txbox-tracedrows": {traced: true, run: func(e *benchEnv) (drainResult, error) {
+			return drainTxbox(ctx, e, bin, o, 1)
+		}},
+		"txbox-traced": {traced: true, run: func(e *benchEnv) (drainResult, error) {
+			return withOTLP(func() (drainResult, error) { return drainTxbox(ctx, e, bin, o, 1, "--metrics-addr", "127.0.0.1:0") })
+		}},
 		"watermill": {watermill: true, run: func(e *benchEnv) (drainResult, error) {
 			return drainWatermill(ctx, e, o, wm)
 		}},
@@ -205,6 +216,8 @@ func drainCmd(args []string) error {
 			}
 			if c.watermill {
 				err = e.writeWatermillBacklog(ctx, o, &wm)
+			} else if c.traced {
+				err = e.writeTracedBacklog(ctx, *events, *aggs, *sampledPct)
 			} else {
 				err = e.writeTxboxBacklog(ctx, *events, *aggs)
 			}
@@ -222,6 +235,9 @@ func drainCmd(args []string) error {
 		}
 	}
 	fmt.Printf("\ndrain of %d events over %d aggregates, batch %d, medians of %d runs\n", *events, *aggs, *batch, *runs)
+	if _, ok := results["txbox-traced"]; ok {
+		fmt.Printf("txbox-traced: %d%% of the writers' spans sampled\n", *sampledPct)
+	}
 	if _, ok := results["watermill"]; ok {
 		fmt.Printf("watermill: %s\n", wm.describe())
 	}
@@ -241,6 +257,14 @@ func drainCmd(args []string) error {
 	}
 	if has("txbox") && has("watermill") {
 		fmt.Printf("RESULT txbox/watermill %s (target >= 4)\n", ratio(m("txbox"), m("watermill")))
+	}
+	for _, n := range []string{"txbox-metrics", "txbox-tracedrows", "txbox-traced"} {
+		if has(n) && has("txbox") {
+			fmt.Printf("RESULT %s/txbox %s\n", n, ratio(m(n), m("txbox")))
+		}
+	}
+	if has("txbox-traced") && has("txbox-tracedrows") {
+		fmt.Printf("RESULT txbox-traced/txbox-tracedrows %s (tracing on vs off, same backlog)\n", ratio(m("txbox-traced"), m("txbox-tracedrows")))
 	}
 	if has("txbox-2proc") && has("txbox") {
 		fmt.Printf("RESULT txbox-2proc/txbox %s (target >= 1)\n", ratio(m("txbox-2proc"), m("txbox")))

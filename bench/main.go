@@ -49,9 +49,9 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage (every subcommand takes --db URL and, where it uses NATS, --broker URL; -h lists all flags):
-  bench drain   [--events N] [--aggregates N] [--runs N] [--batch N] [--only raw,txbox,txbox-delete,txbox-2proc,txbox-lease,watermill]
-                [--wm-events-per-tx N] [--wm-poll D] [--wm-driver pgx|stdlib] [--timeout D] [--stall D] [--relay-log LEVEL]
-  bench write   [--clients N] [--duration D] [--warmup D] [--runs N] [--counters N] [--only business,handwritten,handwritten-8col,txbox,txbox-wakeup] [--interleave] [--cpuprofile PREFIX]
+  bench drain   [--events N] [--aggregates N] [--runs N] [--batch N] [--only raw,txbox,txbox-delete,txbox-2proc,txbox-lease,watermill,txbox-metrics,txbox-tracedrows,txbox-traced]
+                [--traced-sampled PCT] [--wm-events-per-tx N] [--wm-poll D] [--wm-driver pgx|stdlib] [--timeout D] [--stall D] [--relay-log LEVEL]
+  bench write   [--clients N] [--duration D] [--warmup D] [--runs N] [--counters N] [--only business,handwritten,handwritten-8col,txbox,txbox-wakeup,txbox-traced] [--interleave] [--cpuprofile PREFIX]
   bench latency [--rate N]... [--duration D] [--idle D] [--variants listen,poll] [--poll-interval D] [--writers N]
   bench inbox   [--events N] [--aggregates N] [--batch N] [--runs N] [--only txbox,txbox-batch,handwritten] [--tx-batch N] [--double-ack]
   bench history --db URL [--history N] [--backlog N] [--batch N] [--runs N]

@@ -36,7 +36,7 @@ import (
 // whose load drifts, --interleave measures all contenders in the same
 // seconds instead (see writeInterleaved).
 
-var writeNames = []string{"business", "handwritten", "handwritten-8col", "txbox", "txbox-wakeup"}
+var writeNames = []string{"business", "handwritten", "handwritten-8col", "txbox", "txbox-wakeup", "txbox-traced"}
 
 type writeEnv struct {
 	orders, counters, outbox string
@@ -240,15 +240,21 @@ func eventFor(ctx context.Context, name string, we *writeEnv, tables store.Table
 				(*string)(nil), time.Now().UTC())
 			return err
 		}
-	case "txbox", "txbox-wakeup":
+	case "txbox", "txbox-wakeup", "txbox-traced":
 		w := outbox.NewWriter(postgres.Dialect{Tables: tables})
 		if name == "txbox-wakeup" {
 			w = outbox.NewWriter(postgres.Dialect{Tables: tables}, outbox.WithWakeup())
 		}
+		traced := name == "txbox-traced"
 		return func(tx pgx.Tx, ev orderEvent) error {
 			te, err := txbox.NewEvent("Order", strconv.FormatInt(ev.OrderID, 10), "OrderCreated", ev)
 			if err != nil {
 				return err
+			}
+			if traced {
+				sctx, span := benchTracer.Start(ctx, "place order")
+				defer span.End()
+				return w.AddPgx(sctx, tx, te)
 			}
 			return w.AddPgx(ctx, tx, te)
 		}

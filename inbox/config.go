@@ -5,6 +5,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 )
@@ -75,6 +78,15 @@ type Config struct {
 	ReplayInterval time.Duration
 
 	Logger *slog.Logger // default slog.Default()
+
+	// Metrics, when set, receives the consumer's Prometheus metrics, each
+	// labelled consumer=Name (see METRICS.md), so a service that embeds a
+	// consumer shows them on its own /metrics; nil: no metrics.
+	Metrics prometheus.Registerer
+	// TracerProvider, when set, wraps each handler call in a span that
+	// continues the trace the event carries (traceparent); nil: no tracing
+	// work at all.
+	TracerProvider trace.TracerProvider
 }
 
 func (c *Config) withDefaults() {

@@ -46,6 +46,7 @@ type Consumer struct {
 	handle  func(ctx context.Context, native any, e txbox.Event) error
 	ctrs    counters
 	held    map[string]held // Ordered: deliveries waiting for a predecessor; Run's goroutine only
+	obs     *observer
 
 	// Optional capabilities of the dialect (the PostgreSQL store's has both).
 	acqDone  store.InboxProcessedAcquirer
@@ -75,6 +76,7 @@ func newConsumer(cfg Config, d store.InboxDialect, admin store.InboxAdmin, db tx
 		return nil, err
 	}
 	c := &Consumer{cfg: cfg, log: cfg.Logger.With("consumer", cfg.Name), dialect: d, admin: admin, db: db, handle: h, held: map[string]held{}}
+	c.obs = newObserver(c)
 	c.acqDone, _ = d.(store.InboxProcessedAcquirer)
 	c.batchIns, _ = d.(store.InboxBatchInserter)
 	return c, nil
@@ -239,19 +241,23 @@ const waitMarker = time.Duration(-1)
 // run is process; with canWait, an Ordered event whose predecessor is
 // missing is neither failed nor settled, and run returns waitMarker.
 func (c *Consumer) run(ctx context.Context, ev txbox.Event, again txbox.Status, canWait bool) (ack bool, delay time.Duration) {
+	began := time.Now()
 	tx, native, commit, rollback, err := c.db.begin(ctx)
 	if err != nil {
-		c.log.Warn("begin failed", "event_id", ev.ID, "err", err)
+		c.log.Warn("begin failed", eventAttrs(ev, "err", err)...)
 		return false, c.backoff(1)
 	}
 	st := c.apply(ctx, tx, native, ev, false)
 	if st.kind == stepCommit {
-		if err := commit(); err != nil {
-			c.log.Warn("commit failed", "event_id", ev.ID, "err", err)
+		err := commit()
+		c.obs.txDone(began)
+		if err != nil {
+			c.log.Warn("commit failed", eventAttrs(ev, "err", err)...)
 			return false, c.backoff(1)
 		}
 	} else {
 		_ = rollback()
+		c.obs.txDone(began)
 	}
 	return c.settleStep(ctx, ev, st, again, canWait)
 }
@@ -305,6 +311,8 @@ func (c *Consumer) applyShared(ctx context.Context, evs []txbox.Event) []step {
 		}
 		return steps
 	}
+	began := time.Now()
+	defer c.obs.txDone(began)
 	tx, native, sp, commit, rollback, err := c.db.beginShared(ctx)
 	if err != nil {
 		return all(err)
@@ -403,7 +411,7 @@ func (c *Consumer) apply(ctx context.Context, tx store.Tx, native any, ev txbox.
 		state, attempts, err = c.dialect.InboxAcquire(ctx, tx, c.cfg.Name, ev)
 	}
 	if err != nil {
-		c.log.Warn("inbox acquire failed", "event_id", ev.ID, "err", err)
+		c.log.Warn("inbox acquire failed", eventAttrs(ev, "err", err)...)
 		if errors.Is(err, txbox.ErrInvalidEvent) {
 			// The store refuses this event's data and always will; any
 			// other error (connection, deadlock) is redelivered.
@@ -451,7 +459,7 @@ func (c *Consumer) settleStep(ctx context.Context, ev txbox.Event, st step, agai
 	case stepCommit:
 		if st.stale != "" {
 			c.ctrs.Stale.Add(1)
-			c.log.Debug("stale event skipped", "event_id", ev.ID, "version", ev.AggregateVersion, "note", st.stale)
+			c.log.Debug("stale event skipped", eventAttrs(ev, "version", ev.AggregateVersion, "note", st.stale)...)
 		} else {
 			c.ctrs.Processed.Add(1)
 		}
@@ -500,10 +508,12 @@ func (c *Consumer) checkVersion(ctx context.Context, tx store.Tx, ev txbox.Event
 }
 
 func (c *Consumer) safeHandle(ctx context.Context, native any, ev txbox.Event) (err error) {
+	ctx, end := c.obs.handlerStart(ctx, ev)
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("handler panicked: %v", p)
 		}
+		end(err)
 	}()
 	return c.handle(ctx, native, ev)
 }
@@ -523,15 +533,15 @@ func (c *Consumer) fail(ctx context.Context, ev txbox.Event, prior int, herr err
 		_ = rollback()
 	}
 	if err != nil {
-		c.log.Warn("recording a failed attempt failed", "event_id", ev.ID, "err", err)
+		c.log.Warn("recording a failed attempt failed", eventAttrs(ev, "err", err)...)
 		return false, c.backoff(prior + 1)
 	}
 	if parked {
 		c.ctrs.Parked.Add(1)
-		c.log.Warn("event parked after its last attempt", "event_id", ev.ID, "type", ev.Type, "attempts", attempts, "err", herr)
+		c.log.Warn("event parked after its last attempt", eventAttrs(ev, "attempts", attempts, "err", herr)...)
 		return true, 0
 	}
-	c.log.Debug("handler failed, will retry", "event_id", ev.ID, "attempt", attempts, "err", herr)
+	c.log.Debug("handler failed, will retry", eventAttrs(ev, "attempt", attempts, "err", herr)...)
 	return false, c.backoff(attempts)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/tracing"
 	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 )
@@ -53,7 +54,9 @@ func NewWriter(d store.Dialect, opts ...Option) *Writer {
 	return w
 }
 
-// Add writes events in one multi-row INSERT on tx. Missing ids and
+// Add writes events in one multi-row INSERT on tx. When ctx carries an
+// OpenTelemetry span, its context is stored as the traceparent and
+// tracestate headers of every event that has no traceparent. Missing ids and
 // occurred-at times are filled in here, once, so a retry of the same Event
 // value never produces a second id. Every event is validated here, before
 // any SQL: an invalid one fails with an error wrapping txbox.ErrInvalidEvent.
@@ -76,6 +79,10 @@ func (w *Writer) Add(ctx context.Context, tx store.Tx, events ...txbox.Event) er
 		if len(e.Payload) == 0 {
 			e.Payload = []byte("null")
 		}
+		// The caller's span, if any, travels with the event so the relay
+		// and the consumers continue its trace; a traceparent the caller
+		// set is kept.
+		e.Headers = tracing.Inject(ctx, e.Headers)
 		if err := e.Validate(); err != nil {
 			return fmt.Errorf("outbox: event %d: %w", i, err)
 		}

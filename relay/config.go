@@ -8,6 +8,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/store"
@@ -65,6 +68,27 @@ type Config struct {
 	BackoffMax  time.Duration
 
 	Logger *slog.Logger // default slog.Default()
+
+	// Metrics, when set, receives the relay's Prometheus metrics (see
+	// METRICS.md); nil: no metrics. Wrap it with
+	// prometheus.WrapRegistererWith to add labels such as the store.
+	Metrics prometheus.Registerer
+	// TracerProvider, when set, makes a publish span per event, a child of
+	// the writer's span, and carries its traceparent on the wire; nil: no
+	// tracing work at all.
+	TracerProvider trace.TracerProvider
+	// MetricsInterval is how often the backlog is sampled from the
+	// database for the gauges, readiness and the progress log. Default 5s.
+	MetricsInterval time.Duration
+	// ProgressEvery is how often a working relay logs a progress line
+	// (nothing while idle). Default 10s.
+	ProgressEvery time.Duration
+	// MaxPendingAge makes Ready fail while the oldest pending row is older;
+	// 0: no limit.
+	MaxPendingAge time.Duration
+	// StallAfter makes Ready fail while rows wait and nothing was published
+	// for this long; 0: no limit.
+	StallAfter time.Duration
 }
 
 func (c *Config) withDefaults() {
@@ -103,6 +127,12 @@ func (c *Config) withDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.MetricsInterval == 0 {
+		c.MetricsInterval = 5 * time.Second
+	}
+	if c.ProgressEvery == 0 {
+		c.ProgressEvery = 10 * time.Second
 	}
 }
 
@@ -145,6 +175,14 @@ func (c Config) ValidateSettings() error {
 		return bad("Claims", "%q: want auto or lease", c.Claims)
 	case len(c.ID) > 100:
 		return bad("ID", "longer than 100 characters")
+	case c.MetricsInterval < 10*time.Millisecond:
+		return bad("MetricsInterval", "%v is below 10ms", c.MetricsInterval)
+	case c.ProgressEvery < 0:
+		return bad("ProgressEvery", "%v is negative", c.ProgressEvery)
+	case c.MaxPendingAge < 0:
+		return bad("MaxPendingAge", "%v is negative", c.MaxPendingAge)
+	case c.StallAfter < 0:
+		return bad("StallAfter", "%v is negative", c.StallAfter)
 	}
 	return c.Topic.Validate()
 }

@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/internal/backoff"
@@ -33,6 +35,9 @@ type Relay struct {
 	log  *slog.Logger
 	seq  atomic.Uint64
 	ctrs counters
+	obs  *observer
+	// tracer is nil when tracing is off: no per-message tracing work.
+	tracer trace.Tracer
 }
 
 // New validates cfg and returns a relay.
@@ -44,6 +49,10 @@ func New(cfg Config) (*Relay, error) {
 	r := &Relay{cfg: cfg, log: cfg.Logger.With("relay", cfg.ID)}
 	if txc, ok := cfg.Store.(store.TxClaimer); ok && cfg.Claims != ClaimLease {
 		r.txc = txc
+	}
+	r.obs = newObserver(r)
+	if cfg.TracerProvider != nil {
+		r.tracer = cfg.TracerProvider.Tracer(tracerName)
 	}
 	return r, nil
 }
@@ -70,8 +79,13 @@ func (r *Relay) Run(ctx context.Context) error {
 	// Batches run on a context that shutdown does not cancel, so rows
 	// already claimed are finished or released, never abandoned.
 	work := context.WithoutCancel(ctx)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	wg.Add(1)
+	go func() { defer wg.Done(); r.obs.watch(watchCtx) }()
+	defer stopWatch()
 	errDelay := r.cfg.PollInterval
 	for {
+		r.obs.beat.Store(time.Now().UnixNano())
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
@@ -95,15 +109,18 @@ func (r *Relay) Run(ctx context.Context) error {
 		errDelay = r.cfg.PollInterval
 		if len(b.recs) == 0 {
 			<-slots
-			if !sleep(ctx, r.cfg.PollInterval, r.cfg.Wakeup) {
+			if !r.idle(ctx) {
 				return nil
 			}
 			continue
 		}
 		wg.Add(1)
+		r.obs.batchStarted()
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			if err := r.deliver(work, b, ctx.Done()); err != nil {
+			err := r.deliver(work, b, ctx.Done())
+			r.obs.batchDone(err)
+			if err != nil {
 				r.ctrs.Errors.Add(1)
 				r.log.Warn("marking a batch failed; its rows will be delivered again (lease claims: once their leases expire)", "err", err)
 			}
@@ -111,7 +128,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if len(b.recs) < r.cfg.BatchSize {
 			// A partial batch drained the table for now: wait for the poll
 			// or a wake-up rather than claim again at once.
-			if !sleep(ctx, r.cfg.PollInterval, r.cfg.Wakeup) {
+			if !r.idle(ctx) {
 				return nil
 			}
 		}
@@ -162,6 +179,7 @@ func (r *Relay) claim(ctx context.Context) (batch, error) {
 		recs, err = r.cfg.Store.Claim(ctx, store.ClaimRequest{Lease: b.lease, Limit: r.cfg.BatchSize, LeaseFor: r.cfg.Lease})
 	}
 	r.ctrs.ClaimNanos.Add(int64(time.Since(claimedAt)))
+	r.obs.claimed(time.Since(claimedAt), len(recs), err)
 	if err != nil {
 		return b, err
 	}
@@ -216,6 +234,7 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 		for i, k := range order {
 			msgs[i] = lanes[k][0].msg
 		}
+		spans := r.startSpans(ctx, msgs)
 		pubStart := time.Now()
 		pctx, cancel := context.WithDeadline(ctx, minTime(deadline, pubStart.Add(r.cfg.PublishTimeout)))
 		errs := r.cfg.Publisher.Publish(pctx, msgs)
@@ -224,6 +243,8 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 		if len(errs) != len(msgs) {
 			errs = miscounted(r.log, len(errs), len(msgs))
 		}
+		endSpans(spans, errs)
+		r.obs.published(pubStart, lanes, order, errs)
 		next := order[:0]
 		for i, k := range order {
 			lane := lanes[k]
@@ -294,9 +315,9 @@ func (r *Relay) failure(rec store.Record, err error, permanent bool) store.Failu
 		f.Delay = backoff.Delay(attempt, r.cfg.BackoffBase, r.cfg.BackoffMax)
 	}
 	if f.Dead {
-		r.log.Warn("event is DEAD", "event_id", rec.EventID, "aggregate", rec.AggregateType+"/"+rec.AggregateID, "attempt", attempt, "err", f.Error)
+		r.log.Warn("event is DEAD", eventAttrs(rec, "attempt", attempt, "err", f.Error)...)
 	} else {
-		r.log.Debug("publish failed, will retry", "event_id", rec.EventID, "attempt", attempt, "delay", f.Delay, "err", err)
+		r.log.Debug("publish failed, will retry", eventAttrs(rec, "attempt", attempt, "delay", f.Delay, "err", err)...)
 	}
 	return f
 }

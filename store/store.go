@@ -58,8 +58,8 @@ func (r Record) Event() (txbox.Event, error) {
 		if !utf8.Valid(r.Headers) {
 			return e, txbox.Permanent(fmt.Errorf("%w: headers are not valid UTF-8", txbox.ErrInvalidEvent))
 		}
-		var h map[string]string
-		if err := json.Unmarshal(r.Headers, &h); err != nil {
+		h, err := decodeHeaders(r.Headers)
+		if err != nil {
 			return e, txbox.Permanent(fmt.Errorf("%w: headers are not a JSON object of strings: %v", txbox.ErrInvalidEvent, err))
 		}
 		e.Headers = h

@@ -61,6 +61,7 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	routeLibraryLogs(opts.Logger)
 	if opts.MaxLen < 0 {
 		return nil, &txbox.ConfigError{Field: "Redis MaxLen", Reason: fmt.Sprintf("%d is negative", opts.MaxLen)}
 	}

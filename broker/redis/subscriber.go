@@ -83,6 +83,7 @@ func OpenSubscriber(ctx context.Context, url string, opts SubscriberOptions) (*S
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	routeLibraryLogs(opts.Logger)
 	rdb, err := newClient(clientConfig{url: url, name: opts.Name, dialTimeout: opts.DialTimeout})
 	if err != nil {
 		return nil, err

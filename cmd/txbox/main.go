@@ -149,7 +149,7 @@ func (g *globals) setupLog() error {
 	if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
 		return &txbox.ConfigError{Field: "--log-level (TXBOX_LOG_LEVEL)", Reason: fmt.Sprintf("%q: want debug, info, warn or error", g.logLevel)}
 	}
-	opts := &slog.HandlerOptions{Level: lvl}
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: durationText}
 	switch g.logFormat {
 	case "text":
 		g.log = slog.New(slog.NewTextHandler(os.Stderr, opts))

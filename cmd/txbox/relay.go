@@ -22,6 +22,7 @@ func newRelay(g *globals) *cobra.Command {
 	var cfg relay.Config
 	var migrate bool
 	var wakeup, claims string
+	var obs obsFlags
 	cmd := &cobra.Command{
 		Use:   "relay",
 		Short: "Deliver outbox rows to the broker until SIGTERM",
@@ -31,6 +32,7 @@ func newRelay(g *globals) *cobra.Command {
 			cfg.Topic = broker.Topic(g.topic)
 			cfg.Claims = relay.ClaimMode(claims)
 			cfg.Logger = g.log
+			cfg.MaxPendingAge, cfg.StallAfter, cfg.MetricsInterval = obs.maxPendingAge, obs.stallAfter, obs.metricsInterval
 			if err := rejectZeroRelayFlags(cfg, g.topic); err != nil {
 				return err
 			}
@@ -48,6 +50,22 @@ func newRelay(g *globals) *cobra.Command {
 			}
 			open.UseTopic(cfg.Topic)
 			g.migrating = migrate
+			ln, err := obs.listen()
+			if err != nil {
+				return err
+			}
+			var srv *obsServer
+			if ln != nil {
+				reg, wrapped := newRegistry(g.db, g.broker)
+				cfg.Metrics = wrapped
+				srv = serveObs(ctx, ln, reg, g.log)
+			}
+			tp, stopTracing, err := setupTracing(ctx, g.log)
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
+			cfg.TracerProvider = tp
 			s, err := g.openStore(ctx)
 			if err != nil {
 				return err
@@ -83,6 +101,9 @@ func newRelay(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if srv != nil {
+				srv.set(r)
+			}
 			g.log.Info("relay connected", "db", redact.URL(g.db), "broker", redact.URL(g.broker))
 			return r.Run(ctx)
 		},
@@ -105,6 +126,7 @@ func newRelay(g *globals) *cobra.Command {
 	f.StringVar(&cfg.ID, "relay-id", "", "name in locked_by (default host-pid-random)")
 	f.BoolVar(&migrate, "migrate", false, "apply migrations before starting")
 	f.StringVar(&wakeup, "wakeup", "poll", "poll, or listen: PostgreSQL LISTEN for writers using outbox.WithWakeup (polling stays the fallback; not through PgBouncer transaction pooling)")
+	obs.add(f)
 	open.AddPublisherFlags(f)
 	return cmd
 }

@@ -19,13 +19,15 @@ type statsJSON struct {
 	Dead             int64            `json:"dead"`
 	OldestPendingAt  *time.Time       `json:"oldest_pending_at"`
 	OldestPendingAge float64          `json:"oldest_pending_age_seconds"`
+	// Inbox counts inbox rows per consumer name and status.
+	Inbox map[string]map[string]int64 `json:"inbox"`
 }
 
 func newStats(g *globals) *cobra.Command {
 	var lo outputFlags
 	cmd := &cobra.Command{
 		Use:   "stats",
-		Short: "Counts per status, backlog, oldest pending age and dead count",
+		Short: "Outbox counts per status, backlog, oldest pending age and dead count; inbox counts per consumer and status",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			asJSON, err := lo.asJSON()
@@ -46,6 +48,9 @@ func newStats(g *globals) *cobra.Command {
 				out.Counts[string(k)] = st.Counts[k]
 			}
 			out.Backlog = st.Counts[txbox.StatusPending] + st.Counts[txbox.StatusRetry] + st.Counts[txbox.StatusProcessing]
+			if out.Inbox, err = inboxCounts(cmd.Context(), s); err != nil {
+				return err
+			}
 			w := cmd.OutOrStdout()
 			if asJSON {
 				enc := json.NewEncoder(w)
@@ -61,6 +66,7 @@ func newStats(g *globals) *cobra.Command {
 			} else {
 				fmt.Fprintf(w, "%-12s -\n", "oldest")
 			}
+			printInboxCounts(w, out.Inbox)
 			return nil
 		},
 	}

@@ -49,6 +49,7 @@ func Run(t *testing.T, h Harness) {
 		{"KeysetPagingCountAndErrorText", testKeysetCount},
 		{"Release", testRelease},
 		{"Stats", testStats},
+		{"Backlog", testBacklog},
 		{"Cleanup", testCleanup},
 		{"DeepBlockedAggregateDoesNotStarveOthers", testDeepBlocked},
 		{"ConcurrentClaimers", testConcurrentClaimers},

@@ -1,0 +1,91 @@
+package inbox_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	membroker "github.com/txbox/txbox/broker/mem"
+	"github.com/txbox/txbox/inbox"
+	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/postgres"
+)
+
+// A service that embeds a consumer shows its inbox metrics on its own
+// /metrics: give the consumer the registry the service serves. (The broker
+// here is the in-memory one; a service would use natsbroker or another.)
+func Example_consumerMetrics() {
+	ctx := context.Background()
+	url := os.Getenv("TXBOX_TEST_POSTGRES")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pool.Close()
+	tables := store.Tables{Outbox: "example_metrics_outbox", Inbox: "example_metrics_inbox"}
+	s, _ := postgres.New(pool, postgres.Options{Tables: tables})
+	if err := s.Migrate(ctx); err != nil {
+		fmt.Println("postgres unavailable")
+		return
+	}
+	b := membroker.New()
+	_ = b.Publish(ctx, []broker.Message{{Event: txbox.MustEvent("Order", "o1", "OrderCreated", nil), Topic: "orders"}})
+
+	// The service's registry (prometheus.DefaultRegisterer works too).
+	reg := prometheus.NewRegistry()
+	c, err := inbox.New(s, inbox.Config{
+		Name:       "billing",
+		Subscriber: b.Subscribe("billing", "orders"),
+		Metrics:    reg,
+	}, func(ctx context.Context, tx pgx.Tx, e txbox.Event) error { return nil })
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	runCtx, stop := context.WithTimeout(ctx, 2*time.Second)
+	defer stop()
+	go func() { _ = c.Run(runCtx) }()
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})) // the service's /metrics
+	defer srv.Close()
+	for runCtx.Err() == nil {
+		if line := scrapeLine(srv.URL, "txbox_inbox_processed_total"); strings.HasSuffix(line, " 1") {
+			fmt.Println(line)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, _ = pool.Exec(ctx, `DELETE FROM `+tables.Inbox)
+	// Output: txbox_inbox_processed_total{consumer="billing"} 1
+}
+
+// scrapeLine returns the first line of the scrape at url starting with name.
+func scrapeLine(url, name string) string {
+	resp, err := http.Get(url)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, name) {
+			return line
+		}
+	}
+	return ""
+}

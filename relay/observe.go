@@ -1,0 +1,298 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/store"
+)
+
+// observer is the relay's metrics, health state and progress log. Its hot
+// path is a few atomic adds and histogram observations; with Config.Metrics
+// nil the histograms are nil and skipped.
+type observer struct {
+	r       *Relay
+	sampler store.BacklogSampler // nil: the store cannot sample its backlog
+
+	claimSeconds, claimRows     prometheus.Histogram
+	publishRound, commitDelay   prometheus.Histogram
+	inFlight                    prometheus.Gauge
+	markFailures, claimFailures prometheus.Counter
+	wakeListen, wakePoll        prometheus.Counter
+	sampleErrors                prometheus.Counter
+
+	pinger      broker.Pinger // nil: the publisher cannot be pinged
+	started     time.Time
+	beat        atomic.Int64 // unix ns: the claim loop went round
+	lastRound   atomic.Int64 // unix ns: a publish round ended
+	lastPublish atomic.Int64 // unix ns: the broker last confirmed a message
+	brokerUp    atomic.Bool
+
+	mu         sync.Mutex
+	backlog    store.Backlog
+	sampledAt  time.Time
+	sampleErr  error
+	lastReady  error
+	progressAt time.Time
+	progressN  int64
+}
+
+var (
+	secondsBuckets = prometheus.ExponentialBuckets(0.0005, 2, 16) // 0.5 ms .. 16 s
+	delayBuckets   = prometheus.ExponentialBuckets(0.001, 4, 12)  // 1 ms .. 70 min
+	rowsBuckets    = prometheus.ExponentialBuckets(1, 2, 14)      // 1 .. 8192
+)
+
+func newObserver(r *Relay) *observer {
+	o := &observer{r: r, started: time.Now()}
+	o.sampler, _ = r.cfg.Store.(store.BacklogSampler)
+	o.pinger, _ = r.cfg.Publisher.(broker.Pinger)
+	o.brokerUp.Store(true)
+	o.beat.Store(o.started.UnixNano())
+	if r.cfg.Metrics != nil {
+		o.register(r.cfg.Metrics)
+	}
+	return o
+}
+
+func (o *observer) register(reg prometheus.Registerer) {
+	c := &o.r.ctrs
+	hist := func(name, help string, b []float64) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: b})
+	}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	}
+	fromCtr := func(name, help string, labels prometheus.Labels, v *atomic.Int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return float64(v.Load()) })
+	}
+	gauge := func(name, help string, labels prometheus.Labels, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, f)
+	}
+	o.claimSeconds = hist("txbox_relay_claim_seconds", "Duration of one claim statement.", secondsBuckets)
+	o.claimRows = hist("txbox_relay_claim_rows", "Rows returned by one claim that returned any.", rowsBuckets)
+	o.publishRound = hist("txbox_relay_publish_round_seconds", "Publish round trip: one pipelined publish of lane heads until the broker confirmed or failed every message.", secondsBuckets)
+	o.commitDelay = hist("txbox_relay_commit_to_publish_seconds", "From the row's created_at (the writer's transaction) to the broker's confirmation.", delayBuckets)
+	o.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "txbox_relay_batches_in_flight", Help: "Claimed batches being published or marked."})
+	o.markFailures = counter("txbox_relay_mark_failures_total", "Batches whose marks failed; their rows are delivered again.")
+	o.claimFailures = counter("txbox_relay_claim_failures_total", "Claims that failed (database errors).")
+	o.sampleErrors = counter("txbox_outbox_sample_errors_total", "Backlog samples that failed.")
+	wakes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "txbox_relay_wakeups_total", Help: "Idle waits ended, by source: listen (a push wake-up) or poll (the poll interval)."}, []string{"source"})
+	o.wakeListen, o.wakePoll = wakes.WithLabelValues("listen"), wakes.WithLabelValues("poll")
+	sample := func(f func(b store.Backlog) float64) func() float64 {
+		return func() float64 { o.mu.Lock(); defer o.mu.Unlock(); return f(o.backlog) }
+	}
+	boolGauge := func(f func() bool) func() float64 {
+		return func() float64 {
+			if f() {
+				return 1
+			}
+			return 0
+		}
+	}
+	cs := []prometheus.Collector{
+		o.claimSeconds, o.claimRows, o.publishRound, o.commitDelay, o.inFlight, o.markFailures, o.claimFailures, o.sampleErrors, wakes,
+		fromCtr("txbox_relay_published_total", "Publish outcomes: delivered (the broker confirmed), retried (row to RETRY), dead (row to DEAD).", prometheus.Labels{"outcome": "delivered"}, &c.Published),
+		fromCtr("txbox_relay_published_total", "Publish outcomes: delivered (the broker confirmed), retried (row to RETRY), dead (row to DEAD).", prometheus.Labels{"outcome": "retried"}, &c.Retried),
+		fromCtr("txbox_relay_published_total", "Publish outcomes: delivered (the broker confirmed), retried (row to RETRY), dead (row to DEAD).", prometheus.Labels{"outcome": "dead"}, &c.Dead),
+		fromCtr("txbox_relay_claimed_total", "Rows claimed.", nil, &c.Claimed),
+		fromCtr("txbox_relay_released_total", "Claimed rows handed back unpublished (shutdown, lease nearly spent, an earlier row of the aggregate failed).", nil, &c.Released),
+		fromCtr("txbox_relay_lease_lost_total", "Marks refused because another relay took the rows over after the lease ran out.", nil, &c.LeaseLost),
+		gauge("txbox_outbox_backlog", "Rows still to deliver, by status, sampled from the database.", prometheus.Labels{"status": "pending"}, sample(func(b store.Backlog) float64 { return float64(b.Pending) })),
+		gauge("txbox_outbox_backlog", "Rows still to deliver, by status, sampled from the database.", prometheus.Labels{"status": "retry"}, sample(func(b store.Backlog) float64 { return float64(b.Retry) })),
+		gauge("txbox_outbox_backlog", "Rows still to deliver, by status, sampled from the database.", prometheus.Labels{"status": "processing"}, sample(func(b store.Backlog) float64 { return float64(b.Processing) })),
+		gauge("txbox_outbox_dead", "DEAD rows waiting for an operator, sampled from the database.", nil, sample(func(b store.Backlog) float64 { return float64(b.Dead) })),
+		gauge("txbox_outbox_oldest_pending_age_seconds", "Age of the oldest PENDING, RETRY or PROCESSING row (0 when none), sampled from the database.", nil, sample(func(b store.Backlog) float64 { return b.OldestAge.Seconds() })),
+		gauge("txbox_outbox_last_sample_timestamp_seconds", "When the backlog was last sampled successfully (unix time).", nil, func() float64 {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			if o.sampledAt.IsZero() {
+				return 0
+			}
+			return float64(o.sampledAt.UnixNano()) / 1e9
+		}),
+		gauge("txbox_relay_last_publish_timestamp_seconds", "When the broker last confirmed a message (unix time; 0: not yet).", nil, func() float64 { return float64(o.lastPublish.Load()) / 1e9 }),
+		gauge("txbox_relay_broker_up", "1 while the broker confirms publishes; 0 after a round in which every message failed for a reason other than the message itself, or, while idle, a failed ping of a broker that can be pinged (NATS).", nil, boolGauge(o.brokerUp.Load)),
+		gauge("txbox_relay_ready", "1 when the relay is ready (see /readyz): database answers, broker confirms, oldest pending age and stall within bounds.", nil, boolGauge(func() bool {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			return o.lastReady == nil
+		})),
+	}
+	for _, col := range cs {
+		reg.MustRegister(col)
+	}
+}
+
+// claimed records one claim.
+func (o *observer) claimed(took time.Duration, rows int, err error) {
+	if o.claimSeconds == nil {
+		return
+	}
+	o.claimSeconds.Observe(took.Seconds())
+	switch {
+	case err != nil:
+		o.claimFailures.Inc()
+	case rows > 0:
+		o.claimRows.Observe(float64(rows))
+	}
+}
+
+// published records one publish round: its duration, each confirmed
+// message's delay since it was written, and whether the broker is up.
+func (o *observer) published(start time.Time, lanes map[string][]item, order []string, errs []error) {
+	now := time.Now()
+	ok, brokerFailures := 0, 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+			if o.commitDelay != nil {
+				o.commitDelay.Observe(now.Sub(lanes[order[i]][0].rec.CreatedAt).Seconds())
+			}
+		case !errors.Is(err, txbox.ErrPermanent):
+			brokerFailures++
+		}
+	}
+	if o.publishRound != nil {
+		o.publishRound.Observe(now.Sub(start).Seconds())
+	}
+	o.lastRound.Store(now.UnixNano())
+	if ok > 0 {
+		o.lastPublish.Store(now.UnixNano())
+		o.brokerUp.Store(true)
+	} else if brokerFailures > 0 {
+		o.brokerUp.Store(false)
+	}
+}
+
+func (o *observer) batchStarted() {
+	if o.inFlight != nil {
+		o.inFlight.Inc()
+	}
+}
+
+func (o *observer) batchDone(err error) {
+	if o.inFlight != nil {
+		o.inFlight.Dec()
+		if err != nil {
+			o.markFailures.Inc()
+		}
+	}
+}
+
+// idle waits PollInterval or a wake-up, counting which one ended the wait;
+// it returns false when ctx ended.
+func (r *Relay) idle(ctx context.Context) bool {
+	t := time.NewTimer(r.cfg.PollInterval)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		if r.obs.wakePoll != nil {
+			r.obs.wakePoll.Inc()
+		}
+	case <-r.cfg.Wakeup:
+		if r.obs.wakeListen != nil {
+			r.obs.wakeListen.Inc()
+		}
+	}
+	return true
+}
+
+// watch samples the backlog every MetricsInterval, keeps the readiness
+// verdict current and logs progress, until ctx ends.
+func (o *observer) watch(ctx context.Context) {
+	t := time.NewTicker(o.r.cfg.MetricsInterval)
+	defer t.Stop()
+	o.mu.Lock()
+	o.progressAt, o.progressN = time.Now(), o.r.ctrs.Published.Load()
+	o.mu.Unlock()
+	for {
+		o.sample(ctx)
+		o.progress()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sample reads the backlog once, pings an idle relay's broker, and
+// re-evaluates readiness.
+func (o *observer) sample(ctx context.Context) {
+	o.pingIfIdle(ctx)
+	var b store.Backlog
+	var err error
+	if o.sampler != nil {
+		sctx, cancel := context.WithTimeout(ctx, max(o.r.cfg.MetricsInterval, time.Second))
+		b, err = o.sampler.Backlog(sctx)
+		cancel()
+		if err != nil && ctx.Err() != nil {
+			return // shutting down
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.sampleErr = err
+	if err != nil {
+		if o.sampleErrors != nil {
+			o.sampleErrors.Inc()
+		}
+		o.r.log.Warn("sampling the backlog failed", "err", err)
+	} else {
+		o.backlog, o.sampledAt = b, time.Now()
+	}
+	o.lastReady = o.readyLocked()
+}
+
+// pingIfIdle asks the broker whether it answers when no publish round
+// ended within the last MetricsInterval: with traffic the rounds tell.
+func (o *observer) pingIfIdle(ctx context.Context) {
+	if o.pinger == nil || time.Since(time.Unix(0, o.lastRound.Load())) < o.r.cfg.MetricsInterval {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, min(o.r.cfg.PublishTimeout, 5*time.Second))
+	err := o.pinger.Ping(pctx)
+	cancel()
+	if ctx.Err() != nil {
+		return // shutting down
+	}
+	if up := err == nil; up != o.brokerUp.Swap(up) && !up {
+		o.r.log.Warn("broker does not answer", "err", err)
+	}
+}
+
+// progress logs one line per ProgressEvery while the relay works: something
+// was published, or a backlog is waiting. An idle relay stays silent.
+func (o *observer) progress() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := time.Now()
+	if now.Sub(o.progressAt) < o.r.cfg.ProgressEvery {
+		return
+	}
+	n := o.r.ctrs.Published.Load()
+	sent, took := n-o.progressN, now.Sub(o.progressAt)
+	o.progressAt, o.progressN = now, n
+	if sent == 0 && o.backlog.Unsent() == 0 {
+		return
+	}
+	o.r.log.Info("relay progress", "published", sent, "rate_per_s", int64(float64(sent)/took.Seconds()+0.5),
+		"backlog", o.backlog.Unsent(), "dead", o.backlog.Dead, "oldest_age", o.backlog.OldestAge.Round(time.Millisecond).String(), "window", took.Round(time.Millisecond).String())
+}
+
+// eventAttrs are the attributes every log line about an event carries,
+// followed by more.
+func eventAttrs(rec store.Record, more ...any) []any {
+	return append([]any{"event_id", rec.EventID, "aggregate_type", rec.AggregateType, "aggregate_id", rec.AggregateID, "event_type", rec.EventType}, more...)
+}

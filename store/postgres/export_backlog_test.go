@@ -1,0 +1,4 @@
+package postgres
+
+// BacklogQuery is backlogQuery, for the plan test.
+const BacklogQuery = backlogQuery
