@@ -1,0 +1,221 @@
+// The inbox transaction: insert-if-absent, version guard, handler and
+// processed mark commit together, or nothing does.
+
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/store"
+)
+
+// process runs the inbox transaction for one event. It reports whether the
+// delivery is to be acknowledged, or redelivered after delay.
+func (c *Consumer) process(ctx context.Context, ev txbox.Event, again txbox.Status) (ack bool, delay time.Duration) {
+	return c.run(ctx, ev, again, false)
+}
+
+// waitMarker is the delay run reports for "hold this delivery until its
+// predecessor is applied": a value no backoff produces.
+const waitMarker = time.Duration(-1)
+
+// run is process; with canWait, an Ordered event whose predecessor is
+// missing is neither failed nor settled, and run returns waitMarker.
+func (c *Consumer) run(ctx context.Context, ev txbox.Event, again txbox.Status, canWait bool) (ack bool, delay time.Duration) {
+	began := time.Now()
+	tx, native, commit, rollback, err := c.db.begin(ctx)
+	if err != nil {
+		c.log.Warn("begin failed", eventAttrs(ev, "err", err)...)
+		return false, c.backoff(1)
+	}
+	st := c.apply(ctx, tx, native, ev, false)
+	if st.kind == stepCommit {
+		err := commit()
+		c.obs.txDone(began)
+		if err != nil {
+			c.log.Warn("commit failed", eventAttrs(ev, "err", err)...)
+			return false, c.backoff(1)
+		}
+	} else {
+		_ = rollback()
+		c.obs.txDone(began)
+	}
+	return c.settleStep(ctx, ev, st, again, canWait)
+}
+
+// stepKind is what the inbox transaction decided for one event.
+type stepKind int
+
+const (
+	stepCommit  stepKind = iota // processed or skipped as stale: commit, then acknowledge
+	stepAck                     // duplicate or parked: nothing to commit; acknowledge
+	stepFail                    // handler error or a gap: roll back, record the attempt
+	stepRefused                 // the store refuses the event's data: roll back, park it
+	stepInfra                   // any other store error: roll back, redeliver
+)
+
+type step struct {
+	kind     stepKind
+	attempts int   // failed attempts before this one
+	err      error // the handler's, the gap's, or the store's
+	stale    string
+	dup      bool
+	gap      bool
+}
+
+// apply is the inbox transaction's body for one event, on tx: the
+// insert-if-absent, the version guard, the handler and the processed mark.
+// inserted says the row was inserted, PROCESSED, already (applyShared).
+// It never commits or rolls back; the caller does, per what it returns.
+func (c *Consumer) apply(ctx context.Context, tx store.Tx, native any, ev txbox.Event, inserted bool) step {
+	var state store.InboxState
+	var attempts int
+	var err error
+	marked := true // the row says PROCESSED already, to be rolled back if the handler fails
+	switch {
+	case inserted:
+		state = store.InboxFresh
+	case c.acqDone != nil:
+		state, attempts, err = c.acqDone.InboxAcquireProcessed(ctx, tx, c.cfg.Name, ev)
+	default:
+		marked = false
+		state, attempts, err = c.dialect.InboxAcquire(ctx, tx, c.cfg.Name, ev)
+	}
+	if err != nil {
+		c.log.Warn("inbox acquire failed", eventAttrs(ev, "err", err)...)
+		if errors.Is(err, txbox.ErrInvalidEvent) {
+			// The store refuses this event's data and always will; any
+			// other error (connection, deadlock) is redelivered.
+			return step{kind: stepRefused, err: err}
+		}
+		return step{kind: stepInfra, err: err}
+	}
+	switch state {
+	case store.InboxDuplicate:
+		return step{kind: stepAck, dup: true}
+	case store.InboxParked:
+		return step{kind: stepAck}
+	}
+	if c.cfg.VersionGuard && ev.AggregateVersion > 0 {
+		stale, gap, err := c.checkVersion(ctx, tx, ev)
+		switch {
+		case err != nil && errors.Is(err, txbox.ErrInvalidEvent): // as for InboxAcquire
+			return step{kind: stepRefused, err: err}
+		case err != nil:
+			return step{kind: stepInfra, err: err}
+		case gap != nil:
+			return step{kind: stepFail, attempts: attempts, err: gap, gap: true}
+		case stale != "":
+			if err := c.dialect.InboxDone(ctx, tx, c.cfg.Name, ev.ID, txbox.StatusSkipped, stale); err != nil {
+				return step{kind: stepInfra, err: err}
+			}
+			return step{kind: stepCommit, stale: stale}
+		}
+	}
+	if herr := c.safeHandle(ctx, native, ev); herr != nil {
+		return step{kind: stepFail, attempts: attempts, err: herr}
+	}
+	if !marked {
+		if err := c.dialect.InboxDone(ctx, tx, c.cfg.Name, ev.ID, txbox.StatusProcessed, ""); err != nil {
+			return step{kind: stepInfra, err: err}
+		}
+	}
+	return step{kind: stepCommit}
+}
+
+// settleStep turns a step whose transaction has ended into the delivery's
+// fate: acknowledge, or redeliver after a delay (waitMarker: hold it).
+func (c *Consumer) settleStep(ctx context.Context, ev txbox.Event, st step, again txbox.Status, canWait bool) (bool, time.Duration) {
+	switch st.kind {
+	case stepCommit:
+		if st.stale != "" {
+			c.ctrs.Stale.Add(1)
+			c.log.Debug("stale event skipped", eventAttrs(ev, "version", ev.AggregateVersion, "note", st.stale)...)
+		} else {
+			c.ctrs.Processed.Add(1)
+		}
+		return true, 0
+	case stepAck:
+		if st.dup {
+			c.ctrs.Duplicates.Add(1)
+		}
+		return true, 0
+	case stepFail:
+		if st.gap && canWait {
+			return false, waitMarker
+		}
+		return c.fail(ctx, ev, st.attempts, st.err, again)
+	case stepRefused:
+		return c.parkRefused(ctx, ev, st.err)
+	default:
+		return false, c.backoff(1)
+	}
+}
+
+// checkVersion runs the version guard in the handler's transaction. It
+// returns a note when the event is stale, or an error when Ordered is on
+// and the event's predecessor has not been applied yet. What it records is
+// rolled back with the transaction when the handler fails.
+func (c *Consumer) checkVersion(ctx context.Context, tx store.Tx, ev txbox.Event) (stale string, gap error, err error) {
+	d, name, v := c.dialect, c.cfg.Name, ev.AggregateVersion
+	if c.cfg.Ordered && v > 1 {
+		// Recording v-1 succeeds only if the last applied version is below
+		// v-1: then v-1 itself is missing. The transaction is rolled back.
+		if _, ok, err := d.InboxVersion(ctx, tx, name, ev.AggregateType, ev.AggregateID, v-1); err != nil {
+			return "", nil, err
+		} else if ok {
+			c.ctrs.Gaps.Add(1)
+			return "", fmt.Errorf("waiting for version %d of %s/%s before applying version %d", v-1, ev.AggregateType, ev.AggregateID, v), nil
+		}
+	}
+	last, ok, err := d.InboxVersion(ctx, tx, name, ev.AggregateType, ev.AggregateID, v)
+	if err != nil {
+		return "", nil, err
+	}
+	if !ok {
+		return fmt.Sprintf("stale: version %d is not above the last applied %d", v, last), nil, nil
+	}
+	return "", nil, nil
+}
+
+func (c *Consumer) safeHandle(ctx context.Context, native any, ev txbox.Event) (err error) {
+	ctx, end := c.obs.handlerStart(ctx, ev)
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v", p)
+		}
+		end(err)
+	}()
+	return c.handle(ctx, native, ev)
+}
+
+// fail records a failed attempt in a transaction of its own: the handler's
+// was rolled back, and with it anything it wrote.
+func (c *Consumer) fail(ctx context.Context, ev txbox.Event, prior int, herr error, again txbox.Status) (bool, time.Duration) {
+	c.ctrs.Failed.Add(1)
+	tx, _, commit, rollback, err := c.db.begin(ctx)
+	if err != nil {
+		return false, c.backoff(prior + 1)
+	}
+	attempts, parked, err := c.dialect.InboxFail(ctx, tx, c.cfg.Name, ev, herr.Error(), c.cfg.MaxAttempts, again)
+	if err == nil {
+		err = commit()
+	} else {
+		_ = rollback()
+	}
+	if err != nil {
+		c.log.Warn("recording a failed attempt failed", eventAttrs(ev, "err", err)...)
+		return false, c.backoff(prior + 1)
+	}
+	if parked {
+		c.ctrs.Parked.Add(1)
+		c.log.Warn("event parked after its last attempt", eventAttrs(ev, "attempts", attempts, "err", herr)...)
+		return true, 0
+	}
+	c.log.Debug("handler failed, will retry", eventAttrs(ev, "attempt", attempts, "err", herr)...)
+	return false, c.backoff(attempts)
+}
