@@ -63,11 +63,7 @@ func upperFirst(s string) string {
 // countRows counts the rows f matches; -1 when the store cannot count
 // (a store from outside this module), which the prompt treats as many.
 func countRows(ctx context.Context, s store.Store, f store.Filter) (int64, error) {
-	c, ok := s.(store.Counter)
-	if !ok {
-		return -1, nil
-	}
-	return c.Count(ctx, f)
+	return s.Count(ctx, f)
 }
 
 func countText(n int64) string {

@@ -9,7 +9,7 @@ import (
 	"github.com/txbox/txbox/store"
 )
 
-// Count implements store.Counter over the same tables as List.
+// Count implements store.Outbox over the same tables as List.
 func (s *Store) Count(ctx context.Context, f store.Filter) (int64, error) {
 	where, args := filter(f)
 	var parts []string

@@ -10,7 +10,7 @@ import (
 	"github.com/txbox/txbox/store"
 )
 
-// Count implements store.Counter.
+// Count implements store.Outbox.
 func (s *Store) Count(ctx context.Context, f store.Filter) (int64, error) {
 	where, args := sqlstore.FilterSQL(f, ph, 1)
 	q := `SELECT (SELECT count(*) FROM ` + s.q.table + ` WHERE ` + where + `)`

@@ -8,7 +8,7 @@ import (
 	"github.com/txbox/txbox/store"
 )
 
-// Count implements store.Counter (SQLite keeps SENT rows in the outbox
+// Count implements store.Outbox (SQLite keeps SENT rows in the outbox
 // table).
 func (s *Store) Count(ctx context.Context, f store.Filter) (int64, error) {
 	where, args := filter(f)

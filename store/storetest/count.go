@@ -43,7 +43,7 @@ func testCount(t *testing.T, h Harness) {
 		{store.Filter{Status: txbox.StatusDead, AggregateID: got[0].AggregateID, Limit: 1}, 1},
 		{store.Filter{Status: txbox.StatusDead, Since: time.Now().Add(time.Hour)}, 0},
 	} {
-		if n, err := c.Count(ctx, tc.f); err != nil || n != tc.want {
+		if n, err := s.Count(ctx, tc.f); err != nil || n != tc.want {
 			t.Fatalf("Count(%+v) = %d, %v; want %d", tc.f, n, err, tc.want)
 		}
 	}
