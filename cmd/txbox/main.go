@@ -160,7 +160,6 @@ func (g *globals) setupLog() error {
 		return &txbox.ConfigError{Field: "--log-format (TXBOX_LOG_FORMAT)", Reason: fmt.Sprintf("%q: want text or json", g.logFormat)}
 	}
 	slog.SetDefault(g.log)
-	open.RouteLibraryLogs(g.log)
 	return nil
 }
 
