@@ -67,6 +67,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	slots := make(chan struct{}, r.cfg.Workers)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	var fl flight
 	// Batches run on a context that shutdown does not cancel, so rows
 	// already claimed are finished or released, never abandoned.
 	work := context.WithoutCancel(ctx)
@@ -81,12 +82,13 @@ func (r *Relay) Run(ctx context.Context) error {
 			<-slots
 			return nil
 		}
+		_, endsBefore, _ := fl.state()
 		b, err := r.claim(work)
 		if err != nil {
 			<-slots
 			r.ctrs.Errors.Add(1)
 			r.log.Warn("claim failed", "err", err, "retry_in", errDelay)
-			if !sleep(ctx, errDelay, nil) {
+			if !sleep(ctx, errDelay, nil, nil) {
 				return nil
 			}
 			errDelay = min(errDelay*2, 30*time.Second)
@@ -95,31 +97,58 @@ func (r *Relay) Run(ctx context.Context) error {
 		errDelay = r.cfg.PollInterval
 		if len(b.recs) == 0 {
 			<-slots
-			if !sleep(ctx, r.cfg.PollInterval, r.cfg.Wakeup) {
-				return nil
-			}
+		} else {
+			fl.start()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer fl.end()
+				defer func() { <-slots }()
+				if err := r.deliver(work, b, ctx.Done()); err != nil {
+					r.ctrs.Errors.Add(1)
+					r.log.Warn("marking a batch failed; its rows will be delivered again (lease claims: once their leases expire)", "err", err)
+				}
+			}()
+		}
+		if len(b.recs) == r.cfg.BatchSize {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			if err := r.deliver(work, b, ctx.Done()); err != nil {
-				r.ctrs.Errors.Add(1)
-				r.log.Warn("marking a batch failed; its rows will be delivered again (lease claims: once their leases expire)", "err", err)
-			}
-		}()
-		if len(b.recs) < r.cfg.BatchSize {
-			// A partial batch drained the table for now: wait for the poll
-			// or a wake-up rather than claim again at once.
-			if !sleep(ctx, r.cfg.PollInterval, r.cfg.Wakeup) {
-				return nil
-			}
+		if !r.waitAfterShortClaim(ctx, &fl, endsBefore) {
+			return nil
 		}
 	}
 }
 
-// sleep waits d, a wake-up, or ctx; it returns false when ctx ended.
-func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+// waitAfterShortClaim decides what a claim that came back short waits for.
+// Short means the table holds nothing more that this relay may take now,
+// but the rows held back may be the later rows of aggregates whose earlier
+// rows this relay's own batches have in flight: those become claimable the
+// moment such a batch ends, so the relay waits for that signal rather than
+// a poll interval. If a batch already ended while the claim ran, it claims
+// again at once; only with nothing of its own in flight is it idle.
+//
+// The in-flight count, the number of ends and the next-end channel are read
+// together under one lock: a batch that ends after that read closes the
+// channel read, one that ended before it changed the count of ends, so no
+// end is missed. The wait is still bounded by the poll interval, for rows
+// that other relays or producers without a wake-up make claimable.
+func (r *Relay) waitAfterShortClaim(ctx context.Context, fl *flight, endsBefore uint64) bool {
+	n, ends, next := fl.state()
+	switch {
+	case ends != endsBefore:
+		return true
+	case n > 0:
+		r.ctrs.BatchWaits.Add(1)
+		return sleep(ctx, r.cfg.PollInterval, r.cfg.Wakeup, next)
+	default:
+		r.ctrs.IdleWaits.Add(1)
+		return sleep(ctx, r.cfg.PollInterval, r.cfg.Wakeup, nil)
+	}
+}
+
+// sleep waits d, a wake-up, the end of a batch, or ctx; it returns false
+// when ctx ended.
+func sleep(ctx context.Context, d time.Duration, wake, ended <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -127,6 +156,7 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 		return false
 	case <-t.C:
 	case <-wake:
+	case <-ended:
 	}
 	return true
 }
