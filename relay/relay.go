@@ -20,7 +20,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/internal/backoff"
 	"github.com/txbox/txbox/store"
@@ -33,6 +32,8 @@ type Relay struct {
 	log  *slog.Logger
 	seq  atomic.Uint64
 	ctrs counters
+
+	pipelined bool // the publisher keeps per-key order with many in flight
 }
 
 // New validates cfg and returns a relay.
@@ -41,7 +42,7 @@ func New(cfg Config) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Relay{cfg: cfg, log: cfg.Logger.With("relay", cfg.ID)}
+	r := &Relay{cfg: cfg, log: cfg.Logger.With("relay", cfg.ID), pipelined: broker.PipelinesPerKey(cfg.Publisher)}
 	if txc, ok := cfg.Store.(store.TxClaimer); ok && cfg.Claims != ClaimLease {
 		r.txc = txc
 	}
@@ -242,9 +243,15 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 			releaseRest("shutting down")
 			break
 		}
-		msgs := make([]broker.Message, len(order))
+		// One run per lane: its head, or with a publisher that keeps per-key
+		// order in flight, its next same-topic events.
+		runs := make([]int, len(order))
+		var msgs []broker.Message
 		for i, k := range order {
-			msgs[i] = lanes[k][0].msg
+			runs[i] = r.runLen(lanes[k])
+			for _, it := range lanes[k][:runs[i]] {
+				msgs = append(msgs, it.msg)
+			}
 		}
 		pubStart := time.Now()
 		pctx, cancel := context.WithDeadline(ctx, minTime(deadline, pubStart.Add(r.cfg.PublishTimeout)))
@@ -255,28 +262,12 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 			errs = miscounted(r.log, len(errs), len(msgs))
 		}
 		next := order[:0]
+		at := 0
 		for i, k := range order {
-			lane := lanes[k]
-			head := lane[0]
-			switch err := errs[i]; {
-			case err == nil:
-				out.sent = append(out.sent, head.rec.ID)
-			case errors.Is(err, txbox.ErrPermanent):
-				// Retrying cannot help; DEAD does not block the aggregate.
-				out.failures = append(out.failures, r.failure(head.rec, err, true))
-			default:
-				f := r.failure(head.rec, err, false)
-				out.failures = append(out.failures, f)
-				if !f.Dead {
-					// The aggregate waits for this row: hand its later rows back.
-					for _, it := range lane[1:] {
-						out.release = append(out.release, it.rec.ID)
-					}
-					lanes[k] = nil
-					continue
-				}
-			}
-			if lanes[k] = lane[1:]; len(lanes[k]) > 0 {
+			n := runs[i]
+			lanes[k] = r.settleRun(lanes[k], n, errs[at:at+n], &out)
+			at += n
+			if len(lanes[k]) > 0 {
 				next = append(next, k)
 			}
 		}
