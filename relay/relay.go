@@ -3,8 +3,10 @@
 //
 // The publish loop: rows of one claim are grouped into lanes
 // by aggregate; each round publishes the head of every lane in one pipelined
-// call; a lane moves on only after its head is confirmed, so a later event of
-// an aggregate is never sent while an earlier one is unsent. A retryable
+// call (with a publisher that declares broker.OrderedPipeliner, a run of
+// each lane's events: see runLen); a lane moves on only after its head is
+// confirmed, so a later event of an aggregate is never sent while an earlier
+// one is unsent. A retryable
 // failure parks its lane (the row goes to RETRY, the rest of the lane is
 // released) and the other lanes go on. Rows are marked SENT only after the
 // broker confirmed them; a crash in between re-publishes them, which the
