@@ -8,6 +8,8 @@
 //	go run . inbox --events 100000
 //	go run . history --db mysql://root@127.0.0.1:3306/test --history 2000000
 //	go run . console --rows 1000000 --runs 9
+//	go run . skew --events 1000000
+//	go run . wmsweep
 //	go run . smoke   # every subcommand at toy sizes, for CI
 package main
 
@@ -34,6 +36,10 @@ func main() {
 		err = inboxCmd(os.Args[2:])
 	case "console":
 		err = consoleCmd(os.Args[2:])
+	case "skew":
+		err = skewCmd(os.Args[2:])
+	case "wmsweep":
+		err = wmsweepCmd(os.Args[2:])
 	case "smoke":
 		err = smoke(os.Args[2:])
 	case "watermill-forwarder": // drain's Watermill contender, run as a child process
@@ -56,6 +62,9 @@ func usage() {
   bench inbox   [--events N] [--aggregates N] [--batch N] [--runs N] [--only txbox,txbox-batch,handwritten] [--tx-batch N] [--double-ack]
   bench history --db URL [--history N] [--backlog N] [--batch N] [--runs N]
   bench console [--rows N] [--runs N]
+  bench skew    [--events N] [--layouts 1,10,100,1000,100000,zipf] [--runs N] [--only txbox,txbox-2proc,raw-pipelined,watermill]
+                [--raw-inflight N] [--batch N] [--wm-batch N] [--wm-schema default|queue] [--timeout D] [--stall D]
+  bench wmsweep [--events 100000,1000000] [--batches 100,1000,5000] [--schemas default,queue] [--runs N]
   bench smoke   every subcommand at toy sizes (CI)`)
 	os.Exit(2)
 }

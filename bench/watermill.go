@@ -8,6 +8,7 @@ package main
 // read from /proc the same way.
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -35,9 +36,33 @@ type wmOpts struct {
 	effPerTx int // used in the last backlog (raised when the database has too few past xids)
 	poll     time.Duration
 	driver   string
+	schema   string // "default" (or ""), or "queue": PostgreSQLQueueSchema + DeleteOnAck
+}
+
+func (w wmOpts) queue() bool { return w.schema == "queue" }
+
+func (w wmOpts) check() error {
+	if w.schema != "" && w.schema != "default" && w.schema != "queue" {
+		return fmt.Errorf("--wm-schema %q: want default or queue", w.schema)
+	}
+	return nil
+}
+
+// wmAdapters are the subscriber's schema and offsets adapters for the
+// schema chosen, and the consumer group it takes (the queue schema has
+// none: it marks or deletes rows instead).
+func wmAdapters(schema string, batch int) (wmsql.SchemaAdapter, wmsql.OffsetsAdapter, string) {
+	if schema == "queue" {
+		return wmsql.PostgreSQLQueueSchema{SubscribeBatchSize: batch}, wmsql.PostgreSQLQueueOffsetsAdapter{DeleteOnAck: true}, ""
+	}
+	return wmSchema(batch), wmsql.DefaultPostgreSQLOffsetsAdapter{}, "bench"
 }
 
 func (w wmOpts) describe() string {
+	if w.queue() {
+		return fmt.Sprintf("forwarder, watermill-sql v4 PostgreSQLQueueSchema{SubscribeBatchSize: %d} + PostgreSQLQueueOffsetsAdapter{DeleteOnAck: true} via %s, PollInterval %v; watermill-nats v2 JetStream publisher, NATSMarshaler, TrackMsgId",
+			w.batch, w.driver, w.poll)
+	}
 	perTx := "all events in one transaction id"
 	if w.perTx > 0 {
 		perTx = fmt.Sprintf("%d event(s) per transaction id", w.effPerTx)
@@ -74,6 +99,9 @@ func (e *benchEnv) wmDestination() string { return e.prefix + ".Order.OrderCreat
 // publishing the whole backlog in one transaction would store.
 func (e *benchEnv) writeWatermillBacklog(ctx context.Context, o drainOpts, wm *wmOpts) error {
 	topic := "bench_wm_" + e.sfx
+	if wm.queue() {
+		return e.writeWatermillQueueBacklog(ctx, o, topic, wm)
+	}
 	schema := wmSchema(wm.batch)
 	offsets := wmsql.DefaultPostgreSQLOffsetsAdapter{}
 	table := schema.MessagesTable(topic)
@@ -128,6 +156,43 @@ func (e *benchEnv) writeWatermillBacklog(ctx context.Context, o drainOpts, wm *w
 	return nil
 }
 
+// writeWatermillQueueBacklog is writeWatermillBacklog for the queue
+// schema: rows in offset order, no transaction ids (the queue schema reads
+// the unacked rows FOR UPDATE and deletes them on ack).
+func (e *benchEnv) writeWatermillQueueBacklog(ctx context.Context, o drainOpts, topic string, wm *wmOpts) error {
+	schema, offsets, _ := wmAdapters("queue", wm.batch)
+	table := schema.(wmsql.PostgreSQLQueueSchema).MessagesTable(topic)
+	e.extra = append(e.extra, table)
+	sub, err := wmsql.NewSubscriber(wmsql.BeginnerFromPgx(e.pool), wmsql.SubscriberConfig{SchemaAdapter: schema, OffsetsAdapter: offsets}, wmLogger{})
+	if err != nil {
+		return err
+	}
+	err = sub.SubscribeInitialize(topic)
+	_ = sub.Close()
+	if err != nil {
+		return fmt.Errorf("watermill queue schema: %w", err)
+	}
+	_, err = e.pool.Exec(ctx, `INSERT INTO `+table+` (uuid, payload, metadata)
+		SELECT gen_random_uuid()::text,
+		       json_build_object(
+		           'destination_topic', $3::text,
+		           'uuid', gen_random_uuid()::text,
+		           'payload', translate(encode(convert_to(p.doc::text, 'UTF8'), 'base64'), E'\n', ''),
+		           'metadata', json_build_object('aggregate_type', 'Order', 'aggregate_id', 'order-' || (g % $2), 'event_type', 'OrderCreated')),
+		       '{}'::json
+		FROM generate_series(1, $1) g,
+		     LATERAL (SELECT json_build_object('seq', g, 'customer', 'c-' || (g % 997), 'note', repeat('x', 240)) AS doc) p
+		ORDER BY g`, o.events, o.aggs, e.wmDestination())
+	if err != nil {
+		return fmt.Errorf("watermill queue backlog: %w", err)
+	}
+	if _, err := e.pool.Exec(ctx, `ANALYZE `+table); err != nil {
+		return err
+	}
+	e.wmTopic = topic
+	return nil
+}
+
 // drainWatermill runs the forwarder process until the stream holds every
 // event, then checks that what arrived is the events themselves, unwrapped
 // from their envelopes.
@@ -137,7 +202,7 @@ func drainWatermill(ctx context.Context, e *benchEnv, o drainOpts, wm wmOpts) (d
 		return drainResult{}, err
 	}
 	c, err := startChild("watermill forwarder", self, "watermill-forwarder", "--db", e.pg, "--broker", e.natsU,
-		"--topic", e.wmTopic, "--batch", strconv.Itoa(wm.batch), "--poll", wm.poll.String(), "--driver", wm.driver)
+		"--topic", e.wmTopic, "--batch", strconv.Itoa(wm.batch), "--poll", wm.poll.String(), "--driver", wm.driver, "--schema", cmp.Or(wm.schema, "default"))
 	if err != nil {
 		return drainResult{}, err
 	}
@@ -189,7 +254,9 @@ func watermillForwarderCmd(args []string) error {
 	batch := fs.Int("batch", 1000, "SubscribeBatchSize")
 	poll := fs.Duration("poll", 10*time.Millisecond, "PollInterval")
 	driver := fs.String("driver", "pgx", "pgx or stdlib")
+	schemaName := fs.String("schema", "default", "default, or queue (PostgreSQLQueueSchema + DeleteOnAck)")
 	_ = fs.Parse(args)
+	schema, offsets, group := wmAdapters(*schemaName, *batch)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := wmLogger{}
@@ -213,11 +280,11 @@ func watermillForwarderCmd(args []string) error {
 		return fmt.Errorf("--driver %q: want pgx or stdlib", *driver)
 	}
 	sub, err := wmsql.NewSubscriber(beginner, wmsql.SubscriberConfig{
-		ConsumerGroup:  "bench",
+		ConsumerGroup:  group,
 		PollInterval:   *poll,
 		ResendInterval: *poll,
-		SchemaAdapter:  wmSchema(*batch),
-		OffsetsAdapter: wmsql.DefaultPostgreSQLOffsetsAdapter{},
+		SchemaAdapter:  schema,
+		OffsetsAdapter: offsets,
 	}, logger)
 	if err != nil {
 		return err

@@ -36,7 +36,8 @@ type Config struct {
 	// once; claims themselves run one at a time. Default DefaultWorkers.
 	Workers int
 	// PollInterval is how long an idle relay waits before claiming again
-	// when no wake-up arrives. Default DefaultPollInterval.
+	// when no wake-up arrives. It also bounds a busy relay's wait for one of
+	// its own batches to end. Default DefaultPollInterval.
 	PollInterval time.Duration
 	// Wakeup, when set, makes an idle relay claim at once on a receive
 	// (push wake-ups such as PostgreSQL LISTEN); polling stays the fallback.

@@ -7,7 +7,7 @@ const (
 	DefaultSource       = "txbox"
 	DefaultBatchSize    = 500
 	DefaultWorkers      = 2
-	DefaultPollInterval = 500 * time.Millisecond
+	DefaultPollInterval = 50 * time.Millisecond
 	DefaultLease        = 30 * time.Second
 	// DefaultPublishTimeout caps the default publish timeout, which is
 	// min(DefaultPublishTimeout, Lease/3): it follows a shorter Lease.

@@ -21,12 +21,12 @@ type observer struct {
 	r       *Relay
 	sampler store.BacklogSampler // nil: the store cannot sample its backlog
 
-	claimSeconds, claimRows     prometheus.Histogram
-	publishRound, commitDelay   prometheus.Histogram
-	inFlight                    prometheus.Gauge
-	markFailures, claimFailures prometheus.Counter
-	wakeListen, wakePoll        prometheus.Counter
-	sampleErrors                prometheus.Counter
+	claimSeconds, claimRows         prometheus.Histogram
+	publishRound, commitDelay       prometheus.Histogram
+	inFlight                        prometheus.Gauge
+	markFailures, claimFailures     prometheus.Counter
+	wakeListen, wakePoll, wakeBatch prometheus.Counter
+	sampleErrors                    prometheus.Counter
 
 	pinger      broker.Pinger // nil: the publisher cannot be pinged
 	started     time.Time
@@ -84,8 +84,8 @@ func (o *observer) register(reg prometheus.Registerer) {
 	o.markFailures = counter("txbox_relay_mark_failures_total", "Batches whose marks failed; their rows are delivered again.")
 	o.claimFailures = counter("txbox_relay_claim_failures_total", "Claims that failed (database errors).")
 	o.sampleErrors = counter("txbox_outbox_sample_errors_total", "Backlog samples that failed.")
-	wakes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "txbox_relay_wakeups_total", Help: "Idle waits ended, by source: listen (a push wake-up) or poll (the poll interval)."}, []string{"source"})
-	o.wakeListen, o.wakePoll = wakes.WithLabelValues("listen"), wakes.WithLabelValues("poll")
+	wakes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "txbox_relay_wakeups_total", Help: "Waits after a short claim ended, by source: listen (a push wake-up), poll (the poll interval) or batch (one of the relay's own batches ended, freeing its aggregates)."}, []string{"source"})
+	o.wakeListen, o.wakePoll, o.wakeBatch = wakes.WithLabelValues("listen"), wakes.WithLabelValues("poll"), wakes.WithLabelValues("batch")
 	sample := func(f func(b store.Backlog) float64) func() float64 {
 		return func() float64 { o.mu.Lock(); defer o.mu.Unlock(); return f(o.backlog) }
 	}
@@ -147,7 +147,9 @@ func (o *observer) claimed(took time.Duration, rows int, err error) {
 
 // published records one publish round: its duration, each confirmed
 // message's delay since it was written, and whether the broker is up.
-func (o *observer) published(start time.Time, lanes map[string][]item, order []string, errs []error) {
+// published records a publish round: created holds the created_at of each
+// message, errs its outcome.
+func (o *observer) published(start time.Time, created []time.Time, errs []error) {
 	now := time.Now()
 	ok, brokerFailures := 0, 0
 	for i, err := range errs {
@@ -155,7 +157,7 @@ func (o *observer) published(start time.Time, lanes map[string][]item, order []s
 		case err == nil:
 			ok++
 			if o.commitDelay != nil {
-				o.commitDelay.Observe(now.Sub(lanes[order[i]][0].rec.CreatedAt).Seconds())
+				o.commitDelay.Observe(now.Sub(created[i]).Seconds())
 			}
 		case !errors.Is(err, txbox.ErrPermanent):
 			brokerFailures++
@@ -188,22 +190,25 @@ func (o *observer) batchDone(err error) {
 	}
 }
 
-// idle waits PollInterval or a wake-up, counting which one ended the wait;
-// it returns false when ctx ended.
-func (r *Relay) idle(ctx context.Context) bool {
+// wait waits PollInterval, a wake-up, or the end of one of this relay's
+// batches (ended; nil when none is in flight), counting which one ended the
+// wait; it returns false when ctx ended.
+func (r *Relay) wait(ctx context.Context, ended <-chan struct{}) bool {
 	t := time.NewTimer(r.cfg.PollInterval)
 	defer t.Stop()
+	var c prometheus.Counter
 	select {
 	case <-ctx.Done():
 		return false
 	case <-t.C:
-		if r.obs.wakePoll != nil {
-			r.obs.wakePoll.Inc()
-		}
+		c = r.obs.wakePoll
 	case <-r.cfg.Wakeup:
-		if r.obs.wakeListen != nil {
-			r.obs.wakeListen.Inc()
-		}
+		c = r.obs.wakeListen
+	case <-ended:
+		c = r.obs.wakeBatch
+	}
+	if c != nil {
+		c.Inc()
 	}
 	return true
 }

@@ -3,8 +3,10 @@
 //
 // The publish loop: rows of one claim are grouped into lanes
 // by aggregate; each round publishes the head of every lane in one pipelined
-// call; a lane moves on only after its head is confirmed, so a later event of
-// an aggregate is never sent while an earlier one is unsent. A retryable
+// call (with a publisher that declares broker.OrderedPipeliner, a run of
+// each lane's events: see runLen); a lane moves on only after its head is
+// confirmed, so a later event of an aggregate is never sent while an earlier
+// one is unsent. A retryable
 // failure parks its lane (the row goes to RETRY, the rest of the lane is
 // released) and the other lanes go on. Rows are marked SENT only after the
 // broker confirmed them; a crash in between re-publishes them, which the
@@ -22,7 +24,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/internal/backoff"
 	"github.com/txbox/txbox/store"
@@ -38,6 +39,8 @@ type Relay struct {
 	obs  *observer
 	// tracer is nil when tracing is off: no per-message tracing work.
 	tracer trace.Tracer
+
+	pipelined bool // the publisher keeps per-key order with many in flight
 }
 
 // New validates cfg and returns a relay.
@@ -46,7 +49,7 @@ func New(cfg Config) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Relay{cfg: cfg, log: cfg.Logger.With("relay", cfg.ID)}
+	r := &Relay{cfg: cfg, log: cfg.Logger.With("relay", cfg.ID), pipelined: broker.PipelinesPerKey(cfg.Publisher)}
 	if txc, ok := cfg.Store.(store.TxClaimer); ok && cfg.Claims != ClaimLease {
 		r.txc = txc
 	}
@@ -76,6 +79,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	slots := make(chan struct{}, r.cfg.Workers)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	var fl flight
 	// Batches run on a context that shutdown does not cancel, so rows
 	// already claimed are finished or released, never abandoned.
 	work := context.WithoutCancel(ctx)
@@ -95,12 +99,13 @@ func (r *Relay) Run(ctx context.Context) error {
 			<-slots
 			return nil
 		}
+		_, endsBefore, _ := fl.state()
 		b, err := r.claim(work)
 		if err != nil {
 			<-slots
 			r.ctrs.Errors.Add(1)
 			r.log.Warn("claim failed", "err", err, "retry_in", errDelay)
-			if !sleep(ctx, errDelay, nil) {
+			if !sleep(ctx, errDelay, nil, nil) {
 				return nil
 			}
 			errDelay = min(errDelay*2, 30*time.Second)
@@ -109,34 +114,61 @@ func (r *Relay) Run(ctx context.Context) error {
 		errDelay = r.cfg.PollInterval
 		if len(b.recs) == 0 {
 			<-slots
-			if !r.idle(ctx) {
-				return nil
-			}
+		} else {
+			fl.start()
+			wg.Add(1)
+			r.obs.batchStarted()
+			go func() {
+				defer wg.Done()
+				defer fl.end()
+				defer func() { <-slots }()
+				err := r.deliver(work, b, ctx.Done())
+				r.obs.batchDone(err)
+				if err != nil {
+					r.ctrs.Errors.Add(1)
+					r.log.Warn("marking a batch failed; its rows will be delivered again (lease claims: once their leases expire)", "err", err)
+				}
+			}()
+		}
+		if len(b.recs) == r.cfg.BatchSize {
 			continue
 		}
-		wg.Add(1)
-		r.obs.batchStarted()
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			err := r.deliver(work, b, ctx.Done())
-			r.obs.batchDone(err)
-			if err != nil {
-				r.ctrs.Errors.Add(1)
-				r.log.Warn("marking a batch failed; its rows will be delivered again (lease claims: once their leases expire)", "err", err)
-			}
-		}()
-		if len(b.recs) < r.cfg.BatchSize {
-			// A partial batch drained the table for now: wait for the poll
-			// or a wake-up rather than claim again at once.
-			if !r.idle(ctx) {
-				return nil
-			}
+		if !r.waitAfterShortClaim(ctx, &fl, endsBefore) {
+			return nil
 		}
 	}
 }
 
-// sleep waits d, a wake-up, or ctx; it returns false when ctx ended.
-func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+// waitAfterShortClaim decides what a claim that came back short waits for.
+// Short means the table holds nothing more that this relay may take now,
+// but the rows held back may be the later rows of aggregates whose earlier
+// rows this relay's own batches have in flight: those become claimable the
+// moment such a batch ends, so the relay waits for that signal rather than
+// a poll interval. If a batch already ended while the claim ran, it claims
+// again at once; only with nothing of its own in flight is it idle.
+//
+// The in-flight count, the number of ends and the next-end channel are read
+// together under one lock: a batch that ends after that read closes the
+// channel read, one that ended before it changed the count of ends, so no
+// end is missed. The wait is still bounded by the poll interval, for rows
+// that other relays or producers without a wake-up make claimable.
+func (r *Relay) waitAfterShortClaim(ctx context.Context, fl *flight, endsBefore uint64) bool {
+	n, ends, next := fl.state()
+	switch {
+	case ends != endsBefore:
+		return true
+	case n > 0:
+		r.ctrs.BatchWaits.Add(1)
+		return r.wait(ctx, next)
+	default:
+		r.ctrs.IdleWaits.Add(1)
+		return r.wait(ctx, nil)
+	}
+}
+
+// sleep waits d, a wake-up, the end of a batch, or ctx; it returns false
+// when ctx ended.
+func sleep(ctx context.Context, d time.Duration, wake, ended <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -144,6 +176,7 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 		return false
 	case <-t.C:
 	case <-wake:
+	case <-ended:
 	}
 	return true
 }
@@ -230,9 +263,17 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 			releaseRest("shutting down")
 			break
 		}
-		msgs := make([]broker.Message, len(order))
+		// One run per lane: its head, or with a publisher that keeps per-key
+		// order in flight, its next same-topic events.
+		runs := make([]int, len(order))
+		var msgs []broker.Message
+		var created []time.Time
 		for i, k := range order {
-			msgs[i] = lanes[k][0].msg
+			runs[i] = r.runLen(lanes[k])
+			for _, it := range lanes[k][:runs[i]] {
+				msgs = append(msgs, it.msg)
+				created = append(created, it.rec.CreatedAt)
+			}
 		}
 		spans := r.startSpans(ctx, msgs)
 		pubStart := time.Now()
@@ -244,30 +285,14 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 			errs = miscounted(r.log, len(errs), len(msgs))
 		}
 		endSpans(spans, errs)
-		r.obs.published(pubStart, lanes, order, errs)
+		r.obs.published(pubStart, created, errs)
 		next := order[:0]
+		at := 0
 		for i, k := range order {
-			lane := lanes[k]
-			head := lane[0]
-			switch err := errs[i]; {
-			case err == nil:
-				out.sent = append(out.sent, head.rec.ID)
-			case errors.Is(err, txbox.ErrPermanent):
-				// Retrying cannot help; DEAD does not block the aggregate.
-				out.failures = append(out.failures, r.failure(head.rec, err, true))
-			default:
-				f := r.failure(head.rec, err, false)
-				out.failures = append(out.failures, f)
-				if !f.Dead {
-					// The aggregate waits for this row: hand its later rows back.
-					for _, it := range lane[1:] {
-						out.release = append(out.release, it.rec.ID)
-					}
-					lanes[k] = nil
-					continue
-				}
-			}
-			if lanes[k] = lane[1:]; len(lanes[k]) > 0 {
+			n := runs[i]
+			lanes[k] = r.settleRun(lanes[k], n, errs[at:at+n], &out)
+			at += n
+			if len(lanes[k]) > 0 {
 				next = append(next, k)
 			}
 		}

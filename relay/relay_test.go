@@ -334,8 +334,8 @@ func TestWakeupDeliversWithoutWaitingForThePoll(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("listener did not start")
 	}
-	run(t, relay.Config{Store: s, Publisher: b, PollInterval: 10 * time.Second, Wakeup: wake})
-	time.Sleep(100 * time.Millisecond) // the relay's first (empty) claim, then it sleeps
+	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, PollInterval: 10 * time.Second, Wakeup: wake})
+	waitFor(t, 5*time.Second, "the relay's first (empty) claim", func() bool { return r.Stats().IdleWaits >= 1 })
 	w := outbox.NewWriter(s.Dialect(), outbox.WithWakeup())
 	for i := range 5 {
 		start := time.Now()
@@ -349,6 +349,10 @@ func TestWakeupDeliversWithoutWaitingForThePoll(t *testing.T) {
 		if d := time.Since(start); d > time.Second {
 			t.Fatalf("delivery took %v: the relay waited for its poll", d)
 		}
+		// Once the batch has ended the relay claims again, finds nothing and
+		// idles; a row written before that claim would be found by it,
+		// wake-up or not, so the next write waits for the idle.
+		waitFor(t, 5*time.Second, "the relay idle again", func() bool { return r.Stats().IdleWaits >= int64(i)+2 })
 	}
 	// Without the wake-up option nothing notifies: the relay waits its poll.
 	plain := outbox.NewWriter(s.Dialect())

@@ -16,6 +16,9 @@ type counters struct {
 	Errors    atomic.Int64 // store errors in the loop
 	LastClaim atomic.Int64 // unix nanoseconds of the last successful claim
 
+	IdleWaits  atomic.Int64 // short claims with nothing of this relay in flight
+	BatchWaits atomic.Int64 // short claims that waited for a batch of this relay to end
+
 	// Time spent per phase, in nanoseconds, summed over batches.
 	ClaimNanos   atomic.Int64
 	PublishNanos atomic.Int64
@@ -33,6 +36,13 @@ type Stats struct {
 	Errors    int64     // store errors in the loop
 	LastClaim time.Time // of the last successful claim; zero before the first
 
+	// What short claims waited for: IdleWaits counts waits for the poll
+	// interval or a wake-up with nothing of this relay's in flight;
+	// BatchWaits counts waits for one of its own batches to end (held
+	// rows become claimable then), bounded by the poll interval. A
+	// backlog drains with BatchWaits only.
+	IdleWaits, BatchWaits int64
+
 	// Time spent per phase, summed over batches: where a relay's time goes
 	// (claims run one at a time; publishes and marks of up to Workers
 	// batches overlap).
@@ -46,6 +56,7 @@ func (r *Relay) Stats() Stats {
 	s := Stats{
 		Claimed: c.Claimed.Load(), Published: c.Published.Load(), Retried: c.Retried.Load(), Dead: c.Dead.Load(),
 		Released: c.Released.Load(), LeaseLost: c.LeaseLost.Load(), Errors: c.Errors.Load(),
+		IdleWaits: c.IdleWaits.Load(), BatchWaits: c.BatchWaits.Load(),
 		ClaimTime: time.Duration(c.ClaimNanos.Load()), PublishTime: time.Duration(c.PublishNanos.Load()),
 		MarkTime: time.Duration(c.MarkNanos.Load()),
 	}

@@ -57,6 +57,13 @@ type Harness struct {
 	// foreign producer would. Nil when the harness cannot.
 	PublishRaw func(ctx context.Context, t *testing.T, topic string, headers map[string]string, body []byte)
 
+	// FailPublishAfter makes the broker let about n more messages through
+	// and then fail a publish once, with an error the adapter reports as
+	// retryable, as a broker that refuses a write in the middle of a
+	// pipelined run would. Nil when the harness cannot; the failure case
+	// of PipelinesPerKey is then skipped.
+	FailPublishAfter func(t *testing.T, n int)
+
 	// SubscribeFirst: the broker keeps a message only for the subscriptions
 	// that exist when it is published (MQTT). The broker-down case then
 	// makes its durable subscription before publishing the message that
@@ -96,6 +103,8 @@ func Run(t *testing.T, h Harness) {
 		{"PublishReceive", testPublishReceive},
 		{"HeaderRoundTrip", testHeaderRoundTrip},
 		{"OrderPerKey", testOrderPerKey},
+		{"PipelinedOneKey", testPipelinedOneKey},
+		{"PipelinedFailureLeavesNoGap", testPipelinedFailure},
 		{"NativeDedupe", testNativeDedupe},
 		{"PermanentOversize", testOversize},
 		{"PermanentInvalidTopic", testInvalidTopic},

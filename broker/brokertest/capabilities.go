@@ -12,6 +12,10 @@ type Capabilities struct {
 	NativeDedupe bool // the broker drops a second publish with the same event id
 	Redelivery   bool // an unacknowledged delivery comes back
 	MaxPayload   int  // bytes; 0 = unknown
+	// PipelinesPerKey: the publisher declares broker.OrderedPipeliner
+	// (many messages of one key in flight, stored in order, nothing of the
+	// key stored after a retryable failure).
+	PipelinesPerKey bool
 }
 
 func (h Harness) caps(p broker.Publisher) Capabilities { return h.Capabilities(p) }

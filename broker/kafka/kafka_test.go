@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
@@ -48,10 +51,13 @@ func TestConformance(t *testing.T) {
 		// the client's own retries).
 		Capabilities: func(p broker.Publisher) brokertest.Capabilities {
 			return brokertest.Capabilities{OrderPerKey: true, Persistent: true, Redelivery: true,
-				MaxPayload: p.(*kafkabroker.Publisher).MaxPayload()}
+				MaxPayload: p.(*kafkabroker.Publisher).MaxPayload(), PipelinesPerKey: true}
 		},
 		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
-			p, err := kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Logger: quiet})
+			// Small record batches: a run of one key goes out in several
+			// produce requests, several in flight, so a failure can hit
+			// the middle of it (see FailPublishAfter).
+			p, err := kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Logger: quiet, MaxMessageBytes: 16 << 10})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,7 +83,20 @@ func TestConformance(t *testing.T) {
 			"", "bt.a b", ".", "..", "bt/x", "bt.ünï", "bt.x:y", string(make([]byte, 250)),
 			fmt.Sprintf("bt.missing%d", time.Now().UnixNano()), // valid, but no such topic
 		},
-		AckWait:     ackWait,
+		AckWait: ackWait,
+		// kfake fails the first produce request that arrives after n
+		// records, with an error franz-go does not retry and the adapter
+		// reports as retryable.
+		FailPublishAfter: func(t *testing.T, n int) {
+			seen := 0
+			h := kc.Kfake().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.PolicyViolation,
+				When: func(req kmsg.Request) bool {
+					before := seen
+					seen += producedRecords(req.(*kmsg.ProduceRequest))
+					return before >= n
+				}})
+			t.Cleanup(h.Remove)
+		},
 		StopBroker:  func(*testing.T) { kc.Stop() },
 		StartBroker: func(*testing.T) { kc.Start() },
 		PublishRaw: func(ctx context.Context, t *testing.T, topic string, headers map[string]string, body []byte) {
@@ -91,4 +110,23 @@ func TestConformance(t *testing.T) {
 			}
 		},
 	})
+}
+
+// producedRecords counts the records of a produce request from its record
+// batch headers.
+func producedRecords(req *kmsg.ProduceRequest) int {
+	n := 0
+	for _, tp := range req.Topics {
+		for _, p := range tp.Partitions {
+			for data := p.Records; len(data) > 0; {
+				var b kmsg.RecordBatch
+				if err := b.ReadFrom(data); err != nil {
+					break
+				}
+				n += int(b.NumRecords)
+				data = data[12+int(b.Length):] // offset and length prefix the batch
+			}
+		}
+	}
+	return n
 }

@@ -72,7 +72,20 @@ type Publisher struct {
 	closeOnce sync.Once
 }
 
-var _ broker.Publisher = (*Publisher)(nil)
+var (
+	_ broker.Publisher        = (*Publisher)(nil)
+	_ broker.OrderedPipeliner = (*Publisher)(nil)
+)
+
+// PipelinesPerKey is true: with the idempotent producer, which Open
+// insists on, a partition's records are stored in the order they were
+// handed over with several requests in flight (the broker refuses a batch
+// whose sequence number does not follow the last one stored), and a batch
+// that fails for good fails every later buffered record of its partition
+// with it (franz-go's failAllRecords), as a cancelled record does (see the
+// package documentation). One key is one partition, so nothing of a key is
+// stored after a record of it that failed.
+func (p *Publisher) PipelinesPerKey() bool { return true }
 
 // Open connects to the brokers (see ParseBrokers for the accepted forms)
 // and checks that one answers. An unreachable cluster is reported with

@@ -71,6 +71,7 @@ type Broker struct {
 	groups    map[string]*group
 	failN     int
 	failErr   error
+	failSkip  int // FailAfter: messages to pass before the failures start
 	down      bool
 	changed   chan struct{} // closed and replaced whenever a receiver may have work
 }
@@ -114,7 +115,15 @@ func New(opts ...Option) *Broker {
 	return b
 }
 
-var _ broker.Publisher = (*Broker)(nil)
+var (
+	_ broker.Publisher        = (*Broker)(nil)
+	_ broker.OrderedPipeliner = (*Broker)(nil)
+)
+
+// PipelinesPerKey is true: a Publish call stores its messages in order,
+// and after a retryable failure of a message it stores no later message of
+// that key (aggregate id) in the call, as broker.OrderedPipeliner asks.
+func (b *Broker) PipelinesPerKey() bool { return true }
 
 // MaxPayload is the limit set by WithMaxPayload (0: none).
 func (b *Broker) MaxPayload() int { return b.maxPayload }
@@ -122,45 +131,78 @@ func (b *Broker) MaxPayload() int { return b.maxPayload }
 // Dedupes reports whether WithDedupe was given.
 func (b *Broker) Dedupes() bool { return b.dedupe }
 
-// Publish stores the messages in order. Each message gets its own result, so
-// a failure injected with FailNext or a bad message fails only itself.
+// Publish stores the messages in order. Each message gets its own result: a
+// bad message or a permanent failure injected with FailNext fails only
+// itself; after a retryable failure the later messages of the same key
+// (aggregate id) in the call fail too, unstored, so a key never has a gap.
 func (b *Broker) Publish(ctx context.Context, msgs []broker.Message) []error {
 	errs := make([]error, len(msgs))
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	stored := false
+	stopped := map[string]bool{} // keys with a retryable failure in this call
 	for i, m := range msgs {
-		if err := ctx.Err(); err != nil {
-			errs[i] = txbox.Unavailable(fmt.Errorf("mem: %w", err))
+		key := m.Event.AggregateID
+		if stopped[key] {
+			// Counted against FailNext and FailAfter all the same: they
+			// count the messages handed to Publish.
+			if b.injectedLocked() == nil {
+				errs[i] = txbox.Unavailable(fmt.Errorf("mem: not stored: an earlier message of key %q failed", key))
+			} else {
+				errs[i] = b.failErr
+			}
 			continue
 		}
-		if b.down {
-			errs[i] = txbox.Unavailable(errors.New("mem: broker is down"))
-			continue
+		ok, err := b.publishLocked(ctx, m)
+		errs[i] = err
+		stored = stored || ok
+		if err != nil && !errors.Is(err, txbox.ErrPermanent) {
+			stopped[key] = true
 		}
-		if b.failN > 0 {
-			b.failN--
-			errs[i] = b.failErr
-			continue
-		}
-		e, err := b.encode(m)
-		if err != nil {
-			errs[i] = err
-			continue
-		}
-		b.published = append(b.published, cloneMessage(m))
-		if b.dedupe && b.seen[e.id] {
-			b.dups++
-			continue
-		}
-		b.seen[e.id] = true
-		b.store(e)
-		stored = true
 	}
 	if stored {
 		b.wakeLocked()
 	}
 	return errs
+}
+
+// publishLocked stores one message; it reports whether subscribers have a
+// new message. The caller holds b.mu.
+func (b *Broker) publishLocked(ctx context.Context, m broker.Message) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, txbox.Unavailable(fmt.Errorf("mem: %w", err))
+	}
+	if b.down {
+		return false, txbox.Unavailable(errors.New("mem: broker is down"))
+	}
+	if err := b.injectedLocked(); err != nil {
+		return false, err
+	}
+	e, err := b.encode(m)
+	if err != nil {
+		return false, err
+	}
+	b.published = append(b.published, cloneMessage(m))
+	if b.dedupe && b.seen[e.id] {
+		b.dups++
+		return false, nil
+	}
+	b.seen[e.id] = true
+	b.store(e)
+	return true, nil
+}
+
+// injectedLocked counts one message against FailAfter and FailNext and
+// returns the injected error if it is to fail. The caller holds b.mu.
+func (b *Broker) injectedLocked() error {
+	switch {
+	case b.failSkip > 0:
+		b.failSkip--
+	case b.failN > 0:
+		b.failN--
+		return b.failErr
+	}
+	return nil
 }
 
 func (b *Broker) encode(m broker.Message) (*entry, error) {
@@ -225,10 +267,15 @@ func (b *Broker) Duplicates() int {
 // FailNext makes the next n messages handed to Publish fail with err, as
 // given (wrap it in txbox.Permanent or txbox.ErrBrokerUnavailable to pick the
 // class). A failed message is not stored.
-func (b *Broker) FailNext(n int, err error) {
+func (b *Broker) FailNext(n int, err error) { b.FailAfter(0, n, err) }
+
+// FailAfter lets the next skip messages handed to Publish through and then
+// fails n with err, as FailNext does: a failure in the middle of a
+// pipelined run.
+func (b *Broker) FailAfter(skip, n int, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.failN, b.failErr = n, err
+	b.failSkip, b.failN, b.failErr = skip, n, err
 }
 
 // SetDown makes the broker unreachable (true) or reachable again (false).

@@ -22,7 +22,8 @@ func TestConformance(t *testing.T) {
 		// configured. Nothing survives the process.
 		Capabilities: func(p broker.Publisher) brokertest.Capabilities {
 			m := p.(*membroker.Broker)
-			return brokertest.Capabilities{OrderPerKey: true, Redelivery: true, NativeDedupe: m.Dedupes(), MaxPayload: m.MaxPayload()}
+			return brokertest.Capabilities{OrderPerKey: true, Redelivery: true, NativeDedupe: m.Dedupes(), MaxPayload: m.MaxPayload(),
+				PipelinesPerKey: true}
 		},
 		NewPublisher: func(context.Context, *testing.T) broker.Publisher { return b },
 		NewSubscriber: func(_ context.Context, _ *testing.T, group, topic string) broker.Subscriber {
@@ -35,6 +36,9 @@ func TestConformance(t *testing.T) {
 		StartBroker:   func(*testing.T) { b.SetDown(false) },
 		PublishRaw: func(_ context.Context, _ *testing.T, topic string, h map[string]string, body []byte) {
 			b.PublishRaw(topic, h, body)
+		},
+		FailPublishAfter: func(_ *testing.T, n int) {
+			b.FailAfter(n, 1, txbox.Unavailable(errors.New("mem: injected failure")))
 		},
 	})
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/txbox/txbox/internal/brokerenv"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
+	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store/postgres"
 )
 
@@ -246,7 +247,7 @@ func TestRelayMetricsAcceptance(t *testing.T) {
 			t.Fatalf("%s: %d %s", p, code, body)
 		}
 	}
-	if !strings.Contains(logs.String(), `"poll":"500ms"`) {
+	if !strings.Contains(logs.String(), `"poll":"`+relay.DefaultPollInterval.String()+`"`) {
 		t.Fatalf("a JSON log line prints a duration other than as text:\n%s", logs.String())
 	}
 

@@ -1,0 +1,262 @@
+package main
+
+// `bench skew`: the same backlog over a key-distribution axis (1, 10, 100,
+// 1k, 100k aggregates and Zipf s=1.1 over 10k), every contender side by side
+// in one run: txbox relay with default flags, two relays, the pipelined raw
+// loop, and Watermill's forwarder. The setup (envs, backlogs, child
+// processes, the stream clock) is drain's.
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// layout is how a backlog's events fall on aggregates: aggs of them in
+// turn, or with zipf set, aggregate k with probability ~ 1/k^1.1 over aggs.
+type layout struct {
+	name string
+	aggs int
+	zipf bool
+}
+
+func parseLayouts(s string) ([]layout, error) {
+	var out []layout
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "zipf" {
+			out = append(out, layout{name: "zipf s=1.1/10k", aggs: 10_000, zipf: true})
+			continue
+		}
+		n, err := strconv.Atoi(strings.ReplaceAll(f, "_", ""))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--layouts: %q is neither a positive number of aggregates nor zipf", f)
+		}
+		out = append(out, layout{name: fmt.Sprintf("%d aggregates", n), aggs: n})
+	}
+	return out, nil
+}
+
+// writeTxboxLayout writes drain's backlog with the layout's keys.
+func (e *benchEnv) writeTxboxLayout(ctx context.Context, events int, l layout) error {
+	if !l.zipf {
+		return e.writeTxboxBacklog(ctx, events, l.aggs)
+	}
+	rng := rand.New(rand.NewPCG(1, 1)) // the same backlog every run
+	z := rand.NewZipf(rng, 1.1, 1, uint64(l.aggs-1))
+	keys := make([]int32, events)
+	for i := range keys {
+		keys[i] = int32(z.Uint64())
+	}
+	_, err := e.pool.Exec(ctx, `INSERT INTO `+e.tables.Outbox+` (event_id, aggregate_type, aggregate_id, event_type, payload)
+		SELECT gen_random_uuid()::text, 'Order', 'order-' || k, 'OrderCreated',
+		       json_build_object('seq', g, 'customer', 'c-' || (g % 997), 'note', repeat('x', 240))
+		FROM unnest($1::int[]) WITH ORDINALITY AS u(k, g) ORDER BY g`, keys)
+	if err != nil {
+		return fmt.Errorf("zipf backlog: %w", err)
+	}
+	_, err = e.pool.Exec(ctx, `ANALYZE `+e.tables.Outbox)
+	return err
+}
+
+// drainTxboxDefaults runs procs `txbox relay` processes with nothing but
+// the connection flags: what a new user gets.
+func drainTxboxDefaults(ctx context.Context, e *benchEnv, bin string, o drainOpts, procs int) (drainResult, error) {
+	var cs []*child
+	for i := range procs {
+		c, err := startChild(fmt.Sprintf("txbox relay %d", i), bin, append(e.relayArgs(), "--relay-id", fmt.Sprintf("bench-%d", i))...)
+		if err != nil {
+			for _, c := range cs {
+				c.stop()
+			}
+			return drainResult{}, err
+		}
+		cs = append(cs, c)
+	}
+	return drainChildren(ctx, e, o, cs)
+}
+
+// drainRawPipelined is the hand-written limit without order: inflight
+// workers, each in its own transaction DELETE ... FOR UPDATE SKIP LOCKED
+// RETURNING a batch, publish it asynchronously with Nats-Msg-Id, wait for
+// the acks and commit, so several batches are in flight at once. The clock
+// stops when the stream holds every event, as for the relays.
+func drainRawPipelined(ctx context.Context, e *benchEnv, o drainOpts, inflight int) (drainResult, error) {
+	js, err := jetstream.New(e.nc, jetstream.WithPublishAsyncMaxPending(4*o.batch*inflight))
+	if err != nil {
+		return drainResult{}, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, inflight)
+	for range inflight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for wctx.Err() == nil {
+				n, err := rawBatch(wctx, e, js, o.batch)
+				if err != nil {
+					if wctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+				if n == 0 {
+					return
+				}
+			}
+		}()
+	}
+	elapsed, err := e.waitStream(ctx, o.events, o.timeout, o.stall)
+	cancel()
+	wg.Wait()
+	select {
+	case werr := <-errs:
+		if err == nil {
+			err = werr
+		}
+	default:
+	}
+	return drainResult{events: o.events, elapsed: elapsed}, err
+}
+
+// rawBatch takes, publishes and deletes one batch in one transaction; it
+// returns how many rows it took.
+func rawBatch(ctx context.Context, e *benchEnv, js jetstream.JetStream, batch int) (int, error) {
+	n := 0
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `DELETE FROM `+e.tables.Outbox+` WHERE id IN (
+				SELECT id FROM `+e.tables.Outbox+` WHERE status = 'PENDING' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+			RETURNING event_id, aggregate_type, event_type, payload::text`, batch)
+		if err != nil {
+			return err
+		}
+		var futs []jetstream.PubAckFuture
+		for rows.Next() {
+			var eid, at, et, payload string
+			if err := rows.Scan(&eid, &at, &et, &payload); err != nil {
+				return err
+			}
+			m := nats.NewMsg(e.prefix + "." + at + "." + et)
+			m.Header.Set("Nats-Msg-Id", eid)
+			m.Data = []byte(payload)
+			f, err := js.PublishMsgAsync(m)
+			if err != nil {
+				return err
+			}
+			futs = append(futs, f)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, f := range futs {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		n = len(futs)
+		return nil
+	})
+	return n, err
+}
+
+var skewNames = []string{"txbox", "txbox-2proc", "raw-pipelined", "watermill"}
+
+func skewCmd(args []string) error {
+	fs := flag.NewFlagSet("skew", flag.ExitOnError)
+	pg := fs.String("db", defaultPG, "PostgreSQL URL")
+	natsURL := fs.String("broker", defaultNATS, "NATS URL")
+	events := fs.Int("events", 1_000_000, "backlog size")
+	layouts := fs.String("layouts", "1,10,100,1000,100000,zipf", "key distributions: numbers of aggregates, or zipf (s=1.1 over 10k)")
+	runs := fs.Int("runs", 3, "runs per contender and layout")
+	batch := fs.Int("batch", 1000, "raw loop batch size (txbox runs with its defaults)")
+	inflight := fs.Int("raw-inflight", 3, "raw loop: batches (transactions) in flight")
+	which := fs.String("only", strings.Join(skewNames, ","), "contenders: "+strings.Join(skewNames, ", "))
+	timeout := fs.Duration("timeout", 30*time.Minute, "longest one drain may take")
+	stall := fs.Duration("stall", 2*time.Minute, "fail a drain whose stream count has not moved for this long")
+	var wm wmOpts
+	fs.IntVar(&wm.batch, "wm-batch", 1000, "Watermill SubscribeBatchSize (take the best of `bench wmsweep`)")
+	fs.StringVar(&wm.schema, "wm-schema", "default", "Watermill schema: default, or queue (PostgreSQLQueueSchema + DeleteOnAck)")
+	fs.DurationVar(&wm.poll, "wm-poll", 10*time.Millisecond, "Watermill PollInterval")
+	wm.perTx, wm.driver = 1, "pgx"
+	_ = fs.Parse(args)
+	ls, err := parseLayouts(*layouts)
+	if err != nil {
+		return err
+	}
+	order, err := contenderList(*which, skewNames)
+	if err != nil {
+		return err
+	}
+	if err := wm.check(); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	bin, err := txboxBinary()
+	if err != nil {
+		return err
+	}
+	results := map[string]map[string][]drainResult{} // layout -> contender -> runs
+	for _, l := range ls {
+		results[l.name] = map[string][]drainResult{}
+		o := drainOpts{events: *events, aggs: l.aggs, batch: *batch, timeout: *timeout, stall: *stall}
+		for r := range *runs {
+			for _, name := range order {
+				isWM := name == "watermill"
+				e, err := newEnv(ctx, *pg, *natsURL, !isWM)
+				if err != nil {
+					return err
+				}
+				if isWM {
+					err = e.writeWatermillBacklog(ctx, o, &wm)
+				} else {
+					err = e.writeTxboxLayout(ctx, *events, l)
+				}
+				var res drainResult
+				if err == nil {
+					switch name {
+					case "txbox":
+						res, err = drainTxboxDefaults(ctx, e, bin, o, 1)
+					case "txbox-2proc":
+						res, err = drainTxboxDefaults(ctx, e, bin, o, 2)
+					case "raw-pipelined":
+						res, err = drainRawPipelined(ctx, e, o, *inflight)
+					case "watermill":
+						res, err = drainWatermill(ctx, e, o, wm)
+					}
+				}
+				e.close()
+				if err != nil {
+					return fmt.Errorf("%s, %s: %w", l.name, name, err)
+				}
+				results[l.name][name] = append(results[l.name][name], res)
+				fmt.Printf("  %-16s run %d %-14s %8.0f events/s  (%v)\n", l.name, r+1, name, res.rate(), res.elapsed.Round(time.Millisecond))
+			}
+		}
+	}
+	fmt.Printf("\nskew: %d events per backlog, medians of %d runs; txbox: `txbox relay` with default flags; raw-pipelined: %d transactions in flight, batch %d; watermill: %s\n",
+		*events, *runs, *inflight, *batch, wm.describe())
+	fmt.Printf("| layout | txbox | txbox 2 relays | raw pipelined | watermill | txbox / 100k layout | txbox / raw | txbox / watermill | 2 relays / 1 |\n|---|---|---|---|---|---|---|---|---|\n")
+	m := func(l, n string) float64 { return medianOf(results[l][n], drainResult.rate) }
+	spread := m("100000 aggregates", "txbox")
+	for _, l := range ls {
+		t := m(l.name, "txbox")
+		fmt.Printf("| %s | %.0f | %.0f | %.0f | %.0f | %s | %s | %s | %s |\n", l.name, t, m(l.name, "txbox-2proc"), m(l.name, "raw-pipelined"), m(l.name, "watermill"),
+			ratio(t, spread), ratio(t, m(l.name, "raw-pipelined")), ratio(t, m(l.name, "watermill")), ratio(m(l.name, "txbox-2proc"), t))
+	}
+	return nil
+}
