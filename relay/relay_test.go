@@ -277,24 +277,28 @@ func TestLeaseDeadlineReleasesUnpublished(t *testing.T) {
 	b := membroker.New()
 	f := &faulty{Publisher: b, delay: 150 * time.Millisecond}
 	var evs []txbox.Event
-	for i := range 30 {
+	// A round takes 150 ms; the publish timeout leaves a loaded machine
+	// ten times that, so no round fails and only the lease's end stops the
+	// lane: 60 rounds cannot fit in a 4 s lease.
+	const deep = 60
+	for i := range deep {
 		evs = append(evs, txbox.MustEvent("Order", "hot", "E", map[string]int{"i": i}))
 	}
 	write(t, s, evs...)
-	r, err := relay.New(relay.Config{Store: s, Publisher: f, BatchSize: 30, Lease: time.Second, PublishTimeout: 400 * time.Millisecond})
+	r, err := relay.New(relay.Config{Store: s, Publisher: f, BatchSize: deep, Lease: 4 * time.Second, PublishTimeout: 1500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n, err := r.RunOnce(context.Background())
-	if err != nil || n != 30 {
+	if err != nil || n != deep {
 		t.Fatalf("run once: %d %v", n, err)
 	}
 	rel := r.Stats().Released
-	if rel == 0 || rel == 30 {
-		t.Fatalf("a 30-deep lane at 150ms per round cannot finish in a 1s lease: released %d", rel)
+	if rel == 0 || rel == deep {
+		t.Fatalf("a %d-deep lane at 150ms per round cannot finish in a 4s lease: released %d", deep, rel)
 	}
 	st, _ := s.Stats(context.Background())
-	if st.Counts[txbox.StatusSent]+st.Counts[txbox.StatusPending] != 30 || st.Counts[txbox.StatusProcessing] != 0 {
+	if st.Counts[txbox.StatusSent]+st.Counts[txbox.StatusPending] != deep || st.Counts[txbox.StatusProcessing] != 0 {
 		t.Fatalf("after deadline: %v", st.Counts)
 	}
 }

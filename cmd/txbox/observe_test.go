@@ -200,7 +200,7 @@ func TestRelayMetricsAcceptance(t *testing.T) {
 	args := append([]string{"relay", "--db", testenv.URL(t, "TXBOX_TEST_POSTGRES"), "--broker", dest.URL, "--topic", dest.Topic,
 		"--outbox-table", tb.Outbox, "--inbox-table", tb.Inbox, "--batch-size", "200", "--workers", "1",
 		"--stall-after", "2s", "--max-pending-age", "10m", "--publish-timeout", "1s", "--lease", "4s",
-		"--backoff-base", "100ms", "--backoff-max", "500ms", "--log-format", "json"}, dest.Args...)
+		"--backoff-base", "100ms", "--backoff-max", "500ms", "--max-attempts", "1000", "--log-format", "json"}, dest.Args...)
 	cmd := exec.Command(testenv.Binary(t), args...)
 	cmd.Env = append(os.Environ(), "TXBOX_METRICS_ADDR="+addr, "TXBOX_METRICS_INTERVAL=50ms")
 	var logs testenv.SyncBuffer
