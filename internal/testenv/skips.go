@@ -29,6 +29,17 @@ var Skips = []AllowedSkip{
 		"an HTTP endpoint has no subscriber and no redelivery (brokertest: Redelivery not declared)"},
 	{`broker/mqtt`, `TestConformanceSharedBroker/BrokerDown`,
 		"the shared mosquitto is not the test's to stop; TestConformance runs BrokerDown on a mosquitto of its own"},
+
+	// The store conformance suite likewise: cases for an optional
+	// interface the store does not implement.
+	{`store/(mysql|sqlite)`, `TestStoreConformance\w*/TxClaims`,
+		"only PostgreSQL holds claims by the claim's transaction (store.TxClaimer); MySQL and SQLite claim by lease"},
+	{`store/(mysql|sqlite)`, `TestInboxConformance\w*/Inbox(Acquire|Insert)Processed`,
+		"the inbox fast paths (store.InboxProcessedAcquirer, store.InboxBatchInserter) are PostgreSQL's"},
+
+	// End-to-end scenarios that need something of the broker.
+	{`internal/scenario`, `TestPostgresRedis/PoisonRowDeadAndReplay`,
+		"Redis accepts every stream name: no event type makes an invalid destination, so no poison row"},
 }
 
 var (
