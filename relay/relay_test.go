@@ -36,8 +36,12 @@ func openPG(t *testing.T) *postgres.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// Bounded: a claim's transaction a failed test left open must not
+		// hang the package on the drop.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
 		for _, tbl := range []string{tb.Outbox, tb.Outbox + "_migrations"} {
-			_, _ = s.Pool().Exec(context.Background(), "DROP TABLE IF EXISTS "+tbl)
+			_, _ = s.Pool().Exec(ctx, "DROP TABLE IF EXISTS "+tbl)
 		}
 		s.Close()
 	})
@@ -123,7 +127,32 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// eachClaims runs fn once per claim mode on PostgreSQL: transaction-held
+// claims (auto, the default there) and leases written into the rows.
+func eachClaims(t *testing.T, fn func(t *testing.T, claims relay.ClaimMode)) {
+	for _, m := range []relay.ClaimMode{relay.ClaimAuto, relay.ClaimLease} {
+		t.Run(string(m), func(t *testing.T) { fn(t, m) })
+	}
+}
+
+// claimable claims, as another relay would, every row it could take now and
+// returns how many it got. A row still held, by a lease in the row or by the
+// lock of a claim's transaction left open, is not among them. The probe's
+// own lease keeps what it took: call it last, or on rows nobody else may get.
+func claimable(t *testing.T, s store.Store) int {
+	t.Helper()
+	recs, err := s.Claim(context.Background(), store.ClaimRequest{Lease: "probe-" + txbox.NewID(), Limit: 1000, LeaseFor: time.Minute})
+	if err != nil {
+		t.Fatalf("probe claim: %v", err)
+	}
+	return len(recs)
+}
+
 func TestDeliversEverythingInAggregateOrder(t *testing.T) {
+	eachClaims(t, testDeliversInAggregateOrder)
+}
+
+func testDeliversInAggregateOrder(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
 	b := membroker.New()
 	var evs []txbox.Event
@@ -131,7 +160,7 @@ func TestDeliversEverythingInAggregateOrder(t *testing.T) {
 		evs = append(evs, txbox.MustEvent("Order", fmt.Sprintf("o-%d", i%7), "OrderUpdated", map[string]int{"i": i}))
 	}
 	write(t, s, evs...)
-	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, BatchSize: 50})
+	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, BatchSize: 50, Claims: claims})
 	waitFor(t, 20*time.Second, "600 published", func() bool { return len(b.Messages()) >= 600 })
 	last := map[string]int{}
 	pos := map[string]int{}
@@ -158,6 +187,10 @@ func TestDeliversEverythingInAggregateOrder(t *testing.T) {
 }
 
 func TestFailingAggregateBlocksOnlyItself(t *testing.T) {
+	eachClaims(t, testFailingAggregateBlocksOnlyItself)
+}
+
+func testFailingAggregateBlocksOnlyItself(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
 	b := membroker.New()
 	f := &faulty{Publisher: b, fail: map[string]bool{"bad": true}}
@@ -166,7 +199,7 @@ func TestFailingAggregateBlocksOnlyItself(t *testing.T) {
 		evs = append(evs, txbox.MustEvent("Order", "bad", "E", map[string]int{"i": i}), txbox.MustEvent("Order", fmt.Sprintf("good-%d", i), "E", nil))
 	}
 	write(t, s, evs...)
-	r, _, _ := run(t, relay.Config{Store: s, Publisher: f, BackoffBase: 50 * time.Millisecond, BackoffMax: 100 * time.Millisecond, MaxAttempts: 1000})
+	r, _, _ := run(t, relay.Config{Store: s, Publisher: f, BackoffBase: 50 * time.Millisecond, BackoffMax: 100 * time.Millisecond, MaxAttempts: 1000, Claims: claims})
 	waitFor(t, 10*time.Second, "good aggregates delivered", func() bool { return len(b.Messages()) == 5 })
 	waitFor(t, 10*time.Second, "several retries of the bad head", func() bool { return r.Stats().Retried >= 3 })
 	for _, m := range b.Messages() {
@@ -199,7 +232,9 @@ func TestFailingAggregateBlocksOnlyItself(t *testing.T) {
 	}
 }
 
-func TestPermanentErrorGoesDeadAndRestFlows(t *testing.T) {
+func TestPermanentErrorGoesDeadAndRestFlows(t *testing.T) { eachClaims(t, testPermanentErrorGoesDead) }
+
+func testPermanentErrorGoesDead(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
 	b := membroker.New(membroker.WithMaxPayload(1000))
 	big := txbox.MustEvent("Order", "o-1", "E", map[string]string{"blob": strings.Repeat("x", 5000)})
@@ -212,7 +247,7 @@ func TestPermanentErrorGoesDeadAndRestFlows(t *testing.T) {
 		VALUES ($1, 'Order', 'o-3', 'E', '{}', '[1,2]')`, bad); err != nil {
 		t.Fatal(err)
 	}
-	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, MaxAttempts: 10})
+	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, MaxAttempts: 10, Claims: claims})
 	waitFor(t, 10*time.Second, "two delivered", func() bool { return len(b.Messages()) == 2 })
 	waitFor(t, 5*time.Second, "two dead", func() bool { return r.Stats().Dead == 2 })
 	dead, _ := s.List(ctx, store.Filter{Status: txbox.StatusDead})
@@ -229,13 +264,15 @@ func TestPermanentErrorGoesDeadAndRestFlows(t *testing.T) {
 	}
 }
 
-func TestGivesUpAfterMaxAttempts(t *testing.T) {
+func TestGivesUpAfterMaxAttempts(t *testing.T) { eachClaims(t, testGivesUpAfterMaxAttempts) }
+
+func testGivesUpAfterMaxAttempts(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
 	b := membroker.New()
 	b.SetDown(true)
 	e := txbox.MustEvent("Order", "o-1", "E", nil)
 	write(t, s, e)
-	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, MaxAttempts: 3, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
+	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, MaxAttempts: 3, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, Claims: claims})
 	waitFor(t, 10*time.Second, "dead after 3 attempts", func() bool { return r.Stats().Dead == 1 })
 	recs, _ := s.List(context.Background(), store.Filter{EventIDs: []string{e.ID}})
 	if recs[0].Status != txbox.StatusDead || recs[0].RetryCount != 3 || !strings.Contains(recs[0].LastError, "after 3 attempts") {
@@ -243,7 +280,14 @@ func TestGivesUpAfterMaxAttempts(t *testing.T) {
 	}
 }
 
-func TestShutdownFinishesOrReleasesInFlight(t *testing.T) {
+// Shutdown ends every claim: what was published is SENT, the rest can be
+// claimed again at once. Lease claims write PROCESSING into the rows they
+// hold, so "no PROCESSING row" after shutdown shows their release; a
+// transaction-held claim never writes PROCESSING, so there the probe claim,
+// which skips rows a claim's transaction still locks, is what shows it.
+func TestShutdownFinishesOrReleasesInFlight(t *testing.T) { eachClaims(t, testShutdownReleases) }
+
+func testShutdownReleases(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
 	b := membroker.New()
 	f := &faulty{Publisher: b, delay: 300 * time.Millisecond}
@@ -252,8 +296,18 @@ func TestShutdownFinishesOrReleasesInFlight(t *testing.T) {
 		evs = append(evs, txbox.MustEvent("Order", "hot", "E", map[string]int{"i": i}))
 	}
 	write(t, s, evs...)
-	_, cancel, done := run(t, relay.Config{Store: s, Publisher: f, BatchSize: 40})
+	_, cancel, done := run(t, relay.Config{Store: s, Publisher: f, BatchSize: 40, Claims: claims})
 	waitFor(t, 5*time.Second, "publishing started", func() bool { return f.calls.Load() > 0 })
+	inFlight, _ := s.Stats(context.Background())
+	switch leased := inFlight.Counts[txbox.StatusProcessing]; {
+	case claims == relay.ClaimLease && leased == 0:
+		t.Fatalf("lease claims hold rows as PROCESSING, yet none is while publishing: %v", inFlight.Counts)
+	case claims == relay.ClaimAuto && leased != 0:
+		t.Fatalf("transaction-held claims wrote PROCESSING into %d rows", leased)
+	}
+	if n := claimable(t, s); n != 0 {
+		t.Fatalf("another relay could claim %d rows of the running claim", n)
+	}
 	cancel()
 	select {
 	case <-done:
@@ -270,9 +324,14 @@ func TestShutdownFinishesOrReleasesInFlight(t *testing.T) {
 	if sent := st.Counts[txbox.StatusSent]; sent != int64(len(b.Messages())) {
 		t.Fatalf("sent %d but broker has %d", sent, len(b.Messages()))
 	}
+	if n, want := claimable(t, s), st.Counts[txbox.StatusPending]; int64(n) != want {
+		t.Fatalf("after shutdown another relay could claim %d of the %d unsent rows: the rest are still held", n, want)
+	}
 }
 
-func TestLeaseDeadlineReleasesUnpublished(t *testing.T) {
+func TestLeaseDeadlineReleasesUnpublished(t *testing.T) { eachClaims(t, testLeaseDeadlineReleases) }
+
+func testLeaseDeadlineReleases(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
 	b := membroker.New()
 	f := &faulty{Publisher: b, delay: 150 * time.Millisecond}
@@ -285,7 +344,7 @@ func TestLeaseDeadlineReleasesUnpublished(t *testing.T) {
 		evs = append(evs, txbox.MustEvent("Order", "hot", "E", map[string]int{"i": i}))
 	}
 	write(t, s, evs...)
-	r, err := relay.New(relay.Config{Store: s, Publisher: f, BatchSize: deep, Lease: 4 * time.Second, PublishTimeout: 1500 * time.Millisecond})
+	r, err := relay.New(relay.Config{Store: s, Publisher: f, BatchSize: deep, Lease: 4 * time.Second, PublishTimeout: 1500 * time.Millisecond, Claims: claims})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,6 +359,9 @@ func TestLeaseDeadlineReleasesUnpublished(t *testing.T) {
 	st, _ := s.Stats(context.Background())
 	if st.Counts[txbox.StatusSent]+st.Counts[txbox.StatusPending] != deep || st.Counts[txbox.StatusProcessing] != 0 {
 		t.Fatalf("after deadline: %v", st.Counts)
+	}
+	if n, want := claimable(t, s), st.Counts[txbox.StatusPending]; int64(n) != want {
+		t.Fatalf("after the deadline another relay could claim %d of the %d released rows", n, want)
 	}
 }
 
@@ -327,7 +389,9 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 
 // With PostgreSQL wake-ups, a committed event is published at once even
 // though the relay polls only every 10 seconds.
-func TestWakeupDeliversWithoutWaitingForThePoll(t *testing.T) {
+func TestWakeupDeliversWithoutWaitingForThePoll(t *testing.T) { eachClaims(t, testWakeup) }
+
+func testWakeup(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
 	b := membroker.New()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -338,7 +402,7 @@ func TestWakeupDeliversWithoutWaitingForThePoll(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("listener did not start")
 	}
-	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, PollInterval: 10 * time.Second, Wakeup: wake})
+	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, PollInterval: 10 * time.Second, Wakeup: wake, Claims: claims})
 	waitFor(t, 5*time.Second, "the relay's first (empty) claim", func() bool { return r.Stats().IdleWaits >= 1 })
 	w := outbox.NewWriter(s.Dialect(), outbox.WithWakeup())
 	for i := range 5 {

@@ -21,10 +21,7 @@ import (
 // CloudEvents attributes as MQTT 5 User Properties, the content type in the
 // Content Type property and the payload unchanged.
 func TestStockClientDecodes(t *testing.T) {
-	bin, err := exec.LookPath("mosquitto_sub")
-	if err != nil {
-		t.Skip("mosquitto_sub not installed (Debian package mosquitto-clients)")
-	}
+	bin := testenv.Tool(t, "mosquitto_sub")
 	raw := testenv.URL(t, "TXBOX_TEST_MQTT")
 	u, _ := url.Parse(raw)
 	topic := unique("txboxtest/cli/") + "/Order/OrderShipped"

@@ -83,11 +83,12 @@ func subscribe(t *testing.T, rawURL string, opts redisbroker.SubscriberOptions) 
 // own with an append-only file (appendfsync always), so that the
 // broker-down case kills and restarts it and checks that what it
 // acknowledged survived. Without the binary it falls back to the shared
-// server (which keeps nothing on disk) and that case is skipped.
+// server (which keeps nothing on disk) and that case is skipped; under
+// TXBOX_REQUIRE_SERVICES=1 the missing binary fails the test.
 func TestConformance(t *testing.T) {
 	var rawURL string
 	var stop, start func(*testing.T)
-	if _, err := testenv.RedisBinary(); err != nil {
+	if _, err := testenv.RedisBinary(); err != nil && !testenv.Required() {
 		t.Logf("own redis-server unavailable (%v): using the shared server; BrokerDown will be skipped", err)
 		rawURL = testenv.URL(t, "TXBOX_TEST_REDIS")
 	} else {
@@ -148,10 +149,7 @@ func TestConformance(t *testing.T) {
 // command-line client: redis-cli XRANGE shows every field by its name.
 func TestRedisCLI(t *testing.T) {
 	rawURL, _, prefix := shared(t)
-	cli, err := exec.LookPath("redis-cli")
-	if err != nil {
-		t.Skip("redis-cli is not installed (Debian package redis-tools): cannot check the wire format with the stock client")
-	}
+	cli := testenv.Tool(t, "redis-cli")
 	p := open(t, rawURL, redisbroker.Options{})
 	stream := prefix + "Order"
 	m := msg(stream, "o-1", 7)
@@ -164,7 +162,7 @@ func TestRedisCLI(t *testing.T) {
 	}
 	out, err := exec.CommandContext(ctx, cli, "-u", rawURL, "--raw", "XRANGE", stream, "-", "+").CombinedOutput()
 	if err != nil {
-		t.Skipf("redis-cli cannot run here (%v): %s", err, out)
+		t.Fatalf("redis-cli XRANGE: %v\n%s", err, out)
 	}
 	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
 	// id, then field and value lines, in the order written.
@@ -378,7 +376,7 @@ func TestPersistenceReported(t *testing.T) {
 	rawURL, adm, _ := shared(t)
 	aof, err := adm.ConfigGet(context.Background(), "appendonly").Result()
 	if err != nil {
-		t.Skip(err)
+		t.Fatalf("CONFIG GET appendonly: %v", err)
 	}
 	p := open(t, rawURL, redisbroker.Options{})
 	if got, want := p.Persistent(), aof["appendonly"] == "yes"; got != want {

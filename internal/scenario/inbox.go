@@ -67,7 +67,7 @@ func InboxDuplicateDeliveries(t *testing.T, st Store, br Broker) {
 		waitCount(t, d, copies, 15*time.Second)
 		time.Sleep(max(d.DedupeWindow, 200*time.Millisecond) + 100*time.Millisecond)
 	}
-	inProcess(t, s, d, relay.Config{})
+	inProcess(t, st, s, d, relay.Config{})
 	waitCount(t, d, 5, 15*time.Second)
 	waitStatus(t, s, ev.ID, txbox.StatusSent, 10*time.Second)
 

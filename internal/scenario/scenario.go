@@ -32,6 +32,21 @@ type Store interface {
 	SQLDB(t *testing.T, s store.Store) *sql.DB
 }
 
+// LeaseClaims runs the scenarios of Store with relays that always write a
+// lease into the rows they claim (`txbox relay --claims lease`,
+// relay.ClaimLease), on a store that would otherwise hold them with the
+// claim's transaction (PostgreSQL).
+type LeaseClaims struct{ Store }
+
+// claims is the claim mode of st's relays: "" (the default) unless st is
+// LeaseClaims.
+func claims(st Store) relay.ClaimMode {
+	if _, ok := st.(LeaseClaims); ok {
+		return relay.ClaimLease
+	}
+	return ""
+}
+
 // Broker is a broker under test.
 type Broker interface {
 	// Setup prepares a fresh destination for one test.
@@ -133,14 +148,18 @@ func relayArgs(t *testing.T, st Store, s store.Store, d *Destination, extra ...s
 	if tb.Schema != "" {
 		args = append(args, "--schema", tb.Schema)
 	}
+	if c := claims(st); c != "" {
+		args = append(args, "--claims", string(c))
+	}
 	args = append(args, d.Args...)
 	return append(args, extra...)
 }
 
-// inProcess starts a relay in this process; it stops when the test ends.
-func inProcess(t *testing.T, s store.Store, d *Destination, cfg relay.Config) *relay.Relay {
+// inProcess starts a relay in this process, with st's claim mode; it stops
+// when the test ends.
+func inProcess(t *testing.T, st Store, s store.Store, d *Destination, cfg relay.Config) *relay.Relay {
 	t.Helper()
-	cfg.Store, cfg.Publisher, cfg.Topic = s, d.Publisher(t), broker.Topic(d.Topic)
+	cfg.Store, cfg.Publisher, cfg.Topic, cfg.Claims = s, d.Publisher(t), broker.Topic(d.Topic), claims(st)
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 20 * time.Millisecond
 	}
@@ -266,7 +285,7 @@ func CommitInOrderRollbackNothing(t *testing.T, st Store, br Broker) {
 		committed = append(committed, txbox.MustEvent("Order", "o-2", typ, map[string]int{"step": i}))
 	}
 	write(t, st, s, 100, committed)
-	inProcess(t, s, d, relay.Config{})
+	inProcess(t, st, s, d, relay.Config{})
 	got := waitStored(t, d, committed, 20*time.Second)
 	time.Sleep(300 * time.Millisecond) // give a wrongly emitted event time to show up
 	got = d.Stored(t)
@@ -298,12 +317,18 @@ func RelayKilledDuringBacklog(t *testing.T, st Store, br Broker) {
 	write(t, st, s, 1000, evs)
 	bin := testenv.Binary(t)
 	args := relayArgs(t, st, s, d, "--batch-size", fmt.Sprint(batch), "--workers", fmt.Sprint(workers), "--lease", "2s", "--publish-timeout", "500ms", "--poll-interval", "20ms")
-	killed := 0
+	// A killed relay's lease claims stay PROCESSING until their lease ends;
+	// its transaction-held claims end with its connections and never wrote
+	// PROCESSING. Counting the kills that left leases shows which mode ran.
+	killed, leftLeased := 0, 0
 	for killed < kills {
 		p := Start(t, bin, args...)
 		time.Sleep(time.Duration(150+rand.IntN(250)) * time.Millisecond)
 		p.Kill()
 		killed++
+		if stats, err := s.Stats(context.Background()); err == nil && stats.Counts[txbox.StatusProcessing] > 0 {
+			leftLeased++
+		}
 		if len(d.Stored(t)) >= n {
 			break // drained before all kills landed; still a valid run
 		}
@@ -325,6 +350,12 @@ func RelayKilledDuringBacklog(t *testing.T, st Store, br Broker) {
 	}
 	if killed < 2 {
 		t.Fatalf("only %d kills landed during the backlog; the scenario proved too little", killed)
+	}
+	switch _, txHeld := s.(store.TxClaimer); {
+	case claims(st) == relay.ClaimLease && leftLeased == 0:
+		t.Fatalf("--claims lease: none of %d kills left a leased (PROCESSING) row: the relay did not claim by lease", killed)
+	case txHeld && claims(st) != relay.ClaimLease && leftLeased > 0:
+		t.Fatalf("transaction-held claims: %d of %d kills left PROCESSING rows", leftLeased, killed)
 	}
 }
 
@@ -362,7 +393,7 @@ func BrokerDown(t *testing.T, st Store, br Broker) {
 	s := migrated(t, st)
 	warm := backlog(20, 5)
 	write(t, st, s, 100, warm)
-	r := inProcess(t, s, d, relay.Config{BackoffBase: 200 * time.Millisecond, BackoffMax: 3 * time.Second, MaxAttempts: 30,
+	r := inProcess(t, st, s, d, relay.Config{BackoffBase: 200 * time.Millisecond, BackoffMax: 3 * time.Second, MaxAttempts: 30,
 		PublishTimeout: 500 * time.Millisecond, Lease: 5 * time.Second})
 	waitStored(t, d, warm, 20*time.Second)
 	// The broker goes away in the middle of the run.
@@ -428,7 +459,7 @@ func PoisonRowDeadAndReplay(t *testing.T, st Store, br Broker) {
 	poison := txbox.MustEvent("Order", "agg-007", d.PoisonType, map[string]string{"bad": "routing"})
 	all := append(append(append([]txbox.Event{}, good[:500]...), poison), good[500:]...)
 	write(t, st, s, 250, all)
-	inProcess(t, s, d, relay.Config{BatchSize: 100})
+	inProcess(t, st, s, d, relay.Config{BatchSize: 100})
 	waitStored(t, d, good, 30*time.Second)
 	rec := waitStatus(t, s, poison.ID, txbox.StatusDead, 10*time.Second)
 	if !strings.Contains(rec.LastError, "permanent") || len(rec.LastError) < 20 {

@@ -17,6 +17,13 @@ func TestMain(m *testing.M) {
 
 func TestPostgresNATS(t *testing.T) { scenario.Run(t, storeenv.Postgres{}, brokerenv.NATS{}) }
 
+// TestPostgresLeaseClaimsNATS: the same scenarios with `--claims lease`,
+// the mode for PgBouncer's statement pooling, where no claim may hold a
+// transaction open.
+func TestPostgresLeaseClaimsNATS(t *testing.T) {
+	scenario.Run(t, scenario.LeaseClaims{Store: storeenv.Postgres{}}, brokerenv.NATS{})
+}
+
 func TestMariaDBNATS(t *testing.T) { scenario.Run(t, storeenv.MySQL{}, brokerenv.NATS{}) }
 
 func TestSQLiteNATS(t *testing.T) { scenario.Run(t, storeenv.SQLite{}, brokerenv.NATS{}) }

@@ -28,16 +28,25 @@ func (SQLite) URL(t *testing.T, s store.Store) string {
 
 func (SQLite) Open(t *testing.T) store.Store { return OpenSQLite(t, sqlite.Options{}) }
 
-// OpenSQLite opens a store on fresh tables in a new database file.
+// OpenSQLite opens a store on fresh tables in a new database file. Without
+// opts.Now, its clock is a Clock that JumpClock moves.
 func OpenSQLite(t testing.TB, opts sqlite.Options) *sqlite.Store {
 	t.Helper()
 	opts.Tables = Fresh()
+	var clock *Clock
+	if opts.Now == nil {
+		clock = new(Clock)
+		opts.Now = clock.Now
+	}
 	path := filepath.Join(t.TempDir(), "txbox.db")
 	s, err := sqlite.Open(context.Background(), path, opts)
 	if err != nil {
 		t.Fatalf("open sqlite: %v", err)
 	}
 	sqlitePaths.Store(s, path)
+	if clock != nil {
+		TrackClock(t, s, clock)
+	}
 	t.Cleanup(func() { sqlitePaths.Delete(s); s.Close() })
 	return s
 }

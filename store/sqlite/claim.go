@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/txbox/txbox/store"
 )
@@ -127,7 +126,7 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Reco
 		return nil, fmt.Errorf("sqlite: claim: need Limit > 0, Lease and LeaseFor > 0")
 	}
 	var one int
-	switch err := s.db.QueryRowContext(ctx, s.q.probe, micros(time.Now())).Scan(&one); err {
+	switch err := s.db.QueryRowContext(ctx, s.q.probe, micros(s.now())).Scan(&one); err {
 	case nil:
 	case sql.ErrNoRows:
 		return nil, nil
@@ -139,7 +138,7 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Reco
 	err := s.immediate(ctx, func(c *sql.Conn) error {
 		// Now is read after the write lock is ours: waiting for it may take
 		// a while, and leases must run from the moment of the claim.
-		rows, err := c.QueryContext(ctx, s.q.claim, req.Limit, run, req.Lease, micros(time.Now()), req.LeaseFor.Microseconds())
+		rows, err := c.QueryContext(ctx, s.q.claim, req.Limit, run, req.Lease, micros(s.now()), req.LeaseFor.Microseconds())
 		if err != nil {
 			return err
 		}

@@ -18,7 +18,7 @@ func (s *Store) Count(ctx context.Context, f store.Filter) (int64, error) {
 // CountCleanup implements store.Counter: the WHERE clause of Cleanup.
 func (s *Store) CountCleanup(ctx context.Context, age time.Duration) (int64, error) {
 	return s.count(ctx, "count cleanup", `SELECT count(*) FROM `+s.q.table+` WHERE status = 'SENT' AND sent_at < ?`,
-		micros(time.Now().Add(-age)))
+		micros(s.now().Add(-age)))
 }
 
 // CountInboxCleanup implements store.Counter: the WHERE clause of

@@ -86,6 +86,25 @@ type Options struct {
 	// partial indexes keep claims fast anyway, and `txbox cleanup` trims it.
 	DeleteSent bool
 	Logger     *slog.Logger // default slog.Default()
+	// Now is the store's clock: claims, leases, marks, releases, retry
+	// delays, sent_at, cleanup cut-offs and stats ages read it. SQLite has no
+	// server clock of its own, so this is the database clock; tests move it
+	// to show what a host clock jump does to held leases. Default time.Now.
+	// The inbox's timestamps, written by the Dialect in the consumer's own
+	// transaction, stay on time.Now, and so does the inbox cleanup cut-off
+	// compared with them.
+	Now func() time.Time
+}
+
+// WithDefaults returns o with every unset field at its default.
+func (o Options) WithDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
 }
 
 // BusyTimeout is how long Open's connections wait for the write lock.
@@ -162,9 +181,7 @@ func New(db *sql.DB, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
+	opts = opts.WithDefaults()
 	s := &Store{db: db, tables: t, opts: opts, log: opts.Logger}
 	s.q = buildQueries(t.Outbox, opts.DeleteSent)
 	return s, nil
@@ -175,6 +192,9 @@ func (s *Store) DB() *sql.DB { return s.db }
 
 // Tables returns the validated table names.
 func (s *Store) Tables() store.Tables { return s.tables }
+
+// now is the database clock (Options.Now).
+func (s *Store) now() time.Time { return s.opts.Now() }
 
 func (s *Store) Dialect() store.Dialect { return Dialect{Tables: s.tables} }
 
@@ -263,7 +283,7 @@ func (s *Store) MarkSent(ctx context.Context, lease string, ids []int64) (int64,
 	if s.q.deleteSent {
 		n, err = s.exec(ctx, "mark sent", s.q.markSent, idsJSON(ids), lease)
 	} else {
-		n, err = s.exec(ctx, "mark sent", s.q.markSent, idsJSON(ids), lease, micros(time.Now()))
+		n, err = s.exec(ctx, "mark sent", s.q.markSent, idsJSON(ids), lease, micros(s.now()))
 	}
 	return n, refused(err)
 }
@@ -294,7 +314,7 @@ func (s *Store) MarkFailed(ctx context.Context, lease string, fs []store.Failure
 		}
 	}
 	b.WriteByte(']')
-	return s.exec(ctx, "mark failed", s.q.markFailed, b.String(), lease, micros(time.Now()))
+	return s.exec(ctx, "mark failed", s.q.markFailed, b.String(), lease, micros(s.now()))
 }
 
 func appendJSON(b *strings.Builder, v any) error {
@@ -310,7 +330,7 @@ func (s *Store) Release(ctx context.Context, lease string, ids []int64) (int64, 
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	return s.exec(ctx, "release", s.q.release, idsJSON(ids), lease, micros(time.Now()))
+	return s.exec(ctx, "release", s.q.release, idsJSON(ids), lease, micros(s.now()))
 }
 
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
@@ -340,7 +360,7 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	if oldest.Valid {
 		t := fromMicros(oldest.Int64)
 		st.OldestPending = &t
-		st.OldestAge = time.Since(t)
+		st.OldestAge = s.now().Sub(t)
 	}
 	st.Dead = st.Counts[txbox.StatusDead]
 	return st, nil
@@ -386,7 +406,7 @@ func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
 // transaction, so the relay's claims get the write lock between batches.
 func (s *Store) CleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
 	return s.exec(ctx, "cleanup", `DELETE FROM `+s.q.table+` WHERE id IN (
-		SELECT id FROM `+s.q.table+` WHERE status = 'SENT' AND sent_at < ? LIMIT ?)`, micros(time.Now().Add(-age)), limit)
+		SELECT id FROM `+s.q.table+` WHERE status = 'SENT' AND sent_at < ? LIMIT ?)`, micros(s.now().Add(-age)), limit)
 }
 
 // immediate runs fn in a BEGIN IMMEDIATE transaction on a connection of its

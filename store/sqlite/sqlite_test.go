@@ -49,10 +49,12 @@ func (newHarness) Open(t *testing.T) store.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	s, err := sqlite.New(db, sqlite.Options{})
+	clock := new(storeenv.Clock)
+	s, err := sqlite.New(db, sqlite.Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
+	storeenv.TrackClock(t, s, clock)
 	return s
 }
 

@@ -44,6 +44,7 @@ func Run(t *testing.T, h Harness) {
 		{"RetryBlocksOnlyItsAggregate", testRetryBlocksAggregate},
 		{"LeaseExpiryRescue", testLeaseExpiry},
 		{"Fencing", testFencing},
+		{"ClockJumpWhileLeased", testClockJumpWhileLeased},
 		{"BackoffSchedule", testBackoff},
 		{"DeadAndReplay", testDeadReplay},
 		{"KeysetPagingCountAndErrorText", testKeysetCount},
