@@ -158,6 +158,9 @@ func TestSabotagedBuildsAreCaught(t *testing.T) {
 		return build("faults-"+tag+".test", "./faults", "test", "-c", "-tags", "txbox_sabotage_"+tag)
 	}
 	lost := func(r Report) int { return r.Lost }
+	// Two runs at a time: half the wall time, within the server's
+	// connections (a run holds about 25).
+	slots := make(chan struct{}, 2)
 	for _, c := range []struct {
 		name, relay, consumer string
 		kind                  string
@@ -169,6 +172,9 @@ func TestSabotagedBuildsAreCaught(t *testing.T) {
 		{"InboxSkipsItsRecord", testenv.Binary(t), consumer("no_inbox"), "double effects", func(r Report) int { return r.DoubleEffects }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			slots <- struct{}{}
+			defer func() { <-slots }()
 			s := seed()
 			rep, _ := harness(t, runOpts{relayBin: c.relay, consumerBin: c.consumer, duration: 30 * time.Second, scale: 1, quiesce: 20 * time.Second, seed: s})
 			t.Logf("report of the broken build:\n%s", rep)

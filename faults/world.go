@@ -1,10 +1,13 @@
 // Package faults is the fault-injection harness and its checker: producers
 // write orders and events in transactions, two relay processes and two
 // consumer processes deliver and apply them, and a seeded schedule kills
-// processes, restarts the broker, terminates database backends and cuts,
-// slows and half-opens connections. The checker then reads the producers'
-// database, the stream and the consumers' database and reports what was
-// lost, duplicated, applied twice or applied out of order.
+// processes, restarts the broker, terminates database backends, cuts,
+// slows and half-opens connections, and does what is not kind to the data
+// (harder.go): skewed keys, operators truncating and editing the outbox,
+// lease clock jumps, read-only databases, a full stream. The producers
+// record what they committed in a ledger of their own; the checker compares
+// it with the stream and the consumers' database and reports what was lost,
+// phantom, applied twice or applied out of order.
 //
 // Run the short mode with `go test ./faults`; the long mode with
 // `go test ./faults -run TestFaults -timeout 60m -args -faults.duration 30m`.
