@@ -12,19 +12,27 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Report is the checker's verdict.
+// Report is the checker's verdict. "Committed" comes from the producers'
+// ledger (ledgerDDL), written in the business transaction by the
+// producers' own code: the outbox tables, which the writer fills and the
+// relay moves rows between, are only consulted to say where a lost event
+// was left.
 type Report struct {
-	Committed        int           // events in the producers' outbox
+	Committed        int           // events in the producers' ledger
 	Delivered        int           // distinct events in the stream
 	Applied          int           // distinct events in the consumers' effects table
-	Lost             int           // committed, never applied (must be 0)
-	RolledBackSeen   int           // events of rolled-back transactions seen anywhere (must be 0)
+	Lost             int           // in the ledger, never applied (must be 0)
+	LostNotInOutbox  int           // of Lost: in no outbox table (dropped by the writer, or deleted instead of archived)
+	Stuck            int           // of Lost: still unsent or DEAD in the outbox table
+	Phantom          int           // delivered or applied, but in no ledger row (must be 0)
+	RolledBackSeen   int           // of Phantom: events of transactions rolled back on purpose
 	BrokerDuplicates int           // extra copies in the stream
 	DoubleEffects    int           // events applied more than once (must be 0)
 	ConsumerReorders int           // per-aggregate order violations at the consumer (must be 0)
-	PublishReorders  int           // per-aggregate order violations in the stream's first copies
+	PublishReorders  int           // per-aggregate order violations in the stream's first copies (must be 0)
 	MaxDelay         time.Duration // longest commit -> applied
 	MaxDelayEvent    string
+	LostIDs          []string // the first lost event ids
 	Examples         []string
 }
 
@@ -32,10 +40,10 @@ type Report struct {
 func (r Report) Failed() []string {
 	var f []string
 	if r.Lost > 0 {
-		f = append(f, fmt.Sprintf("lost %d", r.Lost))
+		f = append(f, fmt.Sprintf("lost %d (%d in no outbox table, %d stuck in the outbox)", r.Lost, r.LostNotInOutbox, r.Stuck))
 	}
-	if r.RolledBackSeen > 0 {
-		f = append(f, fmt.Sprintf("rolled-back events delivered %d", r.RolledBackSeen))
+	if r.Phantom > 0 {
+		f = append(f, fmt.Sprintf("phantom %d (%d of rolled-back transactions)", r.Phantom, r.RolledBackSeen))
 	}
 	if r.DoubleEffects > 0 {
 		f = append(f, fmt.Sprintf("double effects %d", r.DoubleEffects))
@@ -51,11 +59,11 @@ func (r Report) Failed() []string {
 
 func (r Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "committed events          %d\n", r.Committed)
+	fmt.Fprintf(&b, "committed (ledger)        %d\n", r.Committed)
 	fmt.Fprintf(&b, "delivered (distinct)      %d\n", r.Delivered)
 	fmt.Fprintf(&b, "applied (distinct)        %d\n", r.Applied)
-	fmt.Fprintf(&b, "lost                      %d\n", r.Lost)
-	fmt.Fprintf(&b, "rolled-back delivered     %d\n", r.RolledBackSeen)
+	fmt.Fprintf(&b, "lost                      %d (in no outbox table %d, stuck in the outbox %d)\n", r.Lost, r.LostNotInOutbox, r.Stuck)
+	fmt.Fprintf(&b, "phantom                   %d (of rolled-back transactions %d)\n", r.Phantom, r.RolledBackSeen)
 	fmt.Fprintf(&b, "broker duplicates         %d\n", r.BrokerDuplicates)
 	fmt.Fprintf(&b, "double effects            %d\n", r.DoubleEffects)
 	fmt.Fprintf(&b, "order violations consumer %d\n", r.ConsumerReorders)
@@ -67,10 +75,10 @@ func (r Report) String() string {
 	return b.String()
 }
 
-type outboxRow struct {
+type ledgerRow struct {
 	aggregate string
 	version   int64
-	created   time.Time
+	committed time.Time
 }
 
 type effectRow struct {
@@ -81,8 +89,9 @@ type effectRow struct {
 	n         int
 }
 
-// Check reads the three sources of truth. It talks to the databases and the
-// nats-server directly, never through the fault proxies.
+// Check reads the ledger, the outbox tables, the stream and the effects
+// table. It talks to the databases and the nats-server directly, never
+// through the fault proxies.
 func Check(ctx context.Context, w *World, prod *Production) (Report, error) {
 	var r Report
 	example := func(format string, a ...any) {
@@ -90,23 +99,45 @@ func Check(ctx context.Context, w *World, prod *Production) (Report, error) {
 			r.Examples = append(r.Examples, fmt.Sprintf(format, a...))
 		}
 	}
-	committed := map[string]outboxRow{}
-	// Delivered rows live in the archive, the rest in the outbox table.
-	rows, err := w.Prod.Query(ctx, `SELECT event_id, aggregate_id, aggregate_version, created_at FROM outbox_event
-		UNION ALL SELECT event_id, aggregate_id, aggregate_version, created_at FROM outbox_event_sent`)
+	committed := map[string]ledgerRow{}
+	rows, err := w.Prod.Query(ctx, `SELECT event_id, aggregate_id, version, committed_at FROM ledger`)
 	if err != nil {
 		return r, err
 	}
 	for rows.Next() {
 		var id string
-		var o outboxRow
-		if err := rows.Scan(&id, &o.aggregate, &o.version, &o.created); err != nil {
+		var l ledgerRow
+		if err := rows.Scan(&id, &l.aggregate, &l.version, &l.committed); err != nil {
 			return r, err
 		}
-		committed[id] = o
+		committed[id] = l
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return r, err
+	}
 	r.Committed = len(committed)
+
+	// Where each event sits in the outbox tables: its status in the outbox
+	// table, or SENT in the archive; absent from both: nowhere.
+	where := map[string]string{}
+	rows, err = w.Prod.Query(ctx, `SELECT event_id, status FROM outbox_event UNION ALL SELECT event_id, 'SENT' FROM outbox_event_sent`)
+	if err != nil {
+		return r, err
+	}
+	for rows.Next() {
+		var id, st string
+		if err := rows.Scan(&id, &st); err != nil {
+			return r, err
+		}
+		if where[id] == "" || st != "SENT" {
+			where[id] = st
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return r, err
+	}
 
 	effects := map[string]effectRow{}
 	rows, err = w.Cons.Query(ctx, `SELECT event_id, aggregate_id, version, applied_seq, applied_at, n FROM effects`)
@@ -122,6 +153,9 @@ func Check(ctx context.Context, w *World, prod *Production) (Report, error) {
 		effects[id] = e
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return r, err
+	}
 	r.Applied = len(effects)
 
 	stream, err := readStream(ctx, w)
@@ -136,41 +170,70 @@ func Check(ctx context.Context, w *World, prod *Production) (Report, error) {
 			continue
 		}
 		seen[m.id] = true
-		o, ok := committed[m.id]
+		l, ok := committed[m.id]
 		if !ok {
-			continue
+			continue // a phantom, counted below
 		}
-		if o.version < lastVersion[o.aggregate] {
+		if l.version < lastVersion[l.aggregate] {
 			r.PublishReorders++
-			example("stream: %s v%d first published after v%d", o.aggregate, o.version, lastVersion[o.aggregate])
+			example("stream: %s v%d first published after v%d", l.aggregate, l.version, lastVersion[l.aggregate])
 		}
-		lastVersion[o.aggregate] = max(lastVersion[o.aggregate], o.version)
+		lastVersion[l.aggregate] = max(lastVersion[l.aggregate], l.version)
 	}
 	r.Delivered = len(seen)
 
-	for id, o := range committed {
+	for id, l := range committed {
 		e, ok := effects[id]
 		if !ok {
 			r.Lost++
-			example("lost: %s %s v%d (in stream: %v)", id, o.aggregate, o.version, seen[id])
+			if len(r.LostIDs) < 100 {
+				r.LostIDs = append(r.LostIDs, id)
+			}
+			at := where[id]
+			switch at {
+			case "":
+				r.LostNotInOutbox++
+				at = "in no outbox table"
+			case "SENT":
+			default:
+				r.Stuck++
+			}
+			example("lost: %s %s v%d (outbox: %s, in stream: %v)", id, l.aggregate, l.version, at, seen[id])
 			continue
 		}
 		if e.n > 1 {
 			r.DoubleEffects++
 			example("double effect: %s applied %d times", id, e.n)
 		}
-		if d := e.applied.Sub(o.created); d > r.MaxDelay {
-			r.MaxDelay, r.MaxDelayEvent = d, fmt.Sprintf("%s v%d", o.aggregate, o.version)
+		if d := e.applied.Sub(l.committed); d > r.MaxDelay {
+			r.MaxDelay, r.MaxDelayEvent = d, fmt.Sprintf("%s v%d", l.aggregate, l.version)
 		}
 	}
-	prod.mu.Lock()
-	for id := range prod.RolledBack {
-		if _, ok := committed[id]; ok || seen[id] || effects[id].n > 0 {
-			r.RolledBackSeen++
-			example("rolled back but seen: %s", id)
+	phantoms := map[string]bool{}
+	for id := range seen {
+		if _, ok := committed[id]; !ok {
+			phantoms[id] = true
 		}
 	}
-	prod.mu.Unlock()
+	for id := range effects {
+		if _, ok := committed[id]; !ok {
+			phantoms[id] = true
+		}
+	}
+	r.Phantom = len(phantoms)
+	if prod != nil {
+		prod.mu.Lock()
+		for id := range phantoms {
+			if prod.RolledBack[id] {
+				r.RolledBackSeen++
+			}
+		}
+		prod.mu.Unlock()
+	}
+	for id := range phantoms {
+		example("phantom: %s (in stream: %v, applied: %v, outbox: %q)", id, seen[id], effects[id].n > 0, where[id])
+		break
+	}
 
 	byAgg := map[string][]effectRow{}
 	for _, e := range effects {

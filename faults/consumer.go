@@ -52,11 +52,12 @@ func RunConsumer() error {
 		time.Sleep(300 * time.Millisecond)
 	}
 	defer sub.Close()
-	c, err := inbox.New(s, inbox.Config{
+	st, cfg := consumerInbox(s, inbox.Config{
 		Name: "inventory", Subscriber: consumerSubscriber(sub),
 		VersionGuard: true, Ordered: true, MaxAttempts: 1000,
 		BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second, BatchSize: 100,
-	}, func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {
+	})
+	c, err := inbox.New(st, cfg, func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {
 		_, err := tx.Exec(ctx, `INSERT INTO effects (event_id, aggregate_id, version, n) VALUES ($1, $2, $3, 1)
 			ON CONFLICT (event_id) DO UPDATE SET n = effects.n + 1`, ev.ID, ev.AggregateID, ev.AggregateVersion)
 		return err

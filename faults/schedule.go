@@ -19,13 +19,24 @@ const (
 	CutNetwork    Kind = "network cut"
 	SlowNetwork   Kind = "network latency"
 	HalfOpen      Kind = "half-open connections"
+
+	// Faults that are not kind to the data (harder.go).
+	SkewedKeys     Kind = "skewed keys"
+	TruncateOutbox Kind = "TRUNCATE RESTART IDENTITY"
+	ExplicitIDs    Kind = "explicit ids"
+	ManualRetry    Kind = "manual UPDATE to RETRY"
+	VacuumFull     Kind = "VACUUM FULL"
+	ReadOnly       Kind = "read-only database"
+	StreamFull     Kind = "stream full"
+	LeaseClockJump Kind = "lease clock jump"
 )
 
 // Minimums are the fault counts a run must reach.
 type Minimums map[Kind]int
 
 // ShortMinimums is what the CI short mode must inject at least.
-var ShortMinimums = Minimums{KillRelay: 5, KillConsumer: 2, RestartBroker: 2, TerminatePG: 3, CutNetwork: 1, SlowNetwork: 1, HalfOpen: 1}
+var ShortMinimums = Minimums{KillRelay: 5, KillConsumer: 2, RestartBroker: 2, TerminatePG: 3, CutNetwork: 1, SlowNetwork: 1, HalfOpen: 1,
+	SkewedKeys: 1, TruncateOutbox: 1, ExplicitIDs: 1, ManualRetry: 1, VacuumFull: 1, ReadOnly: 1, StreamFull: 1, LeaseClockJump: 1}
 
 // Fault is one scheduled fault.
 type Fault struct {
@@ -67,6 +78,7 @@ func Inject(ctx context.Context, w *World, faults []Fault, logf func(string, ...
 		case <-time.After(time.Until(start.Add(f.At))):
 		}
 		var err error
+		var note string
 		switch f.Kind {
 		case KillRelay:
 			name := fmt.Sprintf("relay-%d", f.Arg)
@@ -110,13 +122,34 @@ func Inject(ctx context.Context, w *World, faults []Fault, logf func(string, ...
 			p.Blackhole()
 			time.Sleep(2 * time.Second)
 			p.Restore()
+		case SkewedKeys:
+			skewKeys(w)
+		case TruncateOutbox:
+			note, err = truncateKeeping(ctx, w)
+		case ExplicitIDs:
+			note, err = explicitIDs(ctx, w, done[f.Kind])
+		case ManualRetry:
+			note, err = manualRetry(ctx, w)
+		case VacuumFull:
+			err = vacuumFull(ctx, w)
+		case ReadOnly:
+			note, err = readOnly(ctx, w)
+		case StreamFull:
+			note, err = streamFull(ctx, w)
+		case LeaseClockJump:
+			note, err = leaseClockJump(ctx, w, 5*time.Second)
 		}
-		if err != nil && logf != nil {
-			logf("fault %s: %v", f.Kind, err)
+		if err != nil {
+			// A fault that did not happen is not counted: the run then
+			// falls short of its minimums and fails.
+			if logf != nil {
+				logf("%6.1fs %s FAILED: %v", time.Since(start).Seconds(), f.Kind, err)
+			}
+			continue
 		}
 		done[f.Kind]++
 		if logf != nil {
-			logf("%6.1fs %s #%d (arg %d)", time.Since(start).Seconds(), f.Kind, done[f.Kind], f.Arg)
+			logf("%6.1fs %s #%d (arg %d) %s", time.Since(start).Seconds(), f.Kind, done[f.Kind], f.Arg, note)
 		}
 	}
 	return done

@@ -1,10 +1,13 @@
 // Package faults is the fault-injection harness and its checker: producers
 // write orders and events in transactions, two relay processes and two
 // consumer processes deliver and apply them, and a seeded schedule kills
-// processes, restarts the broker, terminates database backends and cuts,
-// slows and half-opens connections. The checker then reads the producers'
-// database, the stream and the consumers' database and reports what was
-// lost, duplicated, applied twice or applied out of order.
+// processes, restarts the broker, terminates database backends, cuts,
+// slows and half-opens connections, and does what is not kind to the data
+// (harder.go): skewed keys, operators truncating and editing the outbox,
+// lease clock jumps, read-only databases, a full stream. The producers
+// record what they committed in a ledger of their own; the checker compares
+// it with the stream and the consumers' database and reports what was lost,
+// phantom, applied twice or applied out of order.
 //
 // Run the short mode with `go test ./faults`; the long mode with
 // `go test ./faults -run TestFaults -timeout 60m -args -faults.duration 30m`.
@@ -18,6 +21,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -38,6 +42,8 @@ type World struct {
 	Admin    *pgx.Conn // the server's test database, for CREATE/DROP and backend termination
 	ProdURL  string    // producers' database, direct
 	ConsURL  string    // consumers' database, direct
+	ProdDB   string    // their names, for ALTER DATABASE
+	ConsDB   string
 	Prod     *pgxpool.Pool
 	Cons     *pgxpool.Pool
 	NATS     *testenv.NATSServer
@@ -53,6 +59,10 @@ type World struct {
 	relay  string // txbox binary
 	self   string // this test binary, re-run as a consumer
 	broken []string
+
+	// Skew, while set, sends 90% of the producers' events to three hot
+	// aggregates (the skewed-keys fault).
+	Skew atomic.Bool
 }
 
 type proc struct {
@@ -81,10 +91,11 @@ func NewWorld(t *testing.T, relayBin string) *World {
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.ProdDB, w.ConsDB = "txbox_faults_prod_"+id, "txbox_faults_cons_"+id
 	for _, db := range []struct {
 		name string
 		dst  *string
-	}{{"txbox_faults_prod_" + id, &w.ProdURL}, {"txbox_faults_cons_" + id, &w.ConsURL}} {
+	}{{w.ProdDB, &w.ProdURL}, {w.ConsDB, &w.ConsURL}} {
 		if _, err := admin.Exec(ctx, "CREATE DATABASE "+db.name); err != nil {
 			t.Fatal(err)
 		}
@@ -111,8 +122,10 @@ func NewWorld(t *testing.T, relayBin string) *World {
 			t.Fatal(err)
 		}
 	}
-	if _, err := w.Prod.Exec(ctx, `CREATE TABLE orders (id TEXT PRIMARY KEY, version BIGINT NOT NULL)`); err != nil {
-		t.Fatal(err)
+	for _, ddl := range []string{`CREATE TABLE orders (id TEXT PRIMARY KEY, version BIGINT NOT NULL)`, ledgerDDL} {
+		if _, err := w.Prod.Exec(ctx, ddl); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// The consumers' business table: one row per applied event, with the
 	// order of application, so the checker sees doubles and reorders.
@@ -145,13 +158,20 @@ func (w *World) viaProxy(raw, app string) string {
 
 func (w *World) natsViaProxy() string { return "nats://" + w.NATProxy.Addr() }
 
-// StartRelay starts (or restarts) relay i.
+// StartRelay starts (or restarts) relay i. Relay 0 holds its claims with
+// the claim's transaction (the default on PostgreSQL); relay 1 writes
+// leases into the rows (--claims lease, as behind PgBouncer's statement
+// pooling), so the two kinds of claims run against each other and the
+// lease clock-jump fault has leases to move.
 func (w *World) StartRelay(i int) {
 	name := fmt.Sprintf("relay-%d", i)
 	args := []string{"relay", "--db", w.viaProxy(w.ProdURL, "txbox-relay"), "--broker", w.natsViaProxy(),
 		"--nats-stream", w.Stream, "--nats-subjects", w.Subjects, "--nats-create-stream", "--topic", w.Topic,
 		"--relay-id", name, "--batch-size", "200", "--lease", "3s", "--publish-timeout", "1s", "--poll-interval", "20ms",
 		"--backoff-base", "100ms", "--backoff-max", "2s", "--max-attempts", "1000", "--log-level", "warn"}
+	if i == 1 {
+		args = append(args, "--claims", "lease")
+	}
 	w.start(name, w.relay, args, nil)
 }
 

@@ -9,6 +9,7 @@ package sabotage
 import (
 	"context"
 
+	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/store"
 )
@@ -83,4 +84,76 @@ func (a ackFirst) Receive(ctx context.Context, max int) ([]broker.Delivery, erro
 		_ = d.Ack(ctx)
 	}
 	return ds, err
+}
+
+// Overtake returns s with every claim's records handed to the relay in
+// reverse order, so an aggregate's later rows are published before its
+// earlier ones: the per-aggregate run is broken. Build tag
+// txbox_sabotage_overtake.
+func Overtake(s store.Store) store.Store {
+	o := overtake{s}
+	if _, ok := s.(store.TxClaimer); ok {
+		return overtakeTx{o}
+	}
+	return o
+}
+
+type overtake struct{ store.Store }
+
+func (o overtake) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Record, error) {
+	recs, err := o.Store.Claim(ctx, req)
+	return reversed(recs), err
+}
+
+type overtakeTx struct{ overtake }
+
+func (o overtakeTx) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
+	c, err := o.Store.(store.TxClaimer).ClaimTx(ctx, limit)
+	if err != nil {
+		return c, err
+	}
+	return reversedClaim{c}, nil
+}
+
+type reversedClaim struct{ store.Claim }
+
+func (r reversedClaim) Records() []store.Record { return reversed(r.Claim.Records()) }
+
+func reversed(recs []store.Record) []store.Record {
+	out := make([]store.Record, len(recs))
+	for i, r := range recs {
+		out[len(recs)-1-i] = r
+	}
+	return out
+}
+
+// NoInbox returns st with the inbox's record of each event skipped: every
+// delivery looks like the first, nothing is written for it, and the
+// version guard's check-and-set always passes, so a redelivered event is
+// applied again. The version guard is part of the inbox's dedupe (with it,
+// an Ordered consumer drops a redelivery as stale), so the broken build
+// skips both; the consumer using it runs without VersionGuard and Ordered.
+// Build tag txbox_sabotage_no_inbox.
+func NoInbox[T any](st store.InboxStore[T]) store.InboxStore[T] { return noInbox[T]{st} }
+
+type noInbox[T any] struct{ store.InboxStore[T] }
+
+// InboxDialect hides the store's batch insert and processed-acquire
+// shortcuts: the inbox falls back to InboxAcquire, which inserts nothing.
+func (n noInbox[T]) InboxDialect() store.InboxDialect {
+	return noInboxDialect{n.InboxStore.InboxDialect()}
+}
+
+type noInboxDialect struct{ store.InboxDialect }
+
+func (noInboxDialect) InboxAcquire(context.Context, store.Tx, string, txbox.Event) (store.InboxState, int, error) {
+	return store.InboxFresh, 0, nil
+}
+
+func (noInboxDialect) InboxDone(context.Context, store.Tx, string, string, txbox.Status, string) error {
+	return nil
+}
+
+func (noInboxDialect) InboxVersion(context.Context, store.Tx, string, string, string, int64) (int64, bool, error) {
+	return 0, true, nil
 }

@@ -192,7 +192,8 @@ SELECT * FROM final ORDER BY id`
 	// will hand out), and whether the candidate whose marker, virtual
 	// transaction ids and time are $2, $3, $4 has nothing left running;
 	// and the sequence's next id, which falls below the floor when the
-	// sequence was set back (TRUNCATE ... RESTART IDENTITY).
+	// sequence was set back (TRUNCATE ... RESTART IDENTITY); and the
+	// table's file node, which every TRUNCATE changes (floorTracker.rewritten).
 	// txid_ functions: PostgreSQL 12 has no pg_snapshot_ ones.
 	q.floorProbe = `SELECT coalesce((SELECT w.id FROM ` + table + ` w WHERE ` + u("w") + ` AND w.id >= $1 ORDER BY w.id LIMIT 1),
 		(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM %[1]s)),
@@ -200,7 +201,8 @@ SELECT * FROM final ORDER BY id`
 		ELSE txid_snapshot_xmin(txid_current_snapshot()) >= $2::bigint
 			AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'virtualxid' AND l.virtualxid = ANY($3::text[]))
 			AND NOT EXISTS (SELECT 1 FROM pg_prepared_xacts x WHERE x.prepared >= $4::timestamptz) END,
-	(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM %[1]s)`
+	(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM %[1]s),
+	coalesce(pg_relation_filenode($5::text::regclass)::bigint, 0)`
 
 	q.floorBelow = `SELECT (SELECT w.id FROM ` + table + ` w WHERE ` + u("w") + ` AND w.id < $1 ORDER BY w.id LIMIT 1)`
 

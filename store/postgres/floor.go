@@ -65,9 +65,11 @@ type floorTracker struct {
 	every   time.Duration
 	looking bool // a look below the floor is running
 	checked bool // the sequence was looked at
-	// gen counts the times the sequence was found set back; what a probe
-	// sent before that saw is of no use after it.
+	// gen counts the times the sequence was found set back or the table
+	// rewritten; what a probe sent before that saw is of no use after it.
 	gen uint64
+	// node is the table's file node as the last probe saw it (0: not seen).
+	node int64
 }
 
 // floorCand is a candidate floor and what must end before it is trusted.
@@ -190,6 +192,7 @@ type probeResult struct {
 	read    time.Time // when the probe's answer was read: its check is earlier
 	next    int64     // the sequence's next id; 0: not read
 	gen     uint64    // floorTracker.gen when the claim was sent
+	node    int64     // the table's file node; 0: not read
 }
 
 // generation is read before a claim is sent; see probeResult.gen.
@@ -236,6 +239,38 @@ func (f *floorTracker) observe(p probeResult) (propose bool) {
 		f.lastAdd = p.read
 	}
 	return propose
+}
+
+// rewritten takes the table's file node a probe read and reports whether
+// its claim must be voided. TRUNCATE gives the table a new file node (so do
+// VACUUM FULL and CLUSTER). A TRUNCATE ... RESTART IDENTITY that puts the
+// undelivered rows back with new ids from 1 can leave more of them than
+// the floor: the sequence then ends above the floor and does not look set
+// back, yet a claim reading from the floor misses the kept rows below it
+// and takes an aggregate's later rows before its earlier ones. So a new
+// file node resets the floor, and a claim that read from a floor is voided
+// when the node changed or the floor was reset since it was sent (its
+// floor may predate the TRUNCATE). The claim and the probe run in one
+// transaction, whose lock on the table keeps a TRUNCATE from committing in
+// between: a claim that saw the truncated table reads the new node.
+func (f *floorTracker) rewritten(p probeResult) (void bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p.gen != f.gen {
+		return p.from != noFloor
+	}
+	if p.node == 0 || p.node == f.node {
+		return false
+	}
+	first := f.node == 0
+	f.node = p.node
+	if first {
+		return false
+	}
+	f.safe = noFloor
+	f.cands = f.cands[:0]
+	f.gen++
+	return p.from != noFloor
 }
 
 // add records a candidate once its marker is taken (step 2).

@@ -123,3 +123,33 @@ func TestFloorRescanBookkeeping(t *testing.T) {
 		t.Fatal("rescan not due maxRescanWait after a 5-minute look")
 	}
 }
+
+// A new file node (TRUNCATE) resets the floor and voids the claim that read
+// from it; a claim sent with a floor before a reset is void too, even when
+// its probe reads the new node after another probe reported it.
+func TestFloorRewrittenBookkeeping(t *testing.T) {
+	f := &floorTracker{on: true, safe: noFloor, every: time.Hour}
+	if f.rewritten(probeResult{from: noFloor, node: 7}) {
+		t.Fatal("the first node seen voided a claim")
+	}
+	f.safe, f.cands = 200, []floorCand{{m: 300}}
+	if f.rewritten(probeResult{from: 200, node: 7}) {
+		t.Fatal("the same node voided a claim")
+	}
+	gen := f.gen
+	if !f.rewritten(probeResult{from: 200, node: 8, gen: gen}) {
+		t.Fatal("a claim from the floor, with a new node, not voided")
+	}
+	if f.safe != noFloor || len(f.cands) != 0 || f.gen == gen {
+		t.Fatalf("not reset: floor %d, candidates %v, gen %d", f.safe, f.cands, f.gen)
+	}
+	if !f.rewritten(probeResult{from: 200, node: 8, gen: gen}) {
+		t.Fatal("a claim sent with the old floor before the reset, probed after it, not voided")
+	}
+	if f.rewritten(probeResult{from: noFloor, node: 8, gen: gen}) {
+		t.Fatal("a claim without a floor voided")
+	}
+	if f.rewritten(probeResult{from: noFloor, node: 8, gen: f.gen}) || f.node != 8 {
+		t.Fatalf("after the reset: node %d", f.node)
+	}
+}

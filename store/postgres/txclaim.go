@@ -22,6 +22,29 @@ func (s *Store) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("postgres: claim: need limit > 0")
 	}
+	c, err := s.claimTx(ctx, limit)
+	if err == nil && c.void {
+		// The claim read from a floor the table's TRUNCATE made void (the
+		// floor is reset now): what it took may skip rows below that floor.
+		c.drop()
+		c, err = s.claimTx(ctx, limit)
+		if err == nil && c.void {
+			c.drop()
+			return nil, fmt.Errorf("postgres: claim: the outbox table was truncated twice during the claim; claim again")
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(c.recs) == 0 {
+		c.Abort()
+	} else {
+		s.held.add(c)
+	}
+	return c, nil
+}
+
+func (s *Store) claimTx(ctx context.Context, limit int) (*txClaim, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim: %w", err)
@@ -46,7 +69,7 @@ func (s *Store) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
 	b.Queue(planClaim)
 	b.Queue(s.q.txClaim, limit, window, held, floor)
 	if s.floor.on {
-		b.Queue(s.q.floorProbe, floor, chk.marker, chk.vxids, chk.since)
+		b.Queue(s.q.floorProbe, floor, chk.marker, chk.vxids, chk.since, s.q.table)
 	}
 	sent := time.Now()
 	br := conn.SendBatch(ctx, b)
@@ -69,11 +92,6 @@ func (s *Store) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
 	if err != nil {
 		c.drop()
 		return nil, fmt.Errorf("postgres: claim: %w", err)
-	}
-	if len(c.recs) == 0 {
-		c.Abort()
-	} else {
-		s.held.add(c)
 	}
 	return c, nil
 }
@@ -133,10 +151,14 @@ func (c *txClaim) more(ctx context.Context, limit, window int, floor int64) erro
 
 // observeFloor reads the floor probe queued after the claim.
 func (c *txClaim) observeFloor(br pgx.BatchResults, p probeResult) error {
-	if err := br.QueryRow().Scan(&p.m, &p.cleared, &p.next); err != nil {
+	if err := br.QueryRow().Scan(&p.m, &p.cleared, &p.next, &p.node); err != nil {
 		return err
 	}
 	p.read = time.Now()
+	if c.s.floor.rewritten(p) {
+		c.void = true
+		return nil
+	}
 	if c.s.floor.observe(p) {
 		c.propose = &p.m
 		c.proposeGen = p.gen
@@ -205,6 +227,9 @@ type txClaim struct {
 	recs       []store.Record
 	propose    *int64 // a floor candidate to mark when the transaction ends
 	proposeGen uint64
+	// void: the claim read from a floor that a TRUNCATE of the table made
+	// void; ClaimTx drops it and claims again.
+	void bool
 	// keepOnRefusal: Finish keeps the connection after a refused mark, for
 	// FinishIsolating.
 	keepOnRefusal bool

@@ -1,0 +1,223 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/txbox/txbox"
+)
+
+// The faults that are not kind to the data: skewed keys, operators working
+// on the outbox under the running relays, clock trouble, a read-only
+// database and a full stream. Each is expected to pause the flow at most:
+// the checker must still find nothing lost, doubled or reordered.
+
+// skewKeys sends 90% of the events to three hot aggregates for a while.
+func skewKeys(w *World) {
+	w.Skew.Store(true)
+	time.Sleep(5 * time.Second)
+	w.Skew.Store(false)
+}
+
+// truncateKeeping is the clean-up operators do: the undelivered rows are
+// kept, the table is emptied and its identity restarted, and the kept rows
+// go back in their order with new ids from 1. Rows a lease relay holds go
+// back as PENDING (their lease is void: the ids changed), so a relay still
+// publishing them only makes duplicates, and its marks, fenced on the old
+// lease, change nothing. The delivered history stays in the archive, whose
+// ids are not unique for this reason (migration 004).
+func truncateKeeping(ctx context.Context, w *World) (string, error) {
+	var kept int64
+	err := pgx.BeginFunc(ctx, w.Prod, func(tx pgx.Tx) error {
+		for _, q := range []string{
+			`SET LOCAL lock_timeout = '10s'`,
+			`LOCK TABLE outbox_event IN ACCESS EXCLUSIVE MODE`,
+			`CREATE TEMP TABLE faults_keep ON COMMIT DROP AS SELECT * FROM outbox_event WHERE status <> 'SENT'`,
+			`TRUNCATE outbox_event RESTART IDENTITY`,
+		} {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return fmt.Errorf("%s: %w", q, err)
+			}
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO outbox_event (id, event_id, aggregate_type, aggregate_id, aggregate_version,
+				event_type, payload, headers, status, retry_count, next_retry_at, occurred_at, created_at, last_error)
+			SELECT row_number() OVER (ORDER BY id), event_id, aggregate_type, aggregate_id, aggregate_version,
+				event_type, payload, headers, CASE WHEN status = 'PROCESSING' THEN 'PENDING' ELSE status END,
+				retry_count, next_retry_at, occurred_at, created_at, last_error
+			FROM faults_keep ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		kept = tag.RowsAffected()
+		// The identity goes on after the kept rows, as if they had been
+		// inserted with it.
+		_, err = tx.Exec(ctx, `SELECT setval(pg_get_serial_sequence('outbox_event', 'id'), greatest($1::bigint, 1), $1::bigint > 0)`, kept)
+		return err
+	})
+	return fmt.Sprintf("kept %d undelivered rows", kept), err
+}
+
+// explicitIDs is a producer writing its own outbox ids: two events of a new
+// aggregate, in one transaction, with ids the sequence handed out earlier
+// to transactions that rolled back (below where claims read from, the
+// claim floor), or, with no such gap, ids taken from the sequence by hand.
+func explicitIDs(ctx context.Context, w *World, n int) (string, error) {
+	agg := fmt.Sprintf("explicit-%d", n)
+	var ids []int64
+	err := pgx.BeginFunc(ctx, w.Prod, func(tx pgx.Tx) error {
+		ids = ids[:0]
+		rows, err := tx.Query(ctx, `WITH hi AS (SELECT last_value - 200 AS v FROM outbox_event_id_seq)
+			SELECT g FROM hi, generate_series(greatest((SELECT v FROM hi) - 2000, 1), (SELECT v FROM hi)) g
+			WHERE NOT EXISTS (SELECT 1 FROM outbox_event o WHERE o.id = g)
+			  AND NOT EXISTS (SELECT 1 FROM outbox_event_sent s WHERE s.id = g)
+			ORDER BY g LIMIT 2`)
+		if err != nil {
+			return err
+		}
+		gaps, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return err
+		}
+		ids = gaps
+		for len(ids) < 2 {
+			var id int64
+			if err := tx.QueryRow(ctx, `SELECT nextval('outbox_event_id_seq')`).Scan(&id); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO orders (id, version) VALUES ($1, 2)`, agg); err != nil {
+			return err
+		}
+		for i, id := range ids {
+			ev := txbox.MustEvent("Order", agg, "OrderChanged", map[string]any{"order": agg, "version": i + 1})
+			ev.AggregateVersion = int64(i + 1)
+			if _, err := tx.Exec(ctx, `INSERT INTO outbox_event (id, event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
+				VALUES ($1, $2, $3, $4, $5, $6, $7)`, id, ev.ID, ev.AggregateType, ev.AggregateID, ev.AggregateVersion, ev.Type, string(ev.Payload)); err != nil {
+				return err
+			}
+			if err := recordLedger(ctx, tx, ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return fmt.Sprintf("%s at ids %v", agg, ids), err
+}
+
+// manualRetry is an operator setting unsent rows to RETRY by hand, as for a
+// redrive, under the running relays. Rows a claim holds are left alone
+// (SKIP LOCKED); a row a lease relay is publishing loses its lease, so that
+// relay's mark is fenced off and the row goes again (a duplicate).
+func manualRetry(ctx context.Context, w *World) (string, error) {
+	tag, err := w.Prod.Exec(ctx, `UPDATE outbox_event SET status = 'RETRY', next_retry_at = now() + interval '500 milliseconds',
+			retry_count = retry_count + 1, locked_by = NULL, locked_until = NULL, last_error = 'set to RETRY by hand (faults)'
+		WHERE id IN (SELECT id FROM outbox_event WHERE status IN ('PENDING', 'PROCESSING') ORDER BY id LIMIT 20 FOR UPDATE SKIP LOCKED)`)
+	return fmt.Sprintf("%d rows", tag.RowsAffected()), err
+}
+
+// vacuumFull rewrites the outbox and its archive under the running relays
+// (an ACCESS EXCLUSIVE lock while it runs).
+func vacuumFull(ctx context.Context, w *World) error {
+	_, err := w.Prod.Exec(ctx, `VACUUM FULL outbox_event, outbox_event_sent`)
+	return err
+}
+
+// readOnly makes both databases read-only for a while, as a failover to a
+// replica or a full disk does. default_transaction_read_only is read when a
+// session starts: the relays' and consumers' sessions are ended so that
+// they reconnect into it, and every session begun during the window is
+// ended after the reset so that nothing stays read-only. It is set on the
+// harness's own databases only: other tests share the server.
+func readOnly(ctx context.Context, w *World) (string, error) {
+	var since time.Time
+	if err := w.Admin.QueryRow(ctx, `SELECT now()`).Scan(&since); err != nil {
+		return "", err
+	}
+	set := func(v string) error {
+		for _, db := range []string{w.ProdDB, w.ConsDB} {
+			if _, err := w.Admin.Exec(ctx, "ALTER DATABASE "+db+" "+v); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := set("SET default_transaction_read_only = on"); err != nil {
+		return "", err
+	}
+	var n1, n2 int
+	err := w.Admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name IN ('txbox-relay', 'txbox-consumer')`).Scan(&n1)
+	time.Sleep(3 * time.Second)
+	if rerr := set("RESET default_transaction_read_only"); rerr != nil {
+		return "", rerr
+	}
+	if err2 := w.Admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname IN ($1, $2) AND pid <> pg_backend_pid() AND backend_start >= $3`, w.ProdDB, w.ConsDB, since).Scan(&n2); err == nil {
+		err = err2
+	}
+	return fmt.Sprintf("ended %d sessions, then %d begun read-only", n1, n2), err
+}
+
+// streamFull makes the stream refuse every publish for a while: at its
+// message limit, discarding new messages.
+func streamFull(ctx context.Context, w *World) (string, error) {
+	nc, err := nats.Connect(w.NATS.URL)
+	if err != nil {
+		return "", err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return "", err
+	}
+	st, err := js.Stream(ctx, w.Stream)
+	if err != nil {
+		return "", err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return "", err
+	}
+	orig := info.Config
+	full := orig
+	full.MaxMsgs, full.Discard = int64(info.State.Msgs), jetstream.DiscardNew
+	if _, err := js.UpdateStream(ctx, full); err != nil {
+		return "", fmt.Errorf("make the stream full: %w", err)
+	}
+	time.Sleep(3 * time.Second)
+	if _, err := js.UpdateStream(ctx, orig); err != nil {
+		return "", fmt.Errorf("restore the stream: %w", err)
+	}
+	return fmt.Sprintf("full at %d messages for 3s", info.State.Msgs), nil
+}
+
+// leaseClockJump is the lease relays' clock jumping forward by d while they
+// hold leases, again and again for three seconds (a lease is held only
+// while its batch is published, a few milliseconds at a time).
+// PostgreSQL's lease claims run on the server's clock (now()), so each jump
+// is simulated by moving the held leases and the retry times back by d:
+// held leases run out at once, and another relay may take their rows while
+// the holder still publishes them (duplicates; the holder's marks are
+// fenced on its lease token).
+func leaseClockJump(ctx context.Context, w *World, d time.Duration) (string, error) {
+	var leases, retries int64
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		var l, r int64
+		err := w.Prod.QueryRow(ctx, `WITH m AS (UPDATE outbox_event SET
+				locked_until = locked_until - $1 * interval '1 millisecond',
+				next_retry_at = next_retry_at - $1 * interval '1 millisecond'
+			WHERE status IN ('PROCESSING', 'RETRY') RETURNING status)
+			SELECT count(*) FILTER (WHERE status = 'PROCESSING'), count(*) FILTER (WHERE status = 'RETRY') FROM m`, d.Milliseconds()).Scan(&l, &r)
+		if err != nil {
+			return "", err
+		}
+		leases, retries = leases+l, retries+r
+	}
+	return fmt.Sprintf("jumped %v every 10ms for 3s: %d held leases and %d retry times moved", d, leases, retries), nil
+}
