@@ -322,8 +322,15 @@ func RelayKilledDuringBacklog(t *testing.T, st Store, br Broker) {
 	// PROCESSING. Counting the kills that left leases shows which mode ran.
 	killed, leftLeased := 0, 0
 	for killed < kills {
+		before := len(d.Stored(t))
 		p := Start(t, bin, args...)
-		time.Sleep(time.Duration(150+rand.IntN(250)) * time.Millisecond)
+		// Kill it in the middle of its work, not while it starts up (on a
+		// loaded machine start-up alone can outlast a fixed sleep): wait
+		// until this process has published something, then a little more.
+		for deadline := time.Now().Add(30 * time.Second); len(d.Stored(t)) == before && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(time.Duration(rand.IntN(250)) * time.Millisecond)
 		p.Kill()
 		killed++
 		if stats, err := s.Stats(context.Background()); err == nil && stats.Counts[txbox.StatusProcessing] > 0 {
