@@ -232,10 +232,14 @@ func leaseClockJump(ctx context.Context, w *World, d time.Duration) (string, err
 	var leases, retries int64
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		var l, r int64
+		// SKIP LOCKED: rows a claim or a mark is changing right now are
+		// left for the next jump; waiting for them deadlocked with the
+		// relays' marks.
 		err := w.Prod.QueryRow(ctx, `WITH m AS (UPDATE outbox_event SET
 				locked_until = locked_until - $1 * interval '1 millisecond',
 				next_retry_at = next_retry_at - $1 * interval '1 millisecond'
-			WHERE status IN ('PROCESSING', 'RETRY') RETURNING status)
+			WHERE id IN (SELECT id FROM outbox_event WHERE status IN ('PROCESSING', 'RETRY') ORDER BY id FOR UPDATE SKIP LOCKED)
+			RETURNING status)
 			SELECT count(*) FILTER (WHERE status = 'PROCESSING'), count(*) FILTER (WHERE status = 'RETRY') FROM m`, d.Milliseconds()).Scan(&l, &r)
 		if err != nil {
 			return "", err
