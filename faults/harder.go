@@ -165,7 +165,13 @@ func readOnly(ctx context.Context, w *World) (string, error) {
 }
 
 // streamFull makes the stream refuse every publish for a while: at its
-// message limit, discarding new messages.
+// message limit, discarding new messages. The limit is enforced when it is
+// set, whatever the discard policy: set below the stream's count it would
+// delete the oldest messages (an earlier version of this fault did, by a
+// race with the relays' publishes, and the checker found one delivered
+// event missing from the stream). So the limit leaves a margin over the
+// count, the fault waits for the relays to fill it, and it fails if the
+// stream's first message changed.
 func streamFull(ctx context.Context, w *World) (string, error) {
 	nc, err := nats.Connect(w.NATS.URL)
 	if err != nil {
@@ -180,21 +186,38 @@ func streamFull(ctx context.Context, w *World) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	info, err := st.Info(ctx)
+	before, err := st.Info(ctx)
 	if err != nil {
 		return "", err
 	}
-	orig := info.Config
+	orig := before.Config
 	full := orig
-	full.MaxMsgs, full.Discard = int64(info.State.Msgs), jetstream.DiscardNew
+	full.MaxMsgs, full.Discard = int64(before.State.Msgs)+200, jetstream.DiscardNew
 	if _, err := js.UpdateStream(ctx, full); err != nil {
 		return "", fmt.Errorf("make the stream full: %w", err)
 	}
+	start := time.Now()
+	var filled time.Duration
+	for time.Since(start) < 10*time.Second {
+		info, err := st.Info(ctx)
+		if err == nil && int64(info.State.Msgs) >= full.MaxMsgs {
+			filled = time.Since(start)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	time.Sleep(3 * time.Second)
+	after, ierr := st.Info(ctx)
 	if _, err := js.UpdateStream(ctx, orig); err != nil {
 		return "", fmt.Errorf("restore the stream: %w", err)
 	}
-	return fmt.Sprintf("full at %d messages for 3s", info.State.Msgs), nil
+	if ierr != nil {
+		return "", ierr
+	}
+	if after.State.FirstSeq != before.State.FirstSeq {
+		return "", fmt.Errorf("the limit deleted messages: first sequence %d, was %d", after.State.FirstSeq, before.State.FirstSeq)
+	}
+	return fmt.Sprintf("limit %d messages, full after %v, then 3s", full.MaxMsgs, filled.Round(10*time.Millisecond)), nil
 }
 
 // leaseClockJump is the lease relays' clock jumping forward by d while they
@@ -209,10 +232,14 @@ func leaseClockJump(ctx context.Context, w *World, d time.Duration) (string, err
 	var leases, retries int64
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		var l, r int64
+		// SKIP LOCKED: rows a claim or a mark is changing right now are
+		// left for the next jump; waiting for them deadlocked with the
+		// relays' marks.
 		err := w.Prod.QueryRow(ctx, `WITH m AS (UPDATE outbox_event SET
 				locked_until = locked_until - $1 * interval '1 millisecond',
 				next_retry_at = next_retry_at - $1 * interval '1 millisecond'
-			WHERE status IN ('PROCESSING', 'RETRY') RETURNING status)
+			WHERE id IN (SELECT id FROM outbox_event WHERE status IN ('PROCESSING', 'RETRY') ORDER BY id FOR UPDATE SKIP LOCKED)
+			RETURNING status)
 			SELECT count(*) FILTER (WHERE status = 'PROCESSING'), count(*) FILTER (WHERE status = 'RETRY') FROM m`, d.Milliseconds()).Scan(&l, &r)
 		if err != nil {
 			return "", err
