@@ -19,6 +19,7 @@ var (
 	duration = flag.Duration("faults.duration", 90*time.Second, "how long producers write while faults are injected (long mode: 30m)")
 	seedFlag = flag.Uint64("faults.seed", 0, "seed of the fault schedule and the producers (0: from the clock)")
 	rate     = flag.Float64("faults.rate", 200, "events per second written by the producers")
+	gapIDs   = flag.Bool("faults.gap-ids", false, "the explicit-ids fault writes ids from the sequence's gaps, below the claim floor (reproduces the open straddle bug, see RELIABILITY.md)")
 )
 
 // TestMain turns this test binary into a consumer process when the harness
@@ -49,6 +50,7 @@ type runOpts struct {
 
 func harness(t *testing.T, o runOpts) (Report, map[Kind]int) {
 	w := NewWorld(t, o.relayBin)
+	w.GapIDs = *gapIDs
 	if o.consumerBin != "" {
 		w.self = o.consumerBin
 	}

@@ -63,9 +63,10 @@ func truncateKeeping(ctx context.Context, w *World) (string, error) {
 }
 
 // explicitIDs is a producer writing its own outbox ids: two events of a new
-// aggregate, in one transaction, with ids the sequence handed out earlier
-// to transactions that rolled back (below where claims read from, the
-// claim floor), or, with no such gap, ids taken from the sequence by hand.
+// aggregate, in one transaction, with ids it took from the sequence by hand,
+// or (World.GapIDs) ids the sequence handed out earlier to transactions that
+// rolled back, below where claims read from (the claim floor), falling back
+// to the sequence when there are no such gaps.
 func explicitIDs(ctx context.Context, w *World, n int) (string, error) {
 	agg := fmt.Sprintf("explicit-%d", n)
 	var ids []int64
@@ -83,7 +84,9 @@ func explicitIDs(ctx context.Context, w *World, n int) (string, error) {
 		if err != nil {
 			return err
 		}
-		ids = gaps
+		if w.GapIDs {
+			ids = gaps
+		}
 		for len(ids) < 2 {
 			var id int64
 			if err := tx.QueryRow(ctx, `SELECT nextval('outbox_event_id_seq')`).Scan(&id); err != nil {

@@ -60,6 +60,14 @@ type World struct {
 	self   string // this test binary, re-run as a consumer
 	broken []string
 
+	// GapIDs makes the explicit-ids fault write ids from the sequence's
+	// gaps, usually below the PostgreSQL claim floor. Two such ids can
+	// straddle the floor, and then the aggregate's later event is published
+	// first: an open bug the 30-minute run found (RELIABILITY.md). Off, the
+	// producer's explicit ids are ones it took from the sequence by hand,
+	// so CI stays deterministic; -faults.gap-ids turns it on.
+	GapIDs bool
+
 	// Skew, while set, sends 90% of the producers' events to three hot
 	// aggregates (the skewed-keys fault).
 	Skew atomic.Bool
