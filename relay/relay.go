@@ -266,8 +266,10 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 		// One run per lane: its head, or with a publisher that keeps per-key
 		// order in flight, its next same-topic events.
 		runs := make([]int, len(order))
-		var msgs []broker.Message
-		var created []time.Time
+		// Head-only rounds send one message per lane; pipelined runs grow
+		// from there.
+		msgs := make([]broker.Message, 0, len(order))
+		created := make([]time.Time, 0, len(order))
 		for i, k := range order {
 			runs[i] = r.runLen(lanes[k])
 			for _, it := range lanes[k][:runs[i]] {
