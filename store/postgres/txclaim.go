@@ -128,7 +128,7 @@ func (c *txClaim) more(ctx context.Context, limit, window int, floor int64) erro
 	if err := c.conn.QueryRow(ctx, c.s.q.windowFull, window, floor).Scan(&full); err != nil || !full {
 		return err
 	}
-	rows, err := c.conn.Query(ctx, c.s.q.txHeads, limit-len(c.recs), min(limit, maxRun), floor)
+	rows, err := c.conn.Query(ctx, c.s.q.txHeads, limit-len(c.recs), min(limit, maxRun))
 	if err != nil {
 		return err
 	}
