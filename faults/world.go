@@ -61,11 +61,12 @@ type World struct {
 	broken []string
 
 	// GapIDs makes the explicit-ids fault write ids from the sequence's
-	// gaps, usually below the PostgreSQL claim floor. Two such ids can
-	// straddle the floor, and then the aggregate's later event is published
-	// first: an open bug the 30-minute run found (RELIABILITY.md). Off, the
-	// producer's explicit ids are ones it took from the sequence by hand,
-	// so CI stays deterministic; -faults.gap-ids turns it on.
+	// gaps, usually below the PostgreSQL claim floor, so that an
+	// aggregate's two explicit ids can straddle it (the 30-minute run found
+	// them published out of order before the claim looked below the floor
+	// per aggregate; RELIABILITY.md). Off, the producer's explicit ids are
+	// ones it took from the sequence by hand. On by default
+	// (-faults.gap-ids=false turns it off).
 	GapIDs bool
 
 	// Skew, while set, sends 90% of the producers' events to three hot
