@@ -46,6 +46,14 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 	u := func(alias string) string { return fmt.Sprintf(unsent, alias) }
 	q := queries{table: table, sent: sent}
 
+	// first is the first unsent row of alias's aggregate, looked up through
+	// the aggregate index.
+	first := func(alias string) string {
+		return `(SELECT e.id FROM ` + table + ` e
+		WHERE e.aggregate_type = ` + alias + `.aggregate_type AND e.aggregate_id = ` + alias + `.aggregate_id AND ` + u("e") + `
+		ORDER BY e.aggregate_type, e.aggregate_id, e.id LIMIT 1)`
+	}
+
 	// A claim is one statement in two halves. The first finds candidates,
 	// cand(id, aggregate_type, aggregate_id): deliverable rows, each one
 	// preceded in its aggregate only by deliverable candidates. The second,
@@ -84,7 +92,7 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 	// an xmax that is not an xid (a MultiXact id from shared locks, which
 	// txbox never takes) can only ever look busy for a moment. txid_
 	// functions: PostgreSQL 12 has no pg_snapshot_ ones.
-	var belowFloor func(floor string) string
+	var belowFloor func(held, floor string) string
 	scanCand := func(held, floor string) string {
 		return `running AS (
 	SELECT ARRAY(SELECT (x % 4294967296)::text::xid FROM txid_snapshot_xip(s) x) AS xids,
@@ -109,7 +117,7 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 	SELECT w.id, w.aggregate_type, w.aggregate_id
 	FROM win w LEFT JOIN bad b ON b.aggregate_type = w.aggregate_type AND b.aggregate_id = w.aggregate_id
 	WHERE w.ok AND (b.first_id IS NULL OR w.id < b.first_id)
-)` + belowFloor(floor)
+)` + belowFloor(held, floor)
 	}
 
 	// belowFloor ends the window's candidates, cand0, as cand. With a
@@ -120,21 +128,32 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 	// of order. So each candidate aggregate's first unsent row is looked up
 	// through the aggregate index (one probe per aggregate in the window,
 	// ordered as the index is so that a generic plan uses it too), and an
-	// aggregate whose first row lies below the floor is left to the
-	// fallback, which reads no floor.
-	belowFloor = func(floor string) string {
+	// aggregate whose first row lies below the floor (low) gives, instead of
+	// its window rows, its run from that first row: its deliverable prefix,
+	// held rows counting as not deliverable, at most maxRun rows.
+	belowFloor = func(held, floor string) string {
 		if floor == "" {
 			return `, cand AS (SELECT * FROM cand0)`
 		}
 		return `, low AS (
-	SELECT a.aggregate_type, a.aggregate_id
-	FROM (SELECT DISTINCT aggregate_type, aggregate_id FROM cand0) a
-	WHERE (SELECT e.id FROM ` + table + ` e
-		WHERE e.aggregate_type = a.aggregate_type AND e.aggregate_id = a.aggregate_id AND ` + u("e") + `
-		ORDER BY e.aggregate_type, e.aggregate_id, e.id LIMIT 1) < ` + floor + `
+	SELECT a.aggregate_type, a.aggregate_id, a.first_id FROM (
+		SELECT a.aggregate_type, a.aggregate_id, ` + first("a") + ` AS first_id
+		FROM (SELECT DISTINCT aggregate_type, aggregate_id FROM cand0) a) a
+	WHERE a.first_id < ` + floor + `
 ), cand AS (
 	SELECT c.* FROM cand0 c
 	WHERE NOT EXISTS (SELECT 1 FROM low l WHERE l.aggregate_type = c.aggregate_type AND l.aggregate_id = c.aggregate_id)
+	UNION ALL
+	SELECT r.id, l.aggregate_type, l.aggregate_id FROM low l CROSS JOIN LATERAL (
+		SELECT x.id, bool_and(x.ok) OVER (ORDER BY x.id) AS prefix_ok FROM (
+			SELECT e.id, coalesce(` + d("e") + `, false) AND NOT e.id = ANY(` + held + `::bigint[]) AS ok
+			FROM ` + table + ` e
+			WHERE e.aggregate_type = l.aggregate_type AND e.aggregate_id = l.aggregate_id
+			  AND e.id >= l.first_id AND ` + u("e") + `
+			ORDER BY e.aggregate_type, e.aggregate_id, e.id
+			LIMIT ` + fmt.Sprint(maxRun) + `) x
+	) r
+	WHERE r.prefix_ok
 )`
 	}
 
@@ -162,11 +181,6 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 	//   while they stay deliverable (a prefix), at most $2.
 	// coalesce keeps a row with a NULL next_retry_at or locked_until
 	// (hand-written) from counting as deliverable.
-	first := func(alias string) string {
-		return `(SELECT e.id FROM ` + table + ` e
-		WHERE e.aggregate_type = ` + alias + `.aggregate_type AND e.aggregate_id = ` + alias + `.aggregate_id AND ` + u("e") + `
-		ORDER BY e.aggregate_type, e.aggregate_id, e.id LIMIT 1)`
-	}
 	headCand := `firsts AS (
 	SELECT * FROM (
 		WITH RECURSIVE aggs(aggregate_type, aggregate_id, id) AS (
