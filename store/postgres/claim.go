@@ -125,9 +125,11 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 	// cannot see: ids are meant to come from the sequence, so that none
 	// appears there (floor.go), but a producer may write explicit ids, and
 	// taking the aggregate's rows above the floor first would deliver it out
-	// of order. So each candidate aggregate's first unsent row is looked up
-	// through the aggregate index (one probe per aggregate in the window,
-	// ordered as the index is so that a generic plan uses it too), and an
+	// of order. So each candidate aggregate is probed for an unsent row below
+	// the floor through the aggregate index (one descent per aggregate in the
+	// window, bounded by the floor so that it stops at the first entry above
+	// it without reading that row; ordered as the index is so that a generic
+	// plan uses it too), and an
 	// aggregate whose first row lies below the floor (low) gives, instead of
 	// its window rows, its run from that first row: its deliverable prefix,
 	// held rows counting as not deliverable, at most maxRun rows.
@@ -136,10 +138,13 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 			return `, cand AS (SELECT * FROM cand0)`
 		}
 		return `, low AS (
-	SELECT a.aggregate_type, a.aggregate_id, a.first_id FROM (
-		SELECT a.aggregate_type, a.aggregate_id, ` + first("a") + ` AS first_id
-		FROM (SELECT DISTINCT aggregate_type, aggregate_id FROM cand0) a) a
-	WHERE a.first_id < ` + floor + `
+	SELECT a.aggregate_type, a.aggregate_id, f.id AS first_id
+	FROM (SELECT DISTINCT aggregate_type, aggregate_id FROM cand0) a
+	CROSS JOIN LATERAL (
+		SELECT e.id FROM ` + table + ` e
+		WHERE e.aggregate_type = a.aggregate_type AND e.aggregate_id = a.aggregate_id
+		  AND e.id < ` + floor + ` AND ` + u("e") + `
+		ORDER BY e.aggregate_type, e.aggregate_id, e.id LIMIT 1) f
 ), cand AS (
 	SELECT c.* FROM cand0 c
 	WHERE NOT EXISTS (SELECT 1 FROM low l WHERE l.aggregate_type = c.aggregate_type AND l.aggregate_id = c.aggregate_id)
