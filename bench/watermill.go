@@ -27,6 +27,7 @@ import (
 	wmnats "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/nats"
 	wmsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/components/forwarder"
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for --wm-driver stdlib
 )
@@ -221,7 +222,7 @@ func (e *benchEnv) wmForwarderArgs(wm wmOpts) []string {
 	args := []string{"watermill-forwarder", "--db", e.pg, "--broker", e.natsU, "--topic", e.wmTopic, "--batch", strconv.Itoa(wm.batch),
 		"--poll", wm.poll.String(), "--driver", cmp.Or(wm.driver, "pgx"), "--schema", cmp.Or(wm.schema, "default")}
 	if wm.cpuProfile != "" {
-		args = append(args, "--cpuprofile", wm.cpuProfile)
+		args = append(args, "--cpuprofile", wm.cpuProfile, "--publish-time")
 	}
 	return args
 }
@@ -268,6 +269,7 @@ func watermillForwarderCmd(args []string) error {
 	poll := fs.Duration("poll", 10*time.Millisecond, "PollInterval")
 	driver := fs.String("driver", "pgx", "pgx or stdlib")
 	schemaName := fs.String("schema", "default", "default, or queue (PostgreSQLQueueSchema + DeleteOnAck)")
+	publishTime := fs.Bool("publish-time", false, "at exit, print the time spent inside the NATS publisher's Publish against the time from first to last message")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (written when the forwarder stops)")
 	_ = fs.Parse(args)
 	if *cpuProfile != "" {
@@ -328,7 +330,13 @@ func watermillForwarderCmd(args []string) error {
 		return err
 	}
 	defer pub.Close()
-	fwd, err := forwarder.NewForwarder(sub, pub, logger, forwarder.Config{ForwarderTopic: *topic, CloseTimeout: 5 * time.Second})
+	var fwdPub message.Publisher = pub
+	if *publishTime {
+		tp := &timedPublisher{Publisher: pub}
+		defer tp.report()
+		fwdPub = tp
+	}
+	fwd, err := forwarder.NewForwarder(sub, fwdPub, logger, forwarder.Config{ForwarderTopic: *topic, CloseTimeout: 5 * time.Second})
 	if err != nil {
 		return err
 	}
