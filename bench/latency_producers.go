@@ -47,7 +47,11 @@ func latencyRelayFlags(variant string, pollInterval string) []string {
 // latencyLabel says exactly what ran, for the table.
 func latencyLabel(o latencyOpts) string {
 	if o.variant == "watermill" {
-		return fmt.Sprintf("Watermill forwarder, PollInterval %v, %s schema, SubscribeBatchSize %d", o.wm.poll, o.wm.schema, o.wm.batch)
+		schema := "DefaultPostgreSQLSchema"
+		if o.wm.queue() {
+			schema = "PostgreSQLQueueSchema + DeleteOnAck"
+		}
+		return fmt.Sprintf("Watermill forwarder, PollInterval %v, %s, SubscribeBatchSize %d", o.wm.poll, schema, o.wm.batch)
 	}
 	flags := strings.Join(o.relayFlags, " ")
 	// The defaults the relay applied: `txbox relay`'s --wakeup is poll.
