@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"os"
 	"os/exec"
@@ -258,15 +259,19 @@ func txboxBinary() (string, error) {
 			txboxBin.path = p
 			return
 		}
-		p := filepath.Join(os.TempDir(), "txbox-bench-bin")
 		gomod, err := exec.Command("go", "env", "GOMOD").Output()
 		if err != nil {
 			txboxBin.err = err
 			return
 		}
+		root := filepath.Dir(filepath.Dir(strings.TrimSpace(string(gomod))))
+		// One binary per checkout: benches of two worktrees on one machine
+		// must not run each other's relay (a shared path is rebuilt by
+		// whichever bench started last).
+		p := filepath.Join(os.TempDir(), fmt.Sprintf("txbox-bench-bin-%08x", crc32.ChecksumIEEE([]byte(root))))
 		// Built in the library's own module, with its own go.mod: what users run.
 		cmd := exec.Command("go", "build", "-o", p, "./cmd/txbox")
-		cmd.Dir = filepath.Dir(filepath.Dir(strings.TrimSpace(string(gomod))))
+		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			txboxBin.err = fmt.Errorf("build txbox: %v\n%s", err, out)
 			return

@@ -167,6 +167,7 @@ func drainCmd(args []string) error {
 	fs.IntVar(&wm.perTx, "wm-events-per-tx", 1, "Watermill backlog: events per writing transaction id (0: the whole backlog in the one inserting transaction)")
 	fs.DurationVar(&wm.poll, "wm-poll", 10*time.Millisecond, "Watermill SQL subscriber PollInterval (only waited when a query finds nothing)")
 	fs.StringVar(&wm.driver, "wm-driver", "pgx", "Watermill SQL subscriber's database access: pgx (BeginnerFromPgx on a pgxpool) or stdlib (database/sql with pgx/v5/stdlib)")
+	fs.StringVar(&wm.cpuProfile, "wm-cpuprofile", "", "the Watermill forwarder process writes its CPU profile to this file (with --runs > 1, the last run's) and prints its time inside the NATS Publish")
 	_ = fs.Parse(args)
 	order, err := contenderList(*which, drainNames)
 	if err != nil {

@@ -14,10 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
-
-	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/outbox"
-	"github.com/txbox/txbox/store/postgres"
 )
 
 // latency answers: how long from COMMIT to a consumer, at a steady rate,
@@ -29,9 +25,16 @@ import (
 // comes from /proc/<pid>/stat: over --idle seconds with no writes, and from
 // the first write until the last event arrived.
 //
-// Variants: "listen" is `--wakeup listen` at the default 500ms poll
-// interval with writers using outbox.WithWakeup (NOTIFY at commit); "poll"
-// is `--wakeup poll --poll-interval <--poll-interval>` with plain writers.
+// Variants: "listen" is `--wakeup listen` at the default poll interval
+// with writers using outbox.WithWakeup (NOTIFY at commit); "poll" is
+// `--wakeup poll --poll-interval <--poll-interval>` with plain writers;
+// "default" is `txbox relay` with no flag of its own (it polls, at
+// relay.DefaultPollInterval) and plain writers: a producer writing the table
+// contract from its own SQL, with the relay as installed. "watermill" is
+// Watermill's forwarder (`bench watermill-forwarder`, PollInterval
+// --wm-poll) with writers publishing through forwarder.NewPublisher over a
+// watermill-sql publisher bound to their transaction; its arrivals are
+// stamped by the same subscription, so the figures compare.
 
 type intList []int
 
@@ -60,7 +63,7 @@ func (l *strList) String() string     { return strings.Join(*l, " ") }
 func (l *strList) Set(v string) error { *l = append(*l, v); return nil }
 
 type latencyResult struct {
-	variant          string
+	variant, label   string
 	rate             int
 	events           int
 	achieved         float64 // commits per second
@@ -70,7 +73,7 @@ type latencyResult struct {
 	idleCPU, loadCPU float64
 }
 
-var latencyVariants = []string{"listen", "poll"}
+var latencyVariants = []string{"listen", "poll", "default", "watermill"}
 
 func latencyCmd(args []string) error {
 	fs := flag.NewFlagSet("latency", flag.ExitOnError)
@@ -80,58 +83,104 @@ func latencyCmd(args []string) error {
 	fs.Var(&rates, "rate", "events per second, one per transaction (repeat or comma-separate for several; default 500)")
 	duration := fs.Duration("duration", 20*time.Second, "writing time per rate")
 	idle := fs.Duration("idle", 10*time.Second, "time with no writes over which the idle relay's CPU is read")
-	which := fs.String("variants", "listen,poll", "relay variants: listen (LISTEN/NOTIFY, default 500ms poll), poll (poll only)")
+	which := fs.String("variants", "listen,poll", "variants: listen (LISTEN/NOTIFY, default poll interval), poll (poll only, --poll-interval), default (the relay's default flags, plain writers), watermill (Watermill's forwarder, --wm-poll)")
 	pollInterval := fs.Duration("poll-interval", 10*time.Millisecond, "the poll variant's --poll-interval")
 	writers := fs.Int("writers", 4, "writer connections sharing the schedule (a late writer does not delay the others)")
 	aggs := fs.Int("aggregates", 1000, "aggregates the events are spread over")
 	wait := fs.Duration("drain-timeout", 15*time.Second, "how long to wait for the last events after writing stops")
 	var extra strList
 	fs.Var(&extra, "relay-arg", "an extra `txbox relay` argument (repeat: --relay-arg=--workers --relay-arg=4)")
+	wm := wmOpts{driver: "pgx"}
+	fs.DurationVar(&wm.poll, "wm-poll", 10*time.Millisecond, "the watermill variant's PollInterval")
+	fs.StringVar(&wm.schema, "wm-schema", "default", "the watermill variant's schema: default, or queue (PostgreSQLQueueSchema + DeleteOnAck)")
+	fs.IntVar(&wm.batch, "wm-batch", 1000, "the watermill variant's SubscribeBatchSize")
 	_ = fs.Parse(args)
 	if len(rates) == 0 {
 		rates = intList{500}
+	}
+	if *aggs < 1 {
+		return fmt.Errorf("--aggregates %d: want at least 1", *aggs)
+	}
+	if err := wm.check(); err != nil {
+		return err
 	}
 	variants, err := contenderList(*which, latencyVariants)
 	if err != nil {
 		return err
 	}
-	bin, err := txboxBinary()
-	if err != nil {
-		return err
+	var bin string
+	if slices.ContainsFunc(variants, func(v string) bool { return v != "watermill" }) {
+		if bin, err = txboxBinary(); err != nil {
+			return err
+		}
 	}
 	ctx := context.Background()
 	var results []latencyResult
 	for _, v := range variants {
 		for _, rate := range rates {
-			relayFlags := []string{"--wakeup", "listen"}
-			if v == "poll" {
-				relayFlags = []string{"--wakeup", "poll", "--poll-interval", pollInterval.String()}
+			o := latencyOpts{pg: *pg, natsURL: *natsURL, bin: bin, variant: v, wm: wm,
+				rate: rate, duration: *duration, idle: *idle, writers: *writers, aggs: *aggs, wait: *wait}
+			if v != "watermill" {
+				o.relayFlags = append(latencyRelayFlags(v, pollInterval.String()), extra...)
 			}
-			relayFlags = append(relayFlags, extra...)
-			r, err := latencyRun(ctx, latencyOpts{pg: *pg, natsURL: *natsURL, bin: bin, variant: v, relayFlags: relayFlags,
-				rate: rate, duration: *duration, idle: *idle, writers: *writers, aggs: *aggs, wait: *wait})
+			r, err := latencyRun(ctx, o)
 			if err != nil {
 				return fmt.Errorf("%s at %d/s: %w", v, rate, err)
 			}
+			r.label = latencyLabel(o)
 			results = append(results, r)
-			fmt.Printf("  %-6s %5d/s: %d events (%.0f/s committed), p50 %v p90 %v p99 %v max %v, relay CPU idle %.2f%% load %.1f%%\n",
+			fmt.Printf("  %-9s %5d/s: %d events (%.0f/s committed), p50 %v p90 %v p99 %v max %v, relay CPU idle %.2f%% load %.1f%%\n",
 				v, rate, r.events, r.achieved, ms(r.p50), ms(r.p90), ms(r.p99), ms(r.maxLat), r.idleCPU, r.loadCPU)
 		}
 	}
-	fmt.Printf("\ncommit-to-consumer latency, %v per rate; relay CPU in %% of one core (idle: %v without writes)\n", *duration, *idle)
-	fmt.Printf("| relay | rate/s | committed/s | events | p50 ms | p90 ms | p99 ms | max ms | CPU idle %% | CPU load %% |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("\ncommit-to-consumer latency, %v per rate, %d writers, %d aggregates; relay (or forwarder) CPU in %% of one core (idle: %v without writes)\n",
+		*duration, *writers, *aggs, *idle)
+	fmt.Printf("| variant | what ran | rate/s | committed/s | events | p50 ms | p90 ms | p99 ms | max ms | CPU idle %% | CPU load %% |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
-		name := "--wakeup listen, poll 500ms"
-		if r.variant == "poll" {
-			name = "--wakeup poll, poll " + pollInterval.String()
-		}
-		fmt.Printf("| %s | %d | %.0f | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f |\n", name, r.rate, r.achieved, r.events,
+		fmt.Printf("| %s | %s | %d | %.0f | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f |\n", r.variant, r.label, r.rate, r.achieved, r.events,
 			msf(r.p50), msf(r.p90), msf(r.p99), msf(r.maxLat), r.idleCPU, r.loadCPU)
 		if r.early > 0 {
 			fmt.Printf("  (%d events arrived before their writer read the clock after COMMIT; counted as negative latencies)\n", r.early)
 		}
 	}
+	latencyTargets(results)
 	return nil
+}
+
+// latencyTargets prints issue 21's latency targets for the variants that
+// ran: at 500/s, the default relay's p99 < 100 ms with an idle relay under
+// 2% of a core, and the poll variant no worse than Watermill's forwarder
+// (p50 and p99) in the same run.
+func latencyTargets(results []latencyResult) {
+	find := func(variant string, rate int) (latencyResult, bool) {
+		for _, r := range results {
+			if r.variant == variant && r.rate == rate {
+				return r, true
+			}
+		}
+		return latencyResult{}, false
+	}
+	for _, rate := range uniqueRates(results) {
+		if d, ok := find("default", rate); ok {
+			fmt.Printf("RESULT default %d/s: p99 %.2f ms (target < 100 at 500/s), idle CPU %.2f%% (target < 2)\n", rate, msf(d.p99), d.idleCPU)
+		}
+		p, okP := find("poll", rate)
+		w, okW := find("watermill", rate)
+		if okP && okW {
+			fmt.Printf("RESULT poll/watermill %d/s: p50 %.2f / %.2f ms = %s, p99 %.2f / %.2f ms = %s (target <= 1 each)\n", rate,
+				msf(p.p50), msf(w.p50), ratio(msf(p.p50), msf(w.p50)), msf(p.p99), msf(w.p99), ratio(msf(p.p99), msf(w.p99)))
+		}
+	}
+}
+
+func uniqueRates(results []latencyResult) []int {
+	var rates []int
+	for _, r := range results {
+		if !slices.Contains(rates, r.rate) {
+			rates = append(rates, r.rate)
+		}
+	}
+	return rates
 }
 
 func ms(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
@@ -139,7 +188,8 @@ func msf(d time.Duration) float64      { return float64(d) / float64(time.Millis
 
 type latencyOpts struct {
 	pg, natsURL, bin, variant string
-	relayFlags                []string
+	relayFlags                []string // txbox variants
+	wm                        wmOpts   // the watermill variant
 	rate                      int
 	duration, idle, wait      time.Duration
 	writers, aggs             int
@@ -152,7 +202,7 @@ type stamp struct {
 
 func latencyRun(ctx context.Context, o latencyOpts) (latencyResult, error) {
 	res := latencyResult{variant: o.variant, rate: o.rate}
-	e, err := newEnv(ctx, o.pg, o.natsURL, true)
+	e, err := newEnv(ctx, o.pg, o.natsURL, o.variant != "watermill")
 	if err != nil {
 		return res, err
 	}
@@ -184,17 +234,17 @@ func latencyRun(ctx context.Context, o latencyOpts) (latencyResult, error) {
 		return ok
 	}
 
-	relay, err := startChild("txbox relay", o.bin, append(e.relayArgs(), o.relayFlags...)...)
+	startProducer := startTxboxProducer
+	if o.variant == "watermill" {
+		startProducer = startWatermillProducer
+	}
+	prod, err := startProducer(e, o)
 	if err != nil {
 		return res, err
 	}
+	relay := prod.proc
 	defer relay.stop()
 
-	var opts []outbox.Option
-	if o.variant == "listen" {
-		opts = append(opts, outbox.WithWakeup())
-	}
-	w := outbox.NewWriter(postgres.Dialect{Tables: e.tables}, opts...)
 	pcfg := e.pool.Config().Copy()
 	pcfg.MaxConns, pcfg.MinConns = int32(o.writers), int32(o.writers)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
@@ -203,12 +253,13 @@ func latencyRun(ctx context.Context, o latencyOpts) (latencyResult, error) {
 	}
 	defer pool.Close()
 	write := func(i int) (stamp, error) {
-		ev, err := txbox.NewEvent("Order", "order-"+strconv.Itoa(i%o.aggs), "OrderCreated", payloadFor(i))
-		if err != nil {
-			return stamp{}, err
-		}
-		err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return w.AddPgx(ctx, tx, ev) })
-		return stamp{ev.ID, time.Now()}, err
+		var id string
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			var err error
+			id, err = prod.write(ctx, tx, i)
+			return err
+		})
+		return stamp{id, time.Now()}, err
 	}
 
 	// A probe event proves the relay runs and the subscription sees it.
@@ -218,7 +269,7 @@ func latencyRun(ctx context.Context, o latencyOpts) (latencyResult, error) {
 	}
 	for deadline := time.Now().Add(30 * time.Second); !received(probe.id); time.Sleep(5 * time.Millisecond) {
 		if err := relay.exited(); err != nil {
-			return res, fmt.Errorf("relay exited: %w", err)
+			return res, fmt.Errorf("%s exited: %w", relay.name, err)
 		}
 		if time.Now().After(deadline) {
 			return res, errors.New("the probe event did not arrive within 30s")
@@ -296,7 +347,7 @@ func latencyRun(ctx context.Context, o latencyOpts) (latencyResult, error) {
 			break
 		}
 		if err := relay.exited(); err != nil {
-			return res, fmt.Errorf("relay exited: %w", err)
+			return res, fmt.Errorf("%s exited: %w", relay.name, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

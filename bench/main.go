@@ -56,9 +56,10 @@ func main() {
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage (every subcommand takes --db URL and, where it uses NATS, --broker URL; -h lists all flags):
   bench drain   [--events N] [--aggregates N] [--runs N] [--batch N] [--only raw,txbox,txbox-delete,txbox-2proc,txbox-lease,watermill,txbox-metrics,txbox-tracedrows,txbox-traced]
-                [--traced-sampled PCT] [--wm-events-per-tx N] [--wm-poll D] [--wm-driver pgx|stdlib] [--timeout D] [--stall D] [--relay-log LEVEL]
+                [--traced-sampled PCT] [--wm-events-per-tx N] [--wm-poll D] [--wm-driver pgx|stdlib] [--wm-cpuprofile FILE] [--timeout D] [--stall D] [--relay-log LEVEL]
   bench write   [--clients N] [--duration D] [--warmup D] [--runs N] [--counters N] [--only business,handwritten,handwritten-8col,txbox,txbox-wakeup,txbox-traced] [--interleave] [--cpuprofile PREFIX]
-  bench latency [--rate N]... [--duration D] [--idle D] [--variants listen,poll] [--poll-interval D] [--writers N]
+  bench latency [--rate N]... [--duration D] [--idle D] [--variants listen,poll,default,watermill] [--poll-interval D] [--writers N] [--aggregates N]
+                [--wm-poll D] [--wm-schema default|queue] [--wm-batch N] [--relay-arg ARG]...
   bench inbox   [--events N] [--aggregates N] [--batch N] [--runs N] [--only txbox,txbox-batch,handwritten] [--tx-batch N] [--double-ack]
   bench history --db URL [--history N] [--backlog N] [--batch N] [--runs N]
   bench console [--rows N] [--runs N]

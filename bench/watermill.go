@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 	wmnats "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/nats"
 	wmsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/components/forwarder"
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for --wm-driver stdlib
 )
@@ -37,6 +39,9 @@ type wmOpts struct {
 	poll     time.Duration
 	driver   string
 	schema   string // "default" (or ""), or "queue": PostgreSQLQueueSchema + DeleteOnAck
+	// cpuProfile, when set, is the file the forwarder process writes its
+	// CPU profile to (pprof format) when it stops.
+	cpuProfile string
 }
 
 func (w wmOpts) queue() bool { return w.schema == "queue" }
@@ -98,22 +103,12 @@ func (e *benchEnv) wmDestination() string { return e.prefix + ".Order.OrderCreat
 // leaves every row in the inserting transaction's own id, which is what
 // publishing the whole backlog in one transaction would store.
 func (e *benchEnv) writeWatermillBacklog(ctx context.Context, o drainOpts, wm *wmOpts) error {
-	topic := "bench_wm_" + e.sfx
-	if wm.queue() {
-		return e.writeWatermillQueueBacklog(ctx, o, topic, wm)
-	}
-	schema := wmSchema(wm.batch)
-	offsets := wmsql.DefaultPostgreSQLOffsetsAdapter{}
-	table := schema.MessagesTable(topic)
-	e.extra = append(e.extra, table, offsets.MessagesOffsetsTable(topic))
-	sub, err := wmsql.NewSubscriber(wmsql.BeginnerFromPgx(e.pool), wmsql.SubscriberConfig{SchemaAdapter: schema, OffsetsAdapter: offsets}, wmLogger{})
+	table, err := e.initWatermillTopic(*wm)
 	if err != nil {
 		return err
 	}
-	err = sub.SubscribeInitialize(topic)
-	_ = sub.Close()
-	if err != nil {
-		return fmt.Errorf("watermill schema: %w", err)
+	if wm.queue() {
+		return e.writeWatermillQueueBacklog(ctx, o, table)
 	}
 	txID := `pg_current_xact_id()`
 	args := []any{o.events, o.aggs, e.wmDestination()}
@@ -149,30 +144,42 @@ func (e *benchEnv) writeWatermillBacklog(ctx context.Context, o drainOpts, wm *w
 	if err != nil {
 		return fmt.Errorf("watermill backlog: %w", err)
 	}
-	if _, err := e.pool.Exec(ctx, `ANALYZE `+table); err != nil {
-		return err
+	_, err = e.pool.Exec(ctx, `ANALYZE `+table)
+	return err
+}
+
+// initWatermillTopic makes this env's watermill-sql topic (e.wmTopic) for
+// wm's schema with Watermill's own schema-initialising queries, and returns
+// its messages table; close drops its tables.
+func (e *benchEnv) initWatermillTopic(wm wmOpts) (string, error) {
+	topic := "bench_wm_" + e.sfx
+	schema, offsets, _ := wmAdapters(wm.schema, wm.batch)
+	var table string
+	if wm.queue() {
+		table = schema.(wmsql.PostgreSQLQueueSchema).MessagesTable(topic)
+		e.extra = append(e.extra, table)
+	} else {
+		table = schema.(wmsql.DefaultPostgreSQLSchema).MessagesTable(topic)
+		e.extra = append(e.extra, table, offsets.(wmsql.DefaultPostgreSQLOffsetsAdapter).MessagesOffsetsTable(topic))
+	}
+	sub, err := wmsql.NewSubscriber(wmsql.BeginnerFromPgx(e.pool), wmsql.SubscriberConfig{SchemaAdapter: schema, OffsetsAdapter: offsets}, wmLogger{})
+	if err != nil {
+		return "", err
+	}
+	err = sub.SubscribeInitialize(topic)
+	_ = sub.Close()
+	if err != nil {
+		return "", fmt.Errorf("watermill %s schema: %w", cmp.Or(wm.schema, "default"), err)
 	}
 	e.wmTopic = topic
-	return nil
+	return table, nil
 }
 
 // writeWatermillQueueBacklog is writeWatermillBacklog for the queue
 // schema: rows in offset order, no transaction ids (the queue schema reads
 // the unacked rows FOR UPDATE and deletes them on ack).
-func (e *benchEnv) writeWatermillQueueBacklog(ctx context.Context, o drainOpts, topic string, wm *wmOpts) error {
-	schema, offsets, _ := wmAdapters("queue", wm.batch)
-	table := schema.(wmsql.PostgreSQLQueueSchema).MessagesTable(topic)
-	e.extra = append(e.extra, table)
-	sub, err := wmsql.NewSubscriber(wmsql.BeginnerFromPgx(e.pool), wmsql.SubscriberConfig{SchemaAdapter: schema, OffsetsAdapter: offsets}, wmLogger{})
-	if err != nil {
-		return err
-	}
-	err = sub.SubscribeInitialize(topic)
-	_ = sub.Close()
-	if err != nil {
-		return fmt.Errorf("watermill queue schema: %w", err)
-	}
-	_, err = e.pool.Exec(ctx, `INSERT INTO `+table+` (uuid, payload, metadata)
+func (e *benchEnv) writeWatermillQueueBacklog(ctx context.Context, o drainOpts, table string) error {
+	_, err := e.pool.Exec(ctx, `INSERT INTO `+table+` (uuid, payload, metadata)
 		SELECT gen_random_uuid()::text,
 		       json_build_object(
 		           'destination_topic', $3::text,
@@ -186,11 +193,8 @@ func (e *benchEnv) writeWatermillQueueBacklog(ctx context.Context, o drainOpts, 
 	if err != nil {
 		return fmt.Errorf("watermill queue backlog: %w", err)
 	}
-	if _, err := e.pool.Exec(ctx, `ANALYZE `+table); err != nil {
-		return err
-	}
-	e.wmTopic = topic
-	return nil
+	_, err = e.pool.Exec(ctx, `ANALYZE `+table)
+	return err
 }
 
 // drainWatermill runs the forwarder process until the stream holds every
@@ -201,8 +205,7 @@ func drainWatermill(ctx context.Context, e *benchEnv, o drainOpts, wm wmOpts) (d
 	if err != nil {
 		return drainResult{}, err
 	}
-	c, err := startChild("watermill forwarder", self, "watermill-forwarder", "--db", e.pg, "--broker", e.natsU,
-		"--topic", e.wmTopic, "--batch", strconv.Itoa(wm.batch), "--poll", wm.poll.String(), "--driver", wm.driver, "--schema", cmp.Or(wm.schema, "default"))
+	c, err := startChild("watermill forwarder", self, e.wmForwarderArgs(wm)...)
 	if err != nil {
 		return drainResult{}, err
 	}
@@ -211,6 +214,17 @@ func drainWatermill(ctx context.Context, e *benchEnv, o drainOpts, wm wmOpts) (d
 		err = e.checkForwarded(ctx, o.events)
 	}
 	return res, err
+}
+
+// wmForwarderArgs are the `bench watermill-forwarder` arguments that run
+// the forwarder with wm's settings on this env's topic and stream.
+func (e *benchEnv) wmForwarderArgs(wm wmOpts) []string {
+	args := []string{"watermill-forwarder", "--db", e.pg, "--broker", e.natsU, "--topic", e.wmTopic, "--batch", strconv.Itoa(wm.batch),
+		"--poll", wm.poll.String(), "--driver", cmp.Or(wm.driver, "pgx"), "--schema", cmp.Or(wm.schema, "default")}
+	if wm.cpuProfile != "" {
+		args = append(args, "--cpuprofile", wm.cpuProfile, "--publish-time")
+	}
+	return args
 }
 
 // checkForwarded reads the first and last message of the stream: each must
@@ -255,7 +269,25 @@ func watermillForwarderCmd(args []string) error {
 	poll := fs.Duration("poll", 10*time.Millisecond, "PollInterval")
 	driver := fs.String("driver", "pgx", "pgx or stdlib")
 	schemaName := fs.String("schema", "default", "default, or queue (PostgreSQLQueueSchema + DeleteOnAck)")
+	publishTime := fs.Bool("publish-time", false, "at exit, print the time spent inside the NATS publisher's Publish against the time from first to last message")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (written when the forwarder stops)")
 	_ = fs.Parse(args)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+			return err
+		}
+		// Deferred first, so it runs last: after the forwarder, its
+		// publisher and its pool have closed.
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
+	}
 	schema, offsets, group := wmAdapters(*schemaName, *batch)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -298,7 +330,13 @@ func watermillForwarderCmd(args []string) error {
 		return err
 	}
 	defer pub.Close()
-	fwd, err := forwarder.NewForwarder(sub, pub, logger, forwarder.Config{ForwarderTopic: *topic, CloseTimeout: 5 * time.Second})
+	var fwdPub message.Publisher = pub
+	if *publishTime {
+		tp := &timedPublisher{Publisher: pub}
+		defer tp.report()
+		fwdPub = tp
+	}
+	fwd, err := forwarder.NewForwarder(sub, fwdPub, logger, forwarder.Config{ForwarderTopic: *topic, CloseTimeout: 5 * time.Second})
 	if err != nil {
 		return err
 	}
