@@ -93,6 +93,14 @@ func TestConformance(t *testing.T) {
 		stop = func(*testing.T) { srv.Kill() }
 		start = func(*testing.T) { srv.Start() }
 	}
+	conformance(t, url, stop, start, false)
+}
+
+// conformance runs brokertest on the server at url. pipelined declares
+// PipelinesPerKey: the publisher must detect atomic batch publish on the
+// server and the stream it creates, and the harness then injects a
+// retryable failure in the middle of a run (FailPublishAfter).
+func conformance(t *testing.T, url string, stop, start func(*testing.T), pipelined bool) {
 	prefix := unique("bt.r")
 	stream := streamName(prefix)
 	opts := natsbroker.Options{
@@ -110,18 +118,29 @@ func TestConformance(t *testing.T) {
 	})
 	var n atomic.Int64
 	const ackWait = time.Second
+	// failed is run once after a Publish that had a failure, when armed by
+	// FailPublishAfter.
+	var failed atomic.Pointer[func()]
+	var failAfter func(t *testing.T, n int)
+	if pipelined {
+		failAfter = func(t *testing.T, n int) { limitStream(t, setup.Conn(), stream, n, &failed) }
+	}
 	brokertest.Run(t, brokertest.Harness{
+		FailPublishAfter: failAfter,
 		// One stream keeps publish order per connection, persists, drops a
 		// repeated Nats-Msg-Id inside its duplicate window, and redelivers
 		// what a consumer does not acknowledge.
 		Capabilities: func(p broker.Publisher) brokertest.Capabilities {
 			return brokertest.Capabilities{OrderPerKey: true, Persistent: true, NativeDedupe: true, Redelivery: true,
-				MaxPayload: p.(*natsbroker.Publisher).MaxPayload()}
+				MaxPayload: p.(interface{ MaxPayload() int }).MaxPayload(), PipelinesPerKey: pipelined}
 		},
 		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
 			p, err := natsbroker.Open(ctx, url, opts)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if pipelined {
+				return &afterFailure{Publisher: p, hook: &failed}
 			}
 			return p
 		},

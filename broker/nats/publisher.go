@@ -75,6 +75,10 @@ type Options struct {
 	Conn *nats.Conn
 	// NATSOptions are added when dialling: credentials, TLS, and so on.
 	NATSOptions []nats.Option
+	// NoBatchPublish never uses atomic batches, even where the server and
+	// stream allow them: every message is its own publish, and the relay
+	// keeps one unconfirmed message per key (see PipelinesPerKey).
+	NoBatchPublish bool
 }
 
 // Publisher publishes to JetStream. It is safe for concurrent use.
@@ -85,9 +89,13 @@ type Publisher struct {
 	stream    string
 	streamMax int // the stream's max_msg_size, 0 when unlimited
 	slots     chan struct{}
-	log       *slog.Logger
-	dups      atomic.Uint64
-	closeOnce sync.Once
+	// batches bounds the atomic batches in flight; nil when the publisher
+	// does not batch (see PipelinesPerKey).
+	batches    chan struct{}
+	ackTimeout time.Duration
+	log        *slog.Logger
+	dups       atomic.Uint64
+	closeOnce  sync.Once
 }
 
 var _ broker.Publisher = (*Publisher)(nil)
@@ -134,7 +142,7 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 		}
 		own = true
 	}
-	p := &Publisher{nc: nc, ownConn: own, stream: opts.Stream, log: opts.Logger, slots: make(chan struct{}, opts.MaxInFlight)}
+	p := &Publisher{nc: nc, ownConn: own, stream: opts.Stream, log: opts.Logger, slots: make(chan struct{}, opts.MaxInFlight), ackTimeout: opts.AckTimeout}
 	fail := func(err error) (*Publisher, error) {
 		if own {
 			nc.Close()
@@ -163,6 +171,13 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 			"name the stream that holds it, add the subject to the stream, or set Options.CreateStream", opts.Stream, strings.Join(cfg.Subjects, ", "), opts.Topic)})
 	}
 	p.streamMax = int(max(cfg.MaxMsgSize, 0))
+	switch version := nc.ConnectedServerVersion(); {
+	case opts.NoBatchPublish:
+	case cfg.AllowAtomicPublish && supportsAtomicBatch(version):
+		p.batches = make(chan struct{}, maxBatchesInFlight)
+	case supportsAtomicBatch(version):
+		opts.Logger.Info("nats: the stream does not allow atomic batch publish (allow_atomic): one unconfirmed event per aggregate", "stream", p.stream, "server", version)
+	}
 	return p, nil
 }
 
@@ -203,6 +218,9 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, opts Options) (je
 			Storage:    jetstream.FileStorage,
 			Duplicates: opts.DuplicateWindow,
 			Replicas:   max(opts.Replicas, 1),
+			// A server that has atomic batches gets a stream that allows
+			// them, so that the publisher can pipeline one key's events.
+			AllowAtomicPublish: !opts.NoBatchPublish && supportsAtomicBatch(js.Conn().ConnectedServerVersion()),
 		}
 		s, err = js.CreateStream(ctx, cfg)
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
@@ -263,6 +281,8 @@ func (p *Publisher) Duplicates() uint64 { return p.dups.Load() }
 
 // Publish sends every message in slice order without waiting between them,
 // at most MaxInFlight unacknowledged at a time, then waits for each PubAck.
+// With PipelinesPerKey, the messages of a key that has several in the call
+// go as atomic batches instead (see publishRun).
 //
 // A message that cannot be sent as it is (bad subject, bad header value,
 // over the size limit, no stream for its subject) fails with
@@ -271,6 +291,14 @@ func (p *Publisher) Duplicates() uint64 { return p.dups.Load() }
 // a later message of a key is not handed over while an earlier one is lost
 // in a broken connection.
 func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error {
+	if p.batches != nil {
+		return p.publishBatched(ctx, msgs)
+	}
+	return p.publishEach(ctx, msgs)
+}
+
+// publishEach publishes every message on its own, pipelined.
+func (p *Publisher) publishEach(ctx context.Context, msgs []broker.Message) []error {
 	errs := make([]error, len(msgs))
 	type sent struct {
 		i    int
