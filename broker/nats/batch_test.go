@@ -2,6 +2,7 @@ package natsbroker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	natsbroker "github.com/txbox/txbox/broker/nats"
 	"github.com/txbox/txbox/internal/testenv"
@@ -87,4 +89,198 @@ func limitStream(t *testing.T, nc *nats.Conn, stream string, n int, hook *atomic
 	}
 	hook.Store(&lift)
 	t.Cleanup(lift)
+}
+
+// server215 starts a nats-server 2.15 of the test's own.
+func server215(t *testing.T) string {
+	t.Helper()
+	srv := testenv.StartNATSBinary(t, testenv.NATSModuleBinary(t))
+	waitJetStream(t, srv.URL)
+	return srv.URL
+}
+
+// storedIDs reads every message on subject from the stream, in stream
+// order, and returns their Nats-Msg-Id and whether any carried a batch
+// header.
+func storedIDs(t *testing.T, url, stream, subject string) (ids []string, batched int) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for left := info.NumPending; left > 0; {
+		b, err := c.FetchNoWait(int(min(left, 1000)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for m := range b.Messages() {
+			ids = append(ids, m.Headers().Get(jetstream.MsgIDHeader))
+			if m.Headers().Get("Nats-Batch-Id") != "" {
+				batched++
+			}
+			got++
+		}
+		if got == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		left -= uint64(got)
+	}
+	return ids, batched
+}
+
+func eventIDs(msgs []broker.Message) []string {
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.Event.ID
+	}
+	return ids
+}
+
+func sameIDs(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d messages, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%s: message %d is %s, want %s", what, i, got[i], want[i])
+		}
+	}
+}
+
+// On a 2.15 server the stream Open creates allows atomic publish, a run of
+// one key goes as atomic batches (the stored messages carry the batch
+// header), and a run republished whole, which the stream refuses as a batch
+// because it holds those event ids, is sent again one message at a time and
+// deduplicated, not stored twice.
+func TestAtomicBatchRunAndRepublish(t *testing.T) {
+	url := server215(t)
+	prefix := unique("ab.r")
+	stream := streamName(prefix)
+	p := open(t, url, natsbroker.Options{Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true})
+	if !p.PipelinesPerKey() {
+		t.Fatal("PipelinesPerKey is false on a 2.15 server with a stream Open created")
+	}
+	topic := prefix + ".Order.Created"
+	var msgs []broker.Message
+	for i := range 2500 { // three batches: 1000, 1000, 500
+		msgs = append(msgs, msg(topic, "hot", i))
+	}
+	msgs = append(msgs, msg(topic, "other", 0))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i, err := range p.Publish(ctx, msgs) {
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	ids, batched := storedIDs(t, url, stream, topic)
+	if batched != 2500 {
+		t.Fatalf("%d stored messages carry a batch id, want the 2500 of the run", batched)
+	}
+	// Per key order: the run's events in order; the single one anywhere.
+	var hot []string
+	for _, id := range ids {
+		if id != msgs[2500].Event.ID {
+			hot = append(hot, id)
+		}
+	}
+	sameIDs(t, "stored run", hot, eventIDs(msgs[:2500]))
+
+	before := p.Duplicates()
+	for i, err := range p.Publish(ctx, msgs[:1200]) {
+		if err != nil {
+			t.Fatalf("republish, message %d: %v", i, err)
+		}
+	}
+	if d := p.Duplicates() - before; d != 1200 {
+		t.Fatalf("republished run: %d duplicates acknowledged, want 1200", d)
+	}
+	if ids, _ := storedIDs(t, url, stream, topic); len(ids) != 2501 {
+		t.Fatalf("after the republish the stream holds %d messages, want 2501", len(ids))
+	}
+}
+
+// A message over the stream's max_msg_size in the middle of a run makes the
+// stream refuse the whole atomic batch; sent again one at a time, that
+// message fails permanently and the others of the key are stored, in order.
+func TestAtomicBatchPermanentInRun(t *testing.T) {
+	url := server215(t)
+	prefix := unique("ab.p")
+	stream := streamName(prefix)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}, MaxMsgSize: 4096, AllowAtomicPublish: true}); err != nil {
+		t.Fatal(err)
+	}
+	p := open(t, url, natsbroker.Options{Stream: stream})
+	if !p.PipelinesPerKey() {
+		t.Fatal("PipelinesPerKey is false on a stream with allow_atomic")
+	}
+	topic := prefix + ".Order.Created"
+	var msgs []broker.Message
+	for i := range 20 {
+		m := msg(topic, "hot", i)
+		if i == 7 {
+			m.Event.Payload = []byte(fmt.Sprintf(`{"big":%q}`, make([]byte, 5000)))
+		}
+		msgs = append(msgs, m)
+	}
+	errs := p.Publish(ctx, msgs)
+	for i, err := range errs {
+		switch {
+		case i == 7 && !errors.Is(err, txbox.ErrPermanent):
+			t.Fatalf("the oversize message: %v, want permanent", err)
+		case i != 7 && err != nil:
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	t.Logf("oversize: %v", errs[7])
+	want := append(eventIDs(msgs[:7]), eventIDs(msgs[8:])...)
+	ids, _ := storedIDs(t, url, stream, topic)
+	sameIDs(t, "stored", ids, want)
+}
+
+// On a stream without allow_atomic (or a server before 2.12) the publisher
+// does not declare pipelining.
+func TestNoAtomicBatchWithoutStreamSetting(t *testing.T) {
+	url := server215(t)
+	prefix := unique("ab.n")
+	stream := streamName(prefix)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if open(t, url, natsbroker.Options{Stream: stream}).PipelinesPerKey() {
+		t.Fatal("PipelinesPerKey is true on a stream without allow_atomic")
+	}
+	if open(t, url, natsbroker.Options{Stream: unique("AB_X"), Subjects: []string{unique("abx.") + ".>"}, CreateStream: true, NoBatchPublish: true}).PipelinesPerKey() {
+		t.Fatal("PipelinesPerKey is true with NoBatchPublish")
+	}
 }
