@@ -85,7 +85,9 @@ func TestRelayDrainsOneAggregateInBatches(t *testing.T) {
 	if err := <-done; err != nil && ctx.Err() == nil && err != context.Canceled {
 		t.Fatalf("relay: %v", err)
 	}
-	t.Logf("%d events of one aggregate in %v (%.0f/s), %d publish rounds", n, took, n/took.Seconds(), p.n.Load())
+	st := r.Stats()
+	t.Logf("%d events of one aggregate in %v (%.0f/s), %d publish rounds; claims %v, publishes %v, marks %v",
+		n, took, n/took.Seconds(), p.n.Load(), st.ClaimTime, st.PublishTime, st.MarkTime)
 	if got := p.n.Load(); got > n/10 {
 		t.Fatalf("%d publish rounds for %d events of one aggregate: not pipelined", got, n)
 	}
