@@ -239,8 +239,14 @@ func (p *Publisher) commitBatch(ctx context.Context, msgs []*nats.Msg) error {
 }
 
 // batchSendErr classifies a failure to hand a batch over or to hear its
-// commit: the connection or the deadline, so the outcome is unknown.
+// commit. A message the client refuses to send (the batch headers took it
+// over max_payload) is not an outage: the caller sends the messages one at
+// a time, without those headers. Anything else is the connection or the
+// deadline, so the outcome is unknown.
 func batchSendErr(err error) error {
+	if errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, nats.ErrBadSubject) || errors.Is(err, nats.ErrBadHeaderMsg) || errors.Is(err, nats.ErrInvalidMsg) {
+		return fmt.Errorf("nats: atomic batch: %w", err)
+	}
 	return txbox.Unavailable(fmt.Errorf("nats: atomic batch: %w", err))
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -283,4 +284,33 @@ func TestNoAtomicBatchWithoutStreamSetting(t *testing.T) {
 	if open(t, url, natsbroker.Options{Stream: unique("AB_X"), Subjects: []string{unique("abx.") + ".>"}, CreateStream: true, NoBatchPublish: true}).PipelinesPerKey() {
 		t.Fatal("PipelinesPerKey is true with NoBatchPublish")
 	}
+}
+
+// A message that fits max_payload on its own but not with the batch
+// headers makes the client refuse the batch, which is not an outage: the
+// run is sent one message at a time and every message is confirmed.
+func TestAtomicBatchHeadersOverMaxPayload(t *testing.T) {
+	url := server215(t)
+	prefix := unique("ab.h")
+	stream := streamName(prefix)
+	p := open(t, url, natsbroker.Options{Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true})
+	topic := prefix + ".Order.Created"
+	msgs := []broker.Message{msg(topic, "hot", 0), msg(topic, "hot", 1), msg(topic, "hot", 2)}
+	big := msgs[1]
+	big.Event.Payload = []byte(`""`)
+	pad := p.MaxPayload() - p.EncodedSize(big) - 10 // 10 bytes to spare, fewer than the batch headers take
+	big.Event.Payload = []byte(`"` + strings.Repeat("x", pad) + `"`)
+	msgs[1] = big
+	if size := p.EncodedSize(big); size > p.MaxPayload() || size < p.MaxPayload()-20 {
+		t.Fatalf("test message is %d bytes, want just under %d", size, p.MaxPayload())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i, err := range p.Publish(ctx, msgs) {
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	ids, _ := storedIDs(t, url, stream, topic)
+	sameIDs(t, "stored", ids, eventIDs(msgs))
 }
