@@ -41,12 +41,20 @@ const (
 var _ broker.OrderedPipeliner = (*Publisher)(nil)
 
 // PipelinesPerKey reports whether Publish sends the messages of one key as
-// atomic batches (broker.OrderedPipeliner): true when the server is 2.12 or
-// later and the stream allows atomic publish (Options.CreateStream creates
-// it so on such a server), unless Options.NoBatchPublish. Otherwise every
-// message is its own publish and the relay keeps one unconfirmed message per
-// key.
+// batches that keep the broker.OrderedPipeliner promise: fast-ingest
+// batches in gap-fail mode when the server is 2.14 or later and the stream
+// allows them (allow_batched), else atomic batches when the server is 2.12
+// or later and the stream allows those (allow_atomic). Options.CreateStream
+// creates the stream with what the server has; Options.NoBatchPublish turns
+// both off. Otherwise every message is its own publish and the relay keeps
+// one unconfirmed message per key.
 func (p *Publisher) PipelinesPerKey() bool { return p.batches != nil }
+
+// supportsFastBatch reports whether a server version has fast-ingest
+// batch publish (2.14+).
+func supportsFastBatch(version string) bool {
+	return versionAtLeast(version, 2, 14)
+}
 
 // supportsAtomicBatch reports whether a server version ("2.12.1") has
 // atomic batch publish.
@@ -154,8 +162,18 @@ func (p *Publisher) publishRun(ctx context.Context, run []broker.Message) []erro
 		for j, e := range chunk {
 			nms[j] = e.msg
 		}
-		err := p.commitBatch(ctx, nms)
-		if err == nil {
+		var stored int
+		var err error
+		if p.fast {
+			stored, err = p.fastBatch(ctx, nms)
+		} else {
+			err = p.commitBatch(ctx, nms)
+			if err == nil {
+				stored = len(nms)
+			}
+		}
+		if err == nil && stored == len(nms) {
+			p.committed.Add(1)
 			continue
 		}
 		if errors.Is(err, txbox.ErrBrokerUnavailable) {
@@ -164,9 +182,11 @@ func (p *Publisher) publishRun(ctx context.Context, run []broker.Message) []erro
 			}
 			return errs
 		}
-		p.log.Debug("nats: atomic batch refused, publishing its messages one at a time", "messages", len(ok)-start, "err", err)
-		rest := make([]int, 0, len(ok)-start)
-		for _, e := range ok[start:] {
+		// The stream stored the first stored messages of the batch and
+		// nothing after them.
+		p.log.Debug("nats: batch refused or cut short, publishing the rest one at a time", "stored", stored, "messages", len(ok)-start, "err", err)
+		rest := make([]int, 0, len(ok)-start-stored)
+		for _, e := range ok[start+stored:] {
 			rest = append(rest, e.i)
 		}
 		p.publishInOrder(ctx, run, rest, errs)

@@ -18,15 +18,54 @@ import (
 	"github.com/txbox/txbox/internal/testenv"
 )
 
-// TestConformanceAtomicBatch runs brokertest on a nats-server 2.15 of the
+// TestConformanceFastBatch runs brokertest on a nats-server 2.15 of the
 // test's own (built from the module: the service and the Debian package are
-// 2.9, without atomic batch publish). The publisher must find that the
-// server and the stream it creates allow atomic batches and declare
-// PipelinesPerKey, so the Pipelined cases run.
+// 2.9, without batch publish). The publisher must create the stream with
+// fast-ingest batches allowed, use them and declare PipelinesPerKey, so the
+// Pipelined cases run.
+func TestConformanceFastBatch(t *testing.T) {
+	srv := testenv.StartNATSBinary(t, testenv.NATSModuleBinary(t))
+	waitJetStream(t, srv.URL)
+	conformance(t, srv.URL, func(*testing.T) { srv.Kill() }, func(*testing.T) { srv.Start() }, "fast")
+}
+
+// TestConformanceAtomicBatch is the same on a stream that allows atomic
+// batches only (allow_atomic, as on 2.12 and 2.13).
 func TestConformanceAtomicBatch(t *testing.T) {
 	srv := testenv.StartNATSBinary(t, testenv.NATSModuleBinary(t))
 	waitJetStream(t, srv.URL)
-	conformance(t, srv.URL, func(*testing.T) { srv.Kill() }, func(*testing.T) { srv.Start() }, true)
+	conformance(t, srv.URL, func(*testing.T) { srv.Kill() }, func(*testing.T) { srv.Start() }, "atomic")
+}
+
+// preCreate makes a stream on the server at url for one test.
+func preCreate(t *testing.T, url string, cfg jetstream.StreamConfig) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// batchModes runs f for each batch protocol on a fresh 2.15 server, with a
+// stream that allows only that one.
+func batchModes(t *testing.T, f func(t *testing.T, url, stream, prefix, mode string)) {
+	url := server215(t)
+	for _, mode := range []string{"fast", "atomic"} {
+		t.Run(mode, func(t *testing.T) {
+			prefix := unique("ab." + mode[:1])
+			stream := streamName(prefix)
+			preCreate(t, url, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}, MaxMsgSize: 64 << 10,
+				AllowBatchPublish: mode == "fast", AllowAtomicPublish: mode == "atomic"})
+			f(t, url, stream, prefix, mode)
+		})
+	}
 }
 
 // afterFailure runs the armed hook once, after a Publish call in which a
@@ -162,107 +201,92 @@ func sameIDs(t *testing.T, what string, got, want []string) {
 	}
 }
 
-// On a 2.15 server the stream Open creates allows atomic publish, a run of
-// one key goes as atomic batches (the stored messages carry the batch
-// header), and a run republished whole, which the stream refuses as a batch
-// because it holds those event ids, is sent again one message at a time and
-// deduplicated, not stored twice.
-func TestAtomicBatchRunAndRepublish(t *testing.T) {
-	url := server215(t)
-	prefix := unique("ab.r")
-	stream := streamName(prefix)
-	p := open(t, url, natsbroker.Options{Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true})
-	if !p.PipelinesPerKey() {
-		t.Fatal("PipelinesPerKey is false on a 2.15 server with a stream Open created")
-	}
-	topic := prefix + ".Order.Created"
-	var msgs []broker.Message
-	for i := range 2500 { // three batches: 1000, 1000, 500
-		msgs = append(msgs, msg(topic, "hot", i))
-	}
-	msgs = append(msgs, msg(topic, "other", 0))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for i, err := range p.Publish(ctx, msgs) {
-		if err != nil {
-			t.Fatalf("message %d: %v", i, err)
+// A run of one key goes as batches of at most 1,000 (three here), stored in
+// order; a run republished whole, which an atomic batch refuses because the
+// stream holds those event ids (a fast batch skips them), is deduplicated,
+// not stored twice.
+func TestBatchRunAndRepublish(t *testing.T) {
+	batchModes(t, func(t *testing.T, url, stream, prefix, mode string) {
+		p := open(t, url, natsbroker.Options{Stream: stream})
+		if got := p.BatchMode(); got != mode {
+			t.Fatalf("batch mode %q, want %q", got, mode)
 		}
-	}
-	ids, batched := storedIDs(t, url, stream, topic)
-	if batched != 2500 {
-		t.Fatalf("%d stored messages carry a batch id, want the 2500 of the run", batched)
-	}
-	// Per key order: the run's events in order; the single one anywhere.
-	var hot []string
-	for _, id := range ids {
-		if id != msgs[2500].Event.ID {
-			hot = append(hot, id)
+		topic := prefix + ".Order.Created"
+		var msgs []broker.Message
+		for i := range 2500 { // three batches: 1000, 1000, 500
+			msgs = append(msgs, msg(topic, "hot", i))
 		}
-	}
-	sameIDs(t, "stored run", hot, eventIDs(msgs[:2500]))
+		msgs = append(msgs, msg(topic, "other", 0))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for i, err := range p.Publish(ctx, msgs) {
+			if err != nil {
+				t.Fatalf("message %d: %v", i, err)
+			}
+		}
+		if c := p.Committed(); c != 3 {
+			t.Fatalf("%d batches stored whole, want 3", c)
+		}
+		ids, batched := storedIDs(t, url, stream, topic)
+		if mode == "atomic" && batched != 2500 {
+			t.Fatalf("%d stored messages carry a batch id, want the 2500 of the run", batched)
+		}
+		// Per key order: the run's events in order; the single one anywhere.
+		var hot []string
+		for _, id := range ids {
+			if id != msgs[2500].Event.ID {
+				hot = append(hot, id)
+			}
+		}
+		sameIDs(t, "stored run", hot, eventIDs(msgs[:2500]))
 
-	before := p.Duplicates()
-	for i, err := range p.Publish(ctx, msgs[:1200]) {
-		if err != nil {
-			t.Fatalf("republish, message %d: %v", i, err)
+		for i, err := range p.Publish(ctx, msgs[:1200]) {
+			if err != nil {
+				t.Fatalf("republish, message %d: %v", i, err)
+			}
 		}
-	}
-	if d := p.Duplicates() - before; d != 1200 {
-		t.Fatalf("republished run: %d duplicates acknowledged, want 1200", d)
-	}
-	if ids, _ := storedIDs(t, url, stream, topic); len(ids) != 2501 {
-		t.Fatalf("after the republish the stream holds %d messages, want 2501", len(ids))
-	}
+		if ids, _ := storedIDs(t, url, stream, topic); len(ids) != 2501 {
+			t.Fatalf("after the republish the stream holds %d messages, want 2501", len(ids))
+		}
+	})
 }
 
-// A message over the stream's max_msg_size in the middle of a run makes the
-// stream refuse the whole atomic batch; sent again one at a time, that
-// message fails permanently and the others of the key are stored, in order.
-func TestAtomicBatchPermanentInRun(t *testing.T) {
-	url := server215(t)
-	prefix := unique("ab.p")
-	stream := streamName(prefix)
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}, MaxMsgSize: 4096, AllowAtomicPublish: true}); err != nil {
-		t.Fatal(err)
-	}
-	p := open(t, url, natsbroker.Options{Stream: stream})
-	if !p.PipelinesPerKey() {
-		t.Fatal("PipelinesPerKey is false on a stream with allow_atomic")
-	}
-	topic := prefix + ".Order.Created"
-	var msgs []broker.Message
-	for i := range 20 {
-		m := msg(topic, "hot", i)
-		if i == 7 {
-			m.Event.Payload = []byte(fmt.Sprintf(`{"big":%q}`, make([]byte, 5000)))
+// A message over the stream's max_msg_size in the middle of a run ends a
+// fast batch after the prefix before it and makes the stream refuse a whole
+// atomic batch; the rest is sent again one at a time, so that message fails
+// permanently and the others of the key are stored, in order.
+func TestBatchPermanentInRun(t *testing.T) {
+	batchModes(t, func(t *testing.T, url, stream, prefix, mode string) {
+		p := open(t, url, natsbroker.Options{Stream: stream})
+		topic := prefix + ".Order.Created"
+		var msgs []broker.Message
+		for i := range 20 {
+			m := msg(topic, "hot", i)
+			if i == 7 {
+				m.Event.Payload = []byte(fmt.Sprintf(`{"big":%q}`, strings.Repeat("x", 70<<10)))
+			}
+			msgs = append(msgs, m)
 		}
-		msgs = append(msgs, m)
-	}
-	errs := p.Publish(ctx, msgs)
-	for i, err := range errs {
-		switch {
-		case i == 7 && !errors.Is(err, txbox.ErrPermanent):
-			t.Fatalf("the oversize message: %v, want permanent", err)
-		case i != 7 && err != nil:
-			t.Fatalf("message %d: %v", i, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		errs := p.Publish(ctx, msgs)
+		for i, err := range errs {
+			switch {
+			case i == 7 && !errors.Is(err, txbox.ErrPermanent):
+				t.Fatalf("the oversize message: %v, want permanent", err)
+			case i != 7 && err != nil:
+				t.Fatalf("message %d: %v", i, err)
+			}
 		}
-	}
-	t.Logf("oversize: %v", errs[7])
-	want := append(eventIDs(msgs[:7]), eventIDs(msgs[8:])...)
-	ids, _ := storedIDs(t, url, stream, topic)
-	sameIDs(t, "stored", ids, want)
+		t.Logf("oversize: %v", errs[7])
+		want := append(eventIDs(msgs[:7]), eventIDs(msgs[8:])...)
+		ids, _ := storedIDs(t, url, stream, topic)
+		sameIDs(t, "stored", ids, want)
+	})
 }
 
-// On a stream without allow_atomic (or a server before 2.12) the publisher
-// does not declare pipelining.
+// On a stream that allows neither batch protocol the publisher does not
+// declare pipelining; nor with NoBatchPublish.
 func TestNoAtomicBatchWithoutStreamSetting(t *testing.T) {
 	url := server215(t)
 	prefix := unique("ab.n")
@@ -293,7 +317,11 @@ func TestAtomicBatchHeadersOverMaxPayload(t *testing.T) {
 	url := server215(t)
 	prefix := unique("ab.h")
 	stream := streamName(prefix)
-	p := open(t, url, natsbroker.Options{Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true})
+	preCreate(t, url, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}, AllowAtomicPublish: true})
+	p := open(t, url, natsbroker.Options{Stream: stream})
+	if p.BatchMode() != "atomic" {
+		t.Fatalf("batch mode %q, want atomic", p.BatchMode())
+	}
 	topic := prefix + ".Order.Created"
 	msgs := []broker.Message{msg(topic, "hot", 0), msg(topic, "hot", 1), msg(topic, "hot", 2)}
 	big := msgs[1]

@@ -93,16 +93,22 @@ func TestConformance(t *testing.T) {
 		stop = func(*testing.T) { srv.Kill() }
 		start = func(*testing.T) { srv.Start() }
 	}
-	conformance(t, url, stop, start, false)
+	conformance(t, url, stop, start, "")
 }
 
-// conformance runs brokertest on the server at url. pipelined declares
-// PipelinesPerKey: the publisher must detect atomic batch publish on the
-// server and the stream it creates, and the harness then injects a
-// retryable failure in the middle of a run (FailPublishAfter).
-func conformance(t *testing.T, url string, stop, start func(*testing.T), pipelined bool) {
+// conformance runs brokertest on the server at url. mode is the batch
+// protocol the publisher must find ("fast", "atomic") or "" for none;
+// with one it declares PipelinesPerKey, and the harness injects a retryable
+// failure in the middle of a run (FailPublishAfter). For "atomic" the
+// stream is made beforehand with allow_atomic only; otherwise the
+// publisher creates it with what the server has.
+func conformance(t *testing.T, url string, stop, start func(*testing.T), mode string) {
+	pipelined := mode != ""
 	prefix := unique("bt.r")
 	stream := streamName(prefix)
+	if mode == "atomic" {
+		preCreate(t, url, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}, Storage: jetstream.FileStorage, AllowAtomicPublish: true})
+	}
 	opts := natsbroker.Options{
 		Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true,
 		ReconnectWait: 100 * time.Millisecond, Logger: quiet,
@@ -138,6 +144,9 @@ func conformance(t *testing.T, url string, stop, start func(*testing.T), pipelin
 			p, err := natsbroker.Open(ctx, url, opts)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if got := p.BatchMode(); got != mode {
+				t.Fatalf("the publisher uses batch mode %q, want %q", got, mode)
 			}
 			if pipelined {
 				return &afterFailure{Publisher: p, hook: &failed}

@@ -92,6 +92,9 @@ type Publisher struct {
 	// batches bounds the atomic batches in flight; nil when the publisher
 	// does not batch (see PipelinesPerKey).
 	batches    chan struct{}
+	fast       bool          // batches are fast-ingest ones, else atomic
+	fastIn     *fastInbox    // answers to fast batches
+	committed  atomic.Uint64 // batches the stream stored whole, for tests
 	ackTimeout time.Duration
 	log        *slog.Logger
 	dups       atomic.Uint64
@@ -173,10 +176,16 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 	p.streamMax = int(max(cfg.MaxMsgSize, 0))
 	switch version := nc.ConnectedServerVersion(); {
 	case opts.NoBatchPublish:
+	case cfg.AllowBatchPublish && supportsFastBatch(version):
+		if p.fastIn, err = startFastInbox(nc); err != nil {
+			return fail(txbox.Unavailable(fmt.Errorf("nats: subscribe to fast batch answers: %w", err)))
+		}
+		p.fast = true
+		p.batches = make(chan struct{}, maxBatchesInFlight)
 	case cfg.AllowAtomicPublish && supportsAtomicBatch(version):
 		p.batches = make(chan struct{}, maxBatchesInFlight)
 	case supportsAtomicBatch(version):
-		opts.Logger.Info("nats: the stream does not allow atomic batch publish (allow_atomic): one unconfirmed event per aggregate", "stream", p.stream, "server", version)
+		opts.Logger.Info("nats: the stream allows neither fast nor atomic batch publish (allow_batched, allow_atomic): one unconfirmed event per aggregate", "stream", p.stream, "server", version)
 	}
 	return p, nil
 }
@@ -218,9 +227,10 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, opts Options) (je
 			Storage:    jetstream.FileStorage,
 			Duplicates: opts.DuplicateWindow,
 			Replicas:   max(opts.Replicas, 1),
-			// A server that has atomic batches gets a stream that allows
-			// them, so that the publisher can pipeline one key's events.
+			// A server that has batch publish gets a stream that allows
+			// it, so that the publisher can pipeline one key's events.
 			AllowAtomicPublish: !opts.NoBatchPublish && supportsAtomicBatch(js.Conn().ConnectedServerVersion()),
+			AllowBatchPublish:  !opts.NoBatchPublish && supportsFastBatch(js.Conn().ConnectedServerVersion()),
 		}
 		s, err = js.CreateStream(ctx, cfg)
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
@@ -530,6 +540,7 @@ func (p *Publisher) noStream(ctx context.Context, subject string, cause error) e
 // open.
 func (p *Publisher) Close() error {
 	p.closeOnce.Do(func() {
+		p.fastIn.close()
 		if p.ownConn {
 			p.nc.Close()
 		}

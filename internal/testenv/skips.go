@@ -28,7 +28,7 @@ var Skips = []AllowedSkip{
 	{`broker/(mqtt|rabbitmq|redis|webhook)`, `TestConformance\w*/Pipelined(OneKey|FailureLeavesNoGap)`,
 		"the broker may store a later message of a key after an earlier one failed, so the relay keeps one unconfirmed event per key (brokertest: PipelinesPerKey not declared)"},
 	{`broker/nats`, `TestConformance/Pipelined(OneKey|FailureLeavesNoGap)`,
-		"nats-server 2.9 (the service, the Debian package) has no atomic batch publish, so the publisher keeps one unconfirmed event per key; TestConformanceAtomicBatch runs these cases on a 2.15 server (brokertest: PipelinesPerKey not declared)"},
+		"nats-server 2.9 (the service, the Debian package) has no atomic batch publish, so the publisher keeps one unconfirmed event per key; TestConformanceFastBatch and TestConformanceAtomicBatch run these cases on a 2.15 server (brokertest: PipelinesPerKey not declared)"},
 	{`broker/webhook`, `TestConformance/RedeliveryAckWait`,
 		"an HTTP endpoint has no subscriber and no redelivery (brokertest: Redelivery not declared)"},
 	{`broker/mqtt`, `TestConformanceSharedBroker/BrokerDown`,
