@@ -77,8 +77,8 @@ func newEnv(ctx context.Context, pg, natsURL string, txboxTables bool) (*benchEn
 		return nil, err
 	}
 	e.js, _ = jetstream.New(e.nc)
-	cfg := jetstream.StreamConfig{Name: e.stream, Subjects: []string{e.prefix + ".>"}, Storage: jetstream.FileStorage,
-		AllowAtomicPublish: atomicBatches(e.nc.ConnectedServerVersion())}
+	cfg := jetstream.StreamConfig{Name: e.stream, Subjects: []string{e.prefix + ".>"}, Storage: jetstream.FileStorage}
+	cfg.AllowBatchPublish, cfg.AllowAtomicPublish = streamBatchFlags(e.nc.ConnectedServerVersion())
 	if _, err := e.js.CreateStream(ctx, cfg); err != nil {
 		e.close()
 		return nil, err

@@ -39,15 +39,26 @@ func startEmbeddedNATS() (string, func(), error) {
 	return ns.ClientURL(), stop, nil
 }
 
-// atomicBatches reports whether a server version has atomic batch publish
-// (2.12+): the bench's streams then allow it, as `txbox relay
-// --nats-create-stream` would make them.
-func atomicBatches(version string) bool {
+// natsBatch is the batch publish the bench's streams allow (`bench skew
+// --nats-batch`): "fast" (allow_batched, 2.14+) and "atomic"
+// (allow_atomic, 2.12+) where the server has them, as `txbox relay
+// --nats-create-stream` makes streams; "atomic" or "none" to compare.
+var natsBatch = "fast"
+
+// streamBatchFlags returns the stream's allow_batched and allow_atomic for
+// a server version and natsBatch.
+func streamBatchFlags(version string) (fast, atomic bool) {
+	fast = natsBatch == "fast" && versionAtLeast(version, 2, 14)
+	atomic = (natsBatch == "fast" || natsBatch == "atomic") && versionAtLeast(version, 2, 12)
+	return fast, atomic
+}
+
+func versionAtLeast(version string, major, minor int) bool {
 	parts := strings.SplitN(version, ".", 3)
 	if len(parts) < 2 {
 		return false
 	}
 	ma, err1 := strconv.Atoi(parts[0])
 	mi, err2 := strconv.Atoi(parts[1])
-	return err1 == nil && err2 == nil && (ma > 2 || ma == 2 && mi >= 12)
+	return err1 == nil && err2 == nil && (ma > major || ma == major && mi >= minor)
 }
