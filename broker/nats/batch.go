@@ -20,7 +20,8 @@ import (
 
 // Atomic batch publish (nats-server 2.12+, stream setting allow_atomic):
 // the messages of a batch carry these headers, the last one the commit, and
-// the stream stores all of them, in order, or none. That is what lets the
+// the stream stores all of them, in order, or none. Like the fast-ingest
+// batches of fast.go, preferred where the stream allows them, it lets the
 // publisher keep many messages of one key in flight and still promise
 // broker.OrderedPipeliner: a failed batch leaves no later message stored.
 const (
@@ -132,15 +133,16 @@ func (p *Publisher) publishBatched(ctx context.Context, msgs []broker.Message) [
 	return errs
 }
 
-// publishRun publishes the messages of one key, in order, as atomic
-// batches of at most maxAtomicBatch, each after the previous one committed.
+// publishRun publishes the messages of one key, in order, as batches (fast
+// or atomic) of at most maxAtomicBatch, each after the previous one ended.
 // A message that cannot be encoded fails permanently and is left out, as
-// publishEach would. A batch the stream refuses (a message too large for
-// the stream, an event id it already holds, a subject of another stream,
-// too many open batches...) stored nothing, so the rest of the run is sent
-// again one message at a time, which gives each message its own verdict.
-// An outage fails the batch and everything after it with
-// txbox.ErrBrokerUnavailable.
+// publishEach would. When the stream stores only a prefix of a batch (a
+// fast batch ends at a message it refuses; an atomic batch that holds a
+// message too large for the stream, an event id it already holds, a subject
+// of another stream... stores nothing), that prefix is confirmed and the
+// rest of the run is sent again one message at a time, which gives each
+// message its own verdict. An outage fails the batch and everything after
+// it with txbox.ErrBrokerUnavailable.
 func (p *Publisher) publishRun(ctx context.Context, run []broker.Message) []error {
 	errs := make([]error, len(run))
 	type encoded struct {

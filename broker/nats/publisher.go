@@ -286,7 +286,9 @@ func (p *Publisher) MaxPayload() int {
 }
 
 // Duplicates counts messages JetStream acknowledged as duplicates of an
-// event id it already stored: republishes the dedupe absorbed.
+// event id it already stored: republishes the dedupe absorbed. A fast
+// batch's PubAck does not say which of its messages were duplicates, so
+// those are not counted.
 func (p *Publisher) Duplicates() uint64 { return p.dups.Load() }
 
 // Publish sends every message in slice order without waiting between them,
