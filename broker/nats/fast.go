@@ -1,6 +1,7 @@
 package natsbroker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -85,6 +86,9 @@ func (in *fastInbox) handle(m *nats.Msg) {
 		return
 	}
 	id, op := toks[0], toks[4]
+	if bytes.HasPrefix(m.Data, []byte(`{"type":`)) {
+		return // flow control and notices, the most frequent answers
+	}
 	var r fastReply
 	if err := json.Unmarshal(m.Data, &r); err != nil || r.Type != "" {
 		return // flow control and notices: the PubAck is what counts
