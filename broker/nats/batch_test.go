@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -371,5 +372,44 @@ func TestBatchRepublishedPrefix(t *testing.T) {
 		}
 		ids, _ := storedIDs(t, url, stream, topic)
 		sameIDs(t, "stored", ids, eventIDs(msgs))
+	})
+}
+
+// Several publishers (relays) sending runs of their own keys into one
+// stream at once: every message confirmed, each key's messages stored in
+// order.
+func TestBatchConcurrentPublishers(t *testing.T) {
+	batchModes(t, func(t *testing.T, url, stream, prefix, mode string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		const pubs, calls, run = 4, 3, 600
+		want := make([][]string, pubs)
+		var wg sync.WaitGroup
+		for g := range pubs {
+			p := open(t, url, natsbroker.Options{Stream: stream})
+			topic := fmt.Sprintf("%s.g%d", prefix, g)
+			var msgs []broker.Message
+			for i := range calls * run {
+				msgs = append(msgs, msg(topic, fmt.Sprint("k", g), i))
+			}
+			want[g] = eventIDs(msgs)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for c := range calls {
+					for i, err := range p.Publish(ctx, msgs[c*run:(c+1)*run]) {
+						if err != nil {
+							t.Errorf("publisher %d call %d message %d: %v", g, c, i, err)
+							return
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		for g := range pubs {
+			ids, _ := storedIDs(t, url, stream, fmt.Sprintf("%s.g%d", prefix, g))
+			sameIDs(t, fmt.Sprint("publisher ", g), ids, want[g])
+		}
 	})
 }
