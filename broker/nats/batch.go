@@ -158,6 +158,18 @@ func (p *Publisher) publishRun(ctx context.Context, run []broker.Message) []erro
 		}
 		ok = append(ok, encoded{i, nm})
 	}
+	// The publisher checked the server at Open; after a reconnect it may
+	// be another one (a cluster in a rolling downgrade). A server without
+	// the protocol would take a batch as plain publishes, which promise
+	// nothing after a failure: send one at a time instead.
+	if v := p.nc.ConnectedServerVersion(); v != "" && !(p.fast && supportsFastBatch(v) || !p.fast && supportsAtomicBatch(v)) {
+		idx := make([]int, len(ok))
+		for j, e := range ok {
+			idx[j] = e.i
+		}
+		p.publishInOrder(ctx, run, idx, errs)
+		return errs
+	}
 	for start := 0; start < len(ok); start += maxAtomicBatch {
 		chunk := ok[start:min(start+maxAtomicBatch, len(ok))]
 		nms := make([]*nats.Msg, len(chunk))
