@@ -413,3 +413,53 @@ func TestBatchConcurrentPublishers(t *testing.T) {
 		}
 	})
 }
+
+// After a reconnect that lands on a server without batch publish (a
+// rolling downgrade; 2.9 here), runs go one message at a time: a batch
+// there would be plain publishes, which promise nothing after a failure.
+func TestBatchServerDowngradedUnderneath(t *testing.T) {
+	if _, err := testenv.NATSBinary(); err != nil {
+		testenv.Missing(t, err.Error())
+	}
+	newSrv := testenv.StartNATSBinary(t, testenv.NATSModuleBinary(t))
+	waitJetStream(t, newSrv.URL)
+	oldSrv := testenv.StartNATS(t) // the packaged 2.9
+	waitJetStream(t, oldSrv.URL)
+	prefix := unique("ab.d")
+	stream := streamName(prefix)
+	cfg := jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}}
+	preCreate(t, oldSrv.URL, cfg)
+	url, proxy := testenv.ProxyURL(t, newSrv.URL)
+	p := open(t, url, natsbroker.Options{Stream: stream, Subjects: cfg.Subjects, CreateStream: true,
+		ReconnectWait: 50 * time.Millisecond, AckTimeout: 2 * time.Second})
+	if p.BatchMode() != "fast" {
+		t.Fatalf("batch mode %q on 2.15, want fast", p.BatchMode())
+	}
+	proxy.SetTarget(strings.TrimPrefix(oldSrv.URL, "nats://"))
+	proxy.Cut()
+	proxy.Restore()
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Conn().Status() != nats.CONNECTED || !strings.HasPrefix(p.Conn().ConnectedServerVersion(), "2.9") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reconnect to the 2.9 server: %s, version %s", p.Conn().Status(), p.Conn().ConnectedServerVersion())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	topic := prefix + ".Order.Created"
+	var msgs []broker.Message
+	for i := range 300 {
+		msgs = append(msgs, msg(topic, "hot", i))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i, err := range p.Publish(ctx, msgs) {
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	if c := p.Committed(); c != 0 {
+		t.Fatalf("%d batches on a 2.9 server", c)
+	}
+	ids, _ := storedIDs(t, oldSrv.URL, stream, topic)
+	sameIDs(t, "stored on 2.9", ids, eventIDs(msgs))
+}
