@@ -78,7 +78,9 @@ func newEnv(ctx context.Context, pg, natsURL string, txboxTables bool) (*benchEn
 		return nil, err
 	}
 	e.js, _ = jetstream.New(e.nc)
-	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: e.stream, Subjects: []string{e.prefix + ".>"}, Storage: jetstream.FileStorage}); err != nil {
+	cfg := jetstream.StreamConfig{Name: e.stream, Subjects: []string{e.prefix + ".>"}, Storage: jetstream.FileStorage}
+	cfg.AllowBatchPublish, cfg.AllowAtomicPublish = streamBatchFlags(e.nc.ConnectedServerVersion())
+	if _, err := e.js.CreateStream(ctx, cfg); err != nil {
 		e.close()
 		return nil, err
 	}

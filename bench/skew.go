@@ -192,8 +192,22 @@ func skewCmd(args []string) error {
 	fs.IntVar(&wm.batch, "wm-batch", 1000, "Watermill SubscribeBatchSize (take the best of `bench wmsweep`)")
 	fs.StringVar(&wm.schema, "wm-schema", "default", "Watermill schema: default, or queue (PostgreSQLQueueSchema + DeleteOnAck)")
 	fs.DurationVar(&wm.poll, "wm-poll", 10*time.Millisecond, "Watermill PollInterval")
+	fs.StringVar(&relayLogLevel, "relay-log", relayLogLevel, "log level of the txbox relay processes (info: time per phase at stop)")
+	fs.StringVar(&natsBatch, "nats-batch", natsBatch, "batch publish the streams allow where the server has it: fast (allow_batched, 2.14+, and allow_atomic), atomic (allow_atomic, 2.12+) or none")
+	embedded := fs.Bool("nats-embedded", false, "start a nats-server 2.15 in the bench process (atomic batch publish: the relay pipelines one aggregate's events) instead of using --broker")
 	wm.perTx, wm.driver = 1, "pgx"
 	_ = fs.Parse(args)
+	if natsBatch != "fast" && natsBatch != "atomic" && natsBatch != "none" {
+		return fmt.Errorf("--nats-batch %q: want fast, atomic or none", natsBatch)
+	}
+	if *embedded {
+		url, stop, err := startEmbeddedNATS()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		*natsURL = url
+	}
 	ls, err := parseLayouts(*layouts)
 	if err != nil {
 		return err

@@ -93,8 +93,22 @@ func TestConformance(t *testing.T) {
 		stop = func(*testing.T) { srv.Kill() }
 		start = func(*testing.T) { srv.Start() }
 	}
+	conformance(t, url, stop, start, "")
+}
+
+// conformance runs brokertest on the server at url. mode is the batch
+// protocol the publisher must find ("fast", "atomic") or "" for none;
+// with one it declares PipelinesPerKey, and the harness injects a retryable
+// failure in the middle of a run (FailPublishAfter). For "atomic" the
+// stream is made beforehand with allow_atomic only; otherwise the
+// publisher creates it with what the server has.
+func conformance(t *testing.T, url string, stop, start func(*testing.T), mode string) {
+	pipelined := mode != ""
 	prefix := unique("bt.r")
 	stream := streamName(prefix)
+	if mode == "atomic" {
+		preCreate(t, url, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}, Storage: jetstream.FileStorage, AllowAtomicPublish: true})
+	}
 	opts := natsbroker.Options{
 		Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true,
 		ReconnectWait: 100 * time.Millisecond, Logger: quiet,
@@ -110,18 +124,32 @@ func TestConformance(t *testing.T) {
 	})
 	var n atomic.Int64
 	const ackWait = time.Second
+	// failed is run once after a Publish that had a failure, when armed by
+	// FailPublishAfter.
+	var failed atomic.Pointer[func()]
+	var failAfter func(t *testing.T, n int)
+	if pipelined {
+		failAfter = func(t *testing.T, n int) { limitStream(t, setup.Conn(), stream, n, &failed) }
+	}
 	brokertest.Run(t, brokertest.Harness{
+		FailPublishAfter: failAfter,
 		// One stream keeps publish order per connection, persists, drops a
 		// repeated Nats-Msg-Id inside its duplicate window, and redelivers
 		// what a consumer does not acknowledge.
 		Capabilities: func(p broker.Publisher) brokertest.Capabilities {
 			return brokertest.Capabilities{OrderPerKey: true, Persistent: true, NativeDedupe: true, Redelivery: true,
-				MaxPayload: p.(*natsbroker.Publisher).MaxPayload()}
+				MaxPayload: p.(interface{ MaxPayload() int }).MaxPayload(), PipelinesPerKey: pipelined}
 		},
 		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
 			p, err := natsbroker.Open(ctx, url, opts)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if got := p.BatchMode(); got != mode {
+				t.Fatalf("the publisher uses batch mode %q, want %q", got, mode)
+			}
+			if pipelined {
+				return &afterFailure{Publisher: p, hook: &failed}
 			}
 			return p
 		},

@@ -75,6 +75,10 @@ type Options struct {
 	Conn *nats.Conn
 	// NATSOptions are added when dialling: credentials, TLS, and so on.
 	NATSOptions []nats.Option
+	// NoBatchPublish never uses atomic batches, even where the server and
+	// stream allow them: every message is its own publish, and the relay
+	// keeps one unconfirmed message per key (see PipelinesPerKey).
+	NoBatchPublish bool
 }
 
 // Publisher publishes to JetStream. It is safe for concurrent use.
@@ -85,9 +89,16 @@ type Publisher struct {
 	stream    string
 	streamMax int // the stream's max_msg_size, 0 when unlimited
 	slots     chan struct{}
-	log       *slog.Logger
-	dups      atomic.Uint64
-	closeOnce sync.Once
+	// batches bounds the atomic batches in flight; nil when the publisher
+	// does not batch (see PipelinesPerKey).
+	batches    chan struct{}
+	fast       bool          // batches are fast-ingest ones, else atomic
+	fastIn     *fastInbox    // answers to fast batches
+	committed  atomic.Uint64 // batches the stream stored whole, for tests
+	ackTimeout time.Duration
+	log        *slog.Logger
+	dups       atomic.Uint64
+	closeOnce  sync.Once
 }
 
 var _ broker.Publisher = (*Publisher)(nil)
@@ -134,7 +145,7 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 		}
 		own = true
 	}
-	p := &Publisher{nc: nc, ownConn: own, stream: opts.Stream, log: opts.Logger, slots: make(chan struct{}, opts.MaxInFlight)}
+	p := &Publisher{nc: nc, ownConn: own, stream: opts.Stream, log: opts.Logger, slots: make(chan struct{}, opts.MaxInFlight), ackTimeout: opts.AckTimeout}
 	fail := func(err error) (*Publisher, error) {
 		if own {
 			nc.Close()
@@ -163,6 +174,19 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 			"name the stream that holds it, add the subject to the stream, or set Options.CreateStream", opts.Stream, strings.Join(cfg.Subjects, ", "), opts.Topic)})
 	}
 	p.streamMax = int(max(cfg.MaxMsgSize, 0))
+	switch version := nc.ConnectedServerVersion(); {
+	case opts.NoBatchPublish:
+	case cfg.AllowBatchPublish && supportsFastBatch(version):
+		if p.fastIn, err = startFastInbox(nc); err != nil {
+			return fail(txbox.Unavailable(fmt.Errorf("nats: subscribe to fast batch answers: %w", err)))
+		}
+		p.fast = true
+		p.batches = make(chan struct{}, maxBatchesInFlight)
+	case cfg.AllowAtomicPublish && supportsAtomicBatch(version):
+		p.batches = make(chan struct{}, maxBatchesInFlight)
+	case supportsAtomicBatch(version):
+		opts.Logger.Info("nats: the stream allows neither fast nor atomic batch publish (allow_batched, allow_atomic): one unconfirmed event per aggregate", "stream", p.stream, "server", version)
+	}
 	return p, nil
 }
 
@@ -203,6 +227,10 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, opts Options) (je
 			Storage:    jetstream.FileStorage,
 			Duplicates: opts.DuplicateWindow,
 			Replicas:   max(opts.Replicas, 1),
+			// A server that has batch publish gets a stream that allows
+			// it, so that the publisher can pipeline one key's events.
+			AllowAtomicPublish: !opts.NoBatchPublish && supportsAtomicBatch(js.Conn().ConnectedServerVersion()),
+			AllowBatchPublish:  !opts.NoBatchPublish && supportsFastBatch(js.Conn().ConnectedServerVersion()),
 		}
 		s, err = js.CreateStream(ctx, cfg)
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
@@ -258,11 +286,15 @@ func (p *Publisher) MaxPayload() int {
 }
 
 // Duplicates counts messages JetStream acknowledged as duplicates of an
-// event id it already stored: republishes the dedupe absorbed.
+// event id it already stored: republishes the dedupe absorbed. A fast
+// batch's PubAck does not say which of its messages were duplicates, so
+// those are not counted.
 func (p *Publisher) Duplicates() uint64 { return p.dups.Load() }
 
 // Publish sends every message in slice order without waiting between them,
 // at most MaxInFlight unacknowledged at a time, then waits for each PubAck.
+// With PipelinesPerKey, the messages of a key that has several in the call
+// go as atomic batches instead (see publishRun).
 //
 // A message that cannot be sent as it is (bad subject, bad header value,
 // over the size limit, no stream for its subject) fails with
@@ -271,6 +303,14 @@ func (p *Publisher) Duplicates() uint64 { return p.dups.Load() }
 // a later message of a key is not handed over while an earlier one is lost
 // in a broken connection.
 func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error {
+	if p.batches != nil {
+		return p.publishBatched(ctx, msgs)
+	}
+	return p.publishEach(ctx, msgs)
+}
+
+// publishEach publishes every message on its own, pipelined.
+func (p *Publisher) publishEach(ctx context.Context, msgs []broker.Message) []error {
 	errs := make([]error, len(msgs))
 	type sent struct {
 		i    int
@@ -502,6 +542,7 @@ func (p *Publisher) noStream(ctx context.Context, subject string, cause error) e
 // open.
 func (p *Publisher) Close() error {
 	p.closeOnce.Do(func() {
+		p.fastIn.close()
 		if p.ownConn {
 			p.nc.Close()
 		}

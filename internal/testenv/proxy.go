@@ -126,8 +126,20 @@ func (p *Proxy) accept() {
 	}
 }
 
+// SetTarget makes new connections go to target ("host:port"); open ones
+// stay where they are (Cut them to move everyone): a service replaced by
+// another, such as a server downgraded in place.
+func (p *Proxy) SetTarget(target string) {
+	p.mu.Lock()
+	p.target = target
+	p.mu.Unlock()
+}
+
 func (p *Proxy) serve(c net.Conn) {
-	up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	up, err := net.DialTimeout("tcp", target, 5*time.Second)
 	if err != nil {
 		_ = c.Close()
 		return
