@@ -23,6 +23,7 @@ func newRelay(g *globals) *cobra.Command {
 	var migrate bool
 	var wakeup, claims string
 	var obs obsFlags
+	var cf cdcFlags
 	cmd := &cobra.Command{
 		Use:   "relay",
 		Short: "Deliver outbox rows to the broker until SIGTERM",
@@ -46,6 +47,9 @@ func newRelay(g *globals) *cobra.Command {
 				return err
 			}
 			if err := open.CheckBrokerFlags(g.broker); err != nil {
+				return err
+			}
+			if err := cf.check(g.db, wakeup); err != nil {
 				return err
 			}
 			open.UseTopic(cfg.Topic)
@@ -97,6 +101,13 @@ func newRelay(g *globals) *cobra.Command {
 			}
 			cfg.Store, cfg.Publisher = relayStore(s), pub
 			tuneGC()
+			if cf.mode == modeCDC {
+				ps, ok := s.(*postgres.Store)
+				if !ok {
+					return &txbox.ConfigError{Field: flagField("mode"), Reason: "cdc needs a PostgreSQL database"}
+				}
+				return runCDC(ctx, g, cfg, cf, ps, srv)
+			}
 			r, err := relay.New(cfg)
 			if err != nil {
 				return err
@@ -126,6 +137,7 @@ func newRelay(g *globals) *cobra.Command {
 	f.StringVar(&cfg.ID, "relay-id", "", "name in locked_by (default host-pid-random)")
 	f.BoolVar(&migrate, "migrate", false, "apply migrations before starting")
 	f.StringVar(&wakeup, "wakeup", "poll", "poll, or listen: PostgreSQL LISTEN for writers using outbox.WithWakeup (polling stays the fallback; not through PgBouncer transaction pooling)")
+	cf.add(f)
 	obs.add(f)
 	open.AddPublisherFlags(f)
 	return cmd

@@ -61,7 +61,9 @@ func (s *Store) MigrateCDC(ctx context.Context) error {
 			slot_name     TEXT PRIMARY KEY,
 			created_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
 			confirmed_lsn PG_LSN NULL,
-			confirmed_at  TIMESTAMPTZ NULL)`); err != nil {
+			confirmed_at  TIMESTAMPTZ NULL,
+			-- true once a relay delivered the rows older than the slot
+			backfilled    BOOLEAN NOT NULL DEFAULT false)`); err != nil {
 			return fmt.Errorf("migrate cdc: slots table: %w", err)
 		}
 		return nil
@@ -90,10 +92,11 @@ func (s *Store) CheckCDC(ctx context.Context) error {
 	return nil
 }
 
-// RegisterSlot records a slot as a CDC relay's, for stats and metrics.
-func (s *Store) RegisterSlot(ctx context.Context, slot string) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.slotsTable()+` (slot_name, confirmed_at) VALUES ($1, now())
-		ON CONFLICT (slot_name) DO NOTHING`, slot)
+// RegisterSlot records a slot as a CDC relay's, for stats and metrics;
+// backfilled says the rows older than the slot are delivered.
+func (s *Store) RegisterSlot(ctx context.Context, slot string, backfilled bool) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.slotsTable()+` (slot_name, confirmed_at, backfilled) VALUES ($1, now(), $2)
+		ON CONFLICT (slot_name) DO UPDATE SET backfilled = `+s.slotsTable()+`.backfilled OR EXCLUDED.backfilled`, slot, backfilled)
 	if err != nil {
 		return fmt.Errorf("postgres: register slot: %w", err)
 	}
@@ -273,6 +276,22 @@ func (s *Store) DropSlot(ctx context.Context, slot string) error {
 	return nil
 }
 
+// CreateSlot creates a logical replication slot for the pgoutput plugin
+// and registers it (the relay that first reads it still delivers the rows
+// older than it). It reports false when the slot exists.
+func (s *Store) CreateSlot(ctx context.Context, slot string) (bool, error) {
+	ok, err := s.SlotExists(ctx, slot)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		if _, err := s.pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot); err != nil {
+			return false, fmt.Errorf("postgres: create slot %s: %w", slot, err)
+		}
+	}
+	return !ok, s.RegisterSlot(ctx, slot, false)
+}
+
 // SlotExists reports whether PostgreSQL has the slot.
 func (s *Store) SlotExists(ctx context.Context, slot string) (bool, error) {
 	var ok bool
@@ -292,11 +311,11 @@ func (s *Store) PendingRows(ctx context.Context, afterID int64, limit int) ([]st
 	return collect(rows)
 }
 
-// SlotRegistered reports whether a CDC relay registered the slot, which it
-// does once the rows older than the slot are delivered.
-func (s *Store) SlotRegistered(ctx context.Context, slot string) (bool, error) {
+// SlotBackfilled reports whether a CDC relay delivered the rows older than
+// the slot.
+func (s *Store) SlotBackfilled(ctx context.Context, slot string) (bool, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+s.slotsTable()+` WHERE slot_name = $1)`, slot).Scan(&ok)
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+s.slotsTable()+` WHERE slot_name = $1 AND backfilled)`, slot).Scan(&ok)
 	return ok, err
 }
 

@@ -83,8 +83,8 @@ func (r *Relay) session(ctx context.Context) error {
 	return r.stream(ctx, conn)
 }
 
-// ensureSlot creates the slot if it is missing; a slot not yet registered
-// (new, or its creator died before registering it) first gets the rows
+// ensureSlot creates the slot if it is missing; a slot not yet backfilled
+// (new, or its first relay died before it was done) first gets the rows
 // the table already holds delivered: rows committed before the slot
 // existed are not in its log. A row committed after may come both ways;
 // the copy carries the same event id.
@@ -105,8 +105,13 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgconn.PgConn) error {
 			r.log.Info("replication slot created")
 		}
 	}
-	registered, err := s.SlotRegistered(ctx, r.cfg.Slot)
-	if err != nil || registered {
+	done, err := s.SlotBackfilled(ctx, r.cfg.Slot)
+	if err != nil || done {
+		return err
+	}
+	// Registered before the rows are read, so a slot whose first relay
+	// dies during the backfill is reported too.
+	if err := s.RegisterSlot(ctx, r.cfg.Slot, false); err != nil {
 		return err
 	}
 	var after int64
@@ -132,7 +137,7 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgconn.PgConn) error {
 	if total > 0 {
 		r.log.Info("delivered the rows older than the slot", "rows", total)
 	}
-	return s.RegisterSlot(ctx, r.cfg.Slot)
+	return s.RegisterSlot(ctx, r.cfg.Slot, true)
 }
 
 // stream reads the log and hands committed transactions, in order, to the
@@ -193,6 +198,7 @@ func (r *Relay) stream(ctx context.Context, conn *pgconn.PgConn) error {
 	var cur *item
 	var commitTime time.Time
 	next := time.Now()
+	var sent uint64 // the position last reported
 	for {
 		if ctx.Err() != nil {
 			return finish(nil)
@@ -206,12 +212,24 @@ func (r *Relay) stream(ctx context.Context, conn *pgconn.PgConn) error {
 		if !time.Now().Before(next) {
 			// Asking for a reply makes the server say how far it has read,
 			// which confirms past log of other tables while idle.
+			sent = confirmed.Load()
 			if err := status(len(items) == 0); err != nil {
 				return finish(fmt.Errorf("cdc: status update: %w", err))
 			}
 			next = time.Now().Add(r.cfg.StatusInterval)
+		} else if c := confirmed.Load(); c != sent {
+			// A confirmed step is reported within confirmEvery, so a relay
+			// killed now republishes little.
+			sent = c
+			if err := status(false); err != nil {
+				return finish(fmt.Errorf("cdc: status update: %w", err))
+			}
 		}
-		rctx, cancel := context.WithDeadline(ctx, next)
+		deadline := time.Now().Add(confirmEvery)
+		if next.Before(deadline) {
+			deadline = next
+		}
+		rctx, cancel := context.WithDeadline(ctx, deadline)
 		msg, err := conn.ReceiveMessage(rctx)
 		cancel()
 		if err != nil {
@@ -319,6 +337,9 @@ func (r *Relay) deliverLoop(ctx context.Context, stop <-chan struct{}, items <-c
 		}
 	}
 }
+
+// confirmEvery bounds how long a confirmed step waits to be reported.
+const confirmEvery = 50 * time.Millisecond
 
 // registryEvery throttles the registry's position updates while idle.
 var registryEvery = time.Second
