@@ -24,17 +24,15 @@ const (
 
 // cdcFlags are the relay's change data capture settings.
 type cdcFlags struct {
-	mode     string
-	slot     string
-	lagWarn  int64
-	cdcBatch int
+	mode    string
+	slot    string
+	lagWarn int64
 }
 
 func (c *cdcFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&c.mode, "mode", modePoll, "poll: claim rows from the outbox table; cdc: read the PostgreSQL log through logical replication (needs --slot, wal_level = logical and `txbox migrate --cdc`)")
 	f.StringVar(&c.slot, "slot", "", "replication slot of --mode cdc (created on first use; lower-case letters, digits, _)")
 	f.Int64Var(&c.lagWarn, "slot-lag-warn", cdc.DefaultLagWarnBytes, "--mode cdc: log a warning while a txbox replication slot holds more WAL than this many bytes")
-	f.IntVar(&c.cdcBatch, "cdc-batch", cdc.DefaultBatchSize, "--mode cdc: events published and recorded before the slot's position is confirmed")
 }
 
 // check validates the flags before anything connects.
@@ -61,9 +59,6 @@ func (c *cdcFlags) check(db, wakeup string) error {
 	if wakeup != "poll" {
 		return &txbox.ConfigError{Field: flagField("wakeup"), Reason: "--mode cdc reads the log: no wake-up to choose"}
 	}
-	if c.cdcBatch < 1 || c.cdcBatch > 100000 {
-		return &txbox.ConfigError{Field: flagField("cdc-batch"), Reason: fmt.Sprintf("%d is outside 1..100000", c.cdcBatch)}
-	}
 	return nil
 }
 
@@ -74,7 +69,7 @@ func isPostgresURL(db string) bool {
 // runCDC runs the relay in CDC mode with the settings of the polling relay
 // that apply (publisher, topic, source, backoff, attempts, metrics).
 func runCDC(ctx context.Context, g *globals, cfg relay.Config, cf cdcFlags, s *postgres.Store, srv *obsServer) error {
-	r, err := cdc.New(cdc.Config{Store: s, ConnString: g.db, Slot: cf.slot, Relay: cfg, BatchSize: cf.cdcBatch, LagWarnBytes: cf.lagWarn})
+	r, err := cdc.New(cdc.Config{Store: s, ConnString: g.db, Slot: cf.slot, Relay: cfg, BatchSize: cfg.BatchSize, LagWarnBytes: cf.lagWarn})
 	if err != nil {
 		return err
 	}

@@ -124,7 +124,7 @@ func newRelay(g *globals) *cobra.Command {
 	f.StringVar(&g.broker, "broker", "", "broker URL: nats://, kafka://, amqp:// (RabbitMQ), redis://, mqtt://, http(s):// (webhook)")
 	f.StringVar(&g.topic, "topic", broker.DefaultTopic, "destination template over {aggregate_type} and {event_type}")
 	f.BoolVar(&g.deleteSent, "delete-sent", false, "delete rows once the broker confirmed them instead of moving them to the <outbox>_sent archive (MySQL, PostgreSQL) or keeping them as SENT (SQLite)")
-	f.IntVar(&cfg.BatchSize, "batch-size", relay.DefaultBatchSize, "rows per claim")
+	f.IntVar(&cfg.BatchSize, "batch-size", relay.DefaultBatchSize, "rows per claim (--mode cdc: events published and recorded before the slot's position is confirmed)")
 	f.IntVar(&cfg.Workers, "workers", relay.DefaultWorkers, "claimed batches published concurrently")
 	f.DurationVar(&cfg.PollInterval, "poll-interval", relay.DefaultPollInterval, "idle wait between claims")
 	f.StringVar(&claims, "claims", string(relay.ClaimAuto), "auto: hold claimed rows with the claim's open transaction where the database can (PostgreSQL), else a lease; lease: always a lease written into the rows (PgBouncer statement pooling)")

@@ -63,7 +63,10 @@ func (s *Store) MigrateCDC(ctx context.Context) error {
 			confirmed_lsn PG_LSN NULL,
 			confirmed_at  TIMESTAMPTZ NULL,
 			-- true once a relay delivered the rows older than the slot
-			backfilled    BOOLEAN NOT NULL DEFAULT false)`); err != nil {
+			backfilled    BOOLEAN NOT NULL DEFAULT false,
+			-- the highest id that delivery took from the table: the log may
+			-- bring those rows again, and one no longer in the table is skipped
+			backfill_max_id BIGINT NOT NULL DEFAULT 0)`); err != nil {
 			return fmt.Errorf("migrate cdc: slots table: %w", err)
 		}
 		return nil
@@ -93,10 +96,13 @@ func (s *Store) CheckCDC(ctx context.Context) error {
 }
 
 // RegisterSlot records a slot as a CDC relay's, for stats and metrics;
-// backfilled says the rows older than the slot are delivered.
-func (s *Store) RegisterSlot(ctx context.Context, slot string, backfilled bool) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.slotsTable()+` (slot_name, confirmed_at, backfilled) VALUES ($1, now(), $2)
-		ON CONFLICT (slot_name) DO UPDATE SET backfilled = `+s.slotsTable()+`.backfilled OR EXCLUDED.backfilled`, slot, backfilled)
+// backfilled says the rows older than the slot are delivered, up to id
+// maxID.
+func (s *Store) RegisterSlot(ctx context.Context, slot string, backfilled bool, maxID int64) error {
+	t := s.slotsTable()
+	_, err := s.pool.Exec(ctx, `INSERT INTO `+t+` (slot_name, confirmed_at, backfilled, backfill_max_id) VALUES ($1, now(), $2, $3)
+		ON CONFLICT (slot_name) DO UPDATE SET backfilled = `+t+`.backfilled OR EXCLUDED.backfilled,
+			backfill_max_id = greatest(`+t+`.backfill_max_id, EXCLUDED.backfill_max_id)`, slot, backfilled, maxID)
 	if err != nil {
 		return fmt.Errorf("postgres: register slot: %w", err)
 	}
@@ -182,18 +188,15 @@ func (s *Store) WaitVisible(ctx context.Context, xids []uint32) error {
 	if len(xids) == 0 {
 		return nil
 	}
-	ids := make([]int64, len(xids))
-	for i, x := range xids {
-		ids[i] = int64(x)
-	}
 	for wait := 500 * time.Microsecond; ; wait = min(wait*2, 50*time.Millisecond) {
-		var running bool
-		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_snapshot_xip(pg_current_snapshot()) x
-			WHERE (x::text::bigint % 4294967296) = ANY($1::bigint[]))`, ids).Scan(&running)
+		var xmax int64
+		var xip []int64
+		err := s.pool.QueryRow(ctx, `SELECT pg_snapshot_xmax(c)::text::bigint,
+			ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(c) x) FROM pg_current_snapshot() c`).Scan(&xmax, &xip)
 		if err != nil {
 			return fmt.Errorf("postgres: wait visible: %w", err)
 		}
-		if !running {
+		if allVisible(xids, xmax, xip) {
 			return nil
 		}
 		select {
@@ -202,6 +205,35 @@ func (s *Store) WaitVisible(ctx context.Context, xids []uint32) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// allVisible reports whether every 32-bit xid is visible to a snapshot
+// with the full (epoch-carrying) xmax and running list xip: below xmax and
+// not running. An xid is widened to the epoch that puts it nearest xmax.
+func allVisible(xids []uint32, xmax int64, xip []int64) bool {
+	running := make(map[int64]bool, len(xip))
+	for _, x := range xip {
+		running[x] = true
+	}
+	for _, x := range xids {
+		full := fullXID(x, xmax)
+		if full >= xmax || running[full] {
+			return false
+		}
+	}
+	return true
+}
+
+// fullXID widens a 32-bit xid to 64 bits near ref.
+func fullXID(x uint32, ref int64) int64 {
+	full := ref&^0xFFFFFFFF | int64(x)
+	switch d := full - ref; {
+	case d > 1<<31:
+		full -= 1 << 32
+	case d < -(1 << 31):
+		full += 1 << 32
+	}
+	return full
 }
 
 // SlotLag is how far a CDC relay's slot is behind the database's log.
@@ -289,7 +321,7 @@ func (s *Store) CreateSlot(ctx context.Context, slot string) (bool, error) {
 			return false, fmt.Errorf("postgres: create slot %s: %w", slot, err)
 		}
 	}
-	return !ok, s.RegisterSlot(ctx, slot, false)
+	return !ok, s.RegisterSlot(ctx, slot, false, 0)
 }
 
 // SlotExists reports whether PostgreSQL has the slot.
@@ -312,11 +344,52 @@ func (s *Store) PendingRows(ctx context.Context, afterID int64, limit int) ([]st
 }
 
 // SlotBackfilled reports whether a CDC relay delivered the rows older than
-// the slot.
-func (s *Store) SlotBackfilled(ctx context.Context, slot string) (bool, error) {
+// the slot, and the highest id it took from the table.
+func (s *Store) SlotBackfilled(ctx context.Context, slot string) (bool, int64, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+s.slotsTable()+` WHERE slot_name = $1 AND backfilled)`, slot).Scan(&ok)
-	return ok, err
+	var maxID int64
+	err := s.pool.QueryRow(ctx, `SELECT backfilled, backfill_max_id FROM `+s.slotsTable()+` WHERE slot_name = $1`, slot).Scan(&ok, &maxID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, 0, nil
+	}
+	return ok, maxID, err
+}
+
+// LockBackfill makes one relay at a time deliver the rows older than a
+// slot: a session advisory lock on a connection of its own, released by
+// unlock or when the process dies.
+func (s *Store) LockBackfill(ctx context.Context, slot string) (unlock func(), err error) {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: backfill lock: %w", err)
+	}
+	key := "txbox-cdc-backfill:" + s.slotsTable() + ":" + slot
+	if _, err := c.Exec(ctx, `SELECT pg_advisory_lock(hashtext($1))`, key); err != nil {
+		c.Release()
+		return nil, fmt.Errorf("postgres: backfill lock: %w", err)
+	}
+	return func() {
+		_, _ = c.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext($1))`, key)
+		c.Release()
+	}, nil
+}
+
+// StillPending returns which of ids are PENDING rows of the outbox table.
+func (s *Store) StillPending(ctx context.Context, ids []int64) (map[int64]bool, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM `+s.q.table+` WHERE id = ANY($1) AND status = 'PENDING'`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: still pending: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64]bool{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out[id] = true
+	}
+	return out, rows.Err()
 }
 
 // RowByID reads one outbox row: a CDC update whose payload the log left out

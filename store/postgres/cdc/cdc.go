@@ -91,6 +91,9 @@ type Relay struct {
 	// registry (the delivery goroutine's).
 	registered time.Time
 	reading    atomic.Bool
+	// backfillMax is the highest id the slot's backfill took from the
+	// table (set before streaming starts).
+	backfillMax int64
 }
 
 // Reading reports whether the relay reads its slot now (not a standby, not

@@ -105,21 +105,43 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgconn.PgConn) error {
 			r.log.Info("replication slot created")
 		}
 	}
-	done, err := s.SlotBackfilled(ctx, r.cfg.Slot)
-	if err != nil || done {
+	done, maxID, err := s.SlotBackfilled(ctx, r.cfg.Slot)
+	if err != nil {
 		return err
+	}
+	if !done {
+		if maxID, err = r.backfill(ctx); err != nil {
+			return err
+		}
+	}
+	r.backfillMax = maxID
+	return nil
+}
+
+// backfill delivers the rows the table holds, one relay at a time, and
+// returns the highest id it took.
+func (r *Relay) backfill(ctx context.Context) (int64, error) {
+	s := r.cfg.Store
+	unlock, err := s.LockBackfill(ctx, r.cfg.Slot)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	done, maxID, err := s.SlotBackfilled(ctx, r.cfg.Slot)
+	if err != nil || done {
+		return maxID, err // another relay did it while this one waited
 	}
 	// Registered before the rows are read, so a slot whose first relay
 	// dies during the backfill is reported too.
-	if err := s.RegisterSlot(ctx, r.cfg.Slot, false); err != nil {
-		return err
+	if err := s.RegisterSlot(ctx, r.cfg.Slot, false, 0); err != nil {
+		return 0, err
 	}
 	var after int64
 	total := 0
 	for {
 		recs, err := s.PendingRows(ctx, after, r.cfg.BatchSize)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if len(recs) == 0 {
 			break
@@ -129,15 +151,20 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgconn.PgConn) error {
 			it.changes[i] = change{rec: rec}
 		}
 		if err := r.step(ctx, []item{it}, nil); err != nil {
-			return err
+			return 0, err
 		}
 		after = recs[len(recs)-1].ID
 		total += len(recs)
+		// Progress survives a crash: the rows delivered so far are
+		// archived, and the log's copies of them are skipped.
+		if err := s.RegisterSlot(ctx, r.cfg.Slot, false, after); err != nil {
+			return 0, err
+		}
 	}
 	if total > 0 {
 		r.log.Info("delivered the rows older than the slot", "rows", total)
 	}
-	return s.RegisterSlot(ctx, r.cfg.Slot, true)
+	return after, s.RegisterSlot(ctx, r.cfg.Slot, true, after)
 }
 
 // stream reads the log and hands committed transactions, in order, to the
@@ -364,10 +391,17 @@ func (r *Relay) step(ctx context.Context, items []item, confirmed *atomic.Uint64
 	if err := s.WaitVisible(ctx, xids); err != nil {
 		return err
 	}
+	skip, err := r.backfilledCopies(ctx, items, confirmed != nil)
+	if err != nil {
+		return err
+	}
 	for _, it := range items {
 		for _, c := range it.changes {
 			if c.message && c.rec.ID == 0 {
 				r.log.Error("tableless event without an id skipped", "err", c.err)
+				continue
+			}
+			if !c.message && skip[c.rec.ID] {
 				continue
 			}
 			if c.fetch {
@@ -419,6 +453,36 @@ func (r *Relay) step(ctx context.Context, items []item, confirmed *atomic.Uint64
 		confirmed.Store(uint64(lsn))
 	}
 	return nil
+}
+
+// backfilledCopies returns the rows of the log that the backfill already
+// delivered: ids at or below its highest that are no longer PENDING in the
+// table. (A row the backfill did not see, committed late with a low id, is
+// still there and is delivered.)
+func (r *Relay) backfilledCopies(ctx context.Context, items []item, fromLog bool) (map[int64]bool, error) {
+	if !fromLog || r.backfillMax == 0 {
+		return nil, nil
+	}
+	var low []int64
+	for _, it := range items {
+		for _, c := range it.changes {
+			if !c.message && c.rec.ID <= r.backfillMax {
+				low = append(low, c.rec.ID)
+			}
+		}
+	}
+	if len(low) == 0 {
+		return nil, nil
+	}
+	pending, err := r.cfg.Store.StillPending(ctx, low)
+	if err != nil {
+		return nil, err
+	}
+	skip := make(map[int64]bool, len(low))
+	for _, id := range low {
+		skip[id] = !pending[id]
+	}
+	return skip, nil
 }
 
 // record retries the bookkeeping a few times before giving up the session
