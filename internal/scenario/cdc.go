@@ -3,10 +3,13 @@ package scenario
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
@@ -74,4 +77,42 @@ func inProcessCDC(t *testing.T, s store.Store, url string, d *Destination, cfg r
 	go func() { _ = r.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return r.Relay()
+}
+
+// CDCStandbyTakeover: two relay processes on one slot while a backlog
+// flows; PostgreSQL lets one read it and the other waits as standby. The
+// reader is SIGKILLed, the standby takes over, and nothing is lost.
+func CDCStandbyTakeover(t *testing.T, st Store, br Broker) {
+	s := migrated(t, st)
+	d := br.Setup(t)
+	bin := testenv.Binary(t)
+	// Info logs say which relay reads the slot.
+	args := relayArgs(t, st, s, d, "--batch-size", "100", "--log-level", "info")
+	a := Start(t, bin, append(args, "--relay-id", "relay-a")...)
+	b := Start(t, bin, append(args, "--relay-id", "relay-b")...)
+	first := backlog(2000, 40)
+	write(t, st, s, 100, first)
+	waitStored(t, d, first[:1], 30*time.Second)
+	// Kill the one that reads the slot, as its log says.
+	reader, standby := a, b
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if strings.Contains(b.Output(), "reading the slot") && !strings.Contains(a.Output(), "reading the slot") {
+			reader, standby = b, a
+			break
+		}
+		if strings.Contains(a.Output(), "reading the slot") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	reader.Kill()
+	rest := backlog(2000, 40)
+	write(t, st, s, 100, rest)
+	all := append(append([]txbox.Event{}, first...), rest...)
+	stored := waitStored(t, d, all, 60*time.Second)
+	checkOrder(t, "stored", stored, all)
+	if !strings.Contains(standby.Output(), "reading the slot") {
+		t.Fatalf("the standby never read the slot:\n%s", tail(standby.Output(), 20))
+	}
+	standby.Term(10 * time.Second)
 }

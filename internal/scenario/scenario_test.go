@@ -27,7 +27,9 @@ func TestPostgresLeaseClaimsNATS(t *testing.T) {
 // TestPostgresCDCNATS: the same scenarios with relays reading the
 // PostgreSQL log (`txbox relay --mode cdc`) instead of polling.
 func TestPostgresCDCNATS(t *testing.T) {
-	scenario.Run(t, scenario.CDC{Store: storeenv.Postgres{}}, brokerenv.NATS{})
+	st := scenario.CDC{Store: storeenv.Postgres{}}
+	scenario.Run(t, st, brokerenv.NATS{})
+	t.Run("StandbyTakeover", func(t *testing.T) { scenario.CDCStandbyTakeover(t, st, brokerenv.NATS{}) })
 }
 
 func TestMariaDBNATS(t *testing.T) { scenario.Run(t, storeenv.MySQL{}, brokerenv.NATS{}) }
