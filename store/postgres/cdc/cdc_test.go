@@ -2,8 +2,8 @@ package cdc_test
 
 import (
 	"context"
-	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -246,7 +246,47 @@ func TestSlotLeftBehindIsReported(t *testing.T) {
 	other.stop(t)
 }
 
-var (
-	_ = errors.New
-	_ broker.Message
-)
+// killer publishes through the broker and, on its trigger, terminates the
+// relay's walsender before answering: the broker has the events, the relay
+// records them, but the confirmation never reaches PostgreSQL. The events
+// come again from the slot, with the same ids.
+type killer struct {
+	*membroker.Broker
+	e    *env
+	slot string
+	cut  atomic.Bool
+}
+
+func (k *killer) Publish(ctx context.Context, msgs []broker.Message) []error {
+	errs := k.Broker.Publish(ctx, msgs)
+	if k.cut.Load() {
+		_, err := k.e.s.Pool().Exec(context.Background(), `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1`, k.slot)
+		if err != nil {
+			k.e.t.Error(err)
+		}
+	}
+	return errs
+}
+
+// A relay cut off between publish and confirm republishes from the slot:
+// the copies carry the same event ids (what the inbox and Nats-Msg-Id
+// absorb), and the first copies are complete and in order.
+func TestCutBetweenPublishAndConfirmRepublishes(t *testing.T) {
+	e := newEnv(t)
+	slot := e.slot()
+	k := &killer{Broker: membroker.New(), e: e, slot: slot}
+	r := e.start(slot, k, nil)
+	e.write(false, ev("k", 0))
+	waitFor(t, 20*time.Second, "first event", func() bool { return len(k.Messages()) == 1 })
+	k.cut.Store(true) // every publish from now on cuts the walsender once more
+	e.write(false, ev("k", 1), ev("k", 2))
+	e.write(true, ev("k", 3))
+	waitFor(t, 20*time.Second, "a republished copy", func() bool { _, dups := firsts(k.Messages()); return dups > 0 })
+	k.cut.Store(false)
+	e.write(false, ev("k", 4))
+	waitFor(t, 30*time.Second, "5 events", func() bool { f, _ := firsts(k.Messages()); return len(f) == 5 })
+	got, dups := firsts(k.Messages())
+	checkOrder(t, got, map[string]int{"k": 5})
+	t.Logf("%d copies republished with their ids", dups)
+	r.stop(t)
+}
