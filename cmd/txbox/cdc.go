@@ -77,7 +77,7 @@ func runCDC(ctx context.Context, g *globals, cfg relay.Config, cf cdcFlags, s *p
 		return err
 	}
 	if srv != nil {
-		srv.set(r.Relay())
+		srv.set(r)
 	}
 	g.log.Info("relay connected", "mode", modeCDC, "slot", cf.slot, "db", redact.URL(g.db), "broker", redact.URL(g.broker))
 	return r.Run(ctx)

@@ -94,6 +94,7 @@ type Relay struct {
 	// backfillMax is the highest id the slot's backfill took from the
 	// table (set before streaming starts).
 	backfillMax int64
+	beatAt      atomic.Int64 // unix ns: the loop went round
 }
 
 // Reading reports whether the relay reads its slot now (not a standby, not
@@ -138,6 +139,7 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{cfg: cfg, rel: rel, log: cfg.Relay.Logger.With("slot", cfg.Slot)}
+	r.beat()
 	r.lag = newLagCollector(cfg.Store)
 	if cfg.Relay.Metrics != nil {
 		if err := cfg.Relay.Metrics.Register(r.lag); err != nil {
@@ -165,6 +167,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	go r.watchLag(ctx)
 	standby := false
 	for ctx.Err() == nil {
+		r.beat()
 		err := r.session(ctx)
 		switch {
 		case ctx.Err() != nil:

@@ -50,6 +50,12 @@ func TestCommitOrderRowsAndMessages(t *testing.T) {
 		t.Errorf("%d duplicates without any failure", dups)
 	}
 	checkOrder(t, got, counts)
+	if err := r.r.Alive(); err != nil {
+		t.Errorf("Alive: %v", err)
+	}
+	if err := r.r.Ready(context.Background()); err != nil {
+		t.Errorf("Ready: %v", err)
+	}
 	waitFor(t, 10*time.Second, "rows archived", func() bool {
 		return e.countRows("PENDING") == 0
 	})

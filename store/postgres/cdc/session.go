@@ -139,6 +139,7 @@ func (r *Relay) backfill(ctx context.Context) (int64, error) {
 	var after int64
 	total := 0
 	for {
+		r.beat()
 		recs, err := s.PendingRows(ctx, after, r.cfg.BatchSize)
 		if err != nil {
 			return 0, err
@@ -209,6 +210,7 @@ func (r *Relay) stream(ctx context.Context, conn *pgconn.PgConn) error {
 			case items <- it:
 				return nil
 			case <-tick.C:
+				r.beat()
 				if err := status(false); err != nil {
 					return err
 				}
@@ -227,6 +229,7 @@ func (r *Relay) stream(ctx context.Context, conn *pgconn.PgConn) error {
 	next := time.Now()
 	var sent uint64 // the position last reported
 	for {
+		r.beat()
 		if ctx.Err() != nil {
 			return finish(nil)
 		}
