@@ -70,7 +70,7 @@ type latencyResult struct {
 	idleCPU, loadCPU float64
 }
 
-var latencyVariants = []string{"listen", "poll"}
+var latencyVariants = []string{"listen", "poll", "cdc", "cdc-tableless"}
 
 func latencyCmd(args []string) error {
 	fs := flag.NewFlagSet("latency", flag.ExitOnError)
@@ -80,7 +80,7 @@ func latencyCmd(args []string) error {
 	fs.Var(&rates, "rate", "events per second, one per transaction (repeat or comma-separate for several; default 500)")
 	duration := fs.Duration("duration", 20*time.Second, "writing time per rate")
 	idle := fs.Duration("idle", 10*time.Second, "time with no writes over which the idle relay's CPU is read")
-	which := fs.String("variants", "listen,poll", "relay variants: listen (LISTEN/NOTIFY, default 500ms poll), poll (poll only)")
+	which := fs.String("variants", "listen,poll", "relay variants: listen (LISTEN/NOTIFY, default 500ms poll), poll (poll only), cdc (--mode cdc, rows), cdc-tableless (--mode cdc, writers using outbox.WithCDCMessages)")
 	pollInterval := fs.Duration("poll-interval", 10*time.Millisecond, "the poll variant's --poll-interval")
 	writers := fs.Int("writers", 4, "writer connections sharing the schedule (a late writer does not delay the others)")
 	aggs := fs.Int("aggregates", 1000, "aggregates the events are spread over")
@@ -104,8 +104,11 @@ func latencyCmd(args []string) error {
 	for _, v := range variants {
 		for _, rate := range rates {
 			relayFlags := []string{"--wakeup", "listen"}
-			if v == "poll" {
+			switch v {
+			case "poll":
 				relayFlags = []string{"--wakeup", "poll", "--poll-interval", pollInterval.String()}
+			case "cdc", "cdc-tableless":
+				relayFlags = []string{"--mode", "cdc"} // --slot: per run
 			}
 			relayFlags = append(relayFlags, extra...)
 			r, err := latencyRun(ctx, latencyOpts{pg: *pg, natsURL: *natsURL, bin: bin, variant: v, relayFlags: relayFlags,
@@ -122,8 +125,13 @@ func latencyCmd(args []string) error {
 	fmt.Printf("| relay | rate/s | committed/s | events | p50 ms | p90 ms | p99 ms | max ms | CPU idle %% | CPU load %% |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		name := "--wakeup listen, poll 500ms"
-		if r.variant == "poll" {
+		switch r.variant {
+		case "poll":
 			name = "--wakeup poll, poll " + pollInterval.String()
+		case "cdc":
+			name = "--mode cdc, rows"
+		case "cdc-tableless":
+			name = "--mode cdc, tableless (logical messages)"
 		}
 		fmt.Printf("| %s | %d | %.0f | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f |\n", name, r.rate, r.achieved, r.events,
 			msf(r.p50), msf(r.p90), msf(r.p99), msf(r.maxLat), r.idleCPU, r.loadCPU)
@@ -184,15 +192,27 @@ func latencyRun(ctx context.Context, o latencyOpts) (latencyResult, error) {
 		return ok
 	}
 
-	relay, err := startChild("txbox relay", o.bin, append(e.relayArgs(), o.relayFlags...)...)
+	relayFlags := o.relayFlags
+	if o.variant == "cdc" || o.variant == "cdc-tableless" {
+		slot, cleanup, err := cdcSetup(ctx, e)
+		if err != nil {
+			return res, err
+		}
+		defer cleanup()
+		relayFlags = append(relayFlags, "--slot", slot)
+	}
+	relay, err := startChild("txbox relay", o.bin, append(e.relayArgs(), relayFlags...)...)
 	if err != nil {
 		return res, err
 	}
 	defer relay.stop()
 
 	var opts []outbox.Option
-	if o.variant == "listen" {
+	switch o.variant {
+	case "listen":
 		opts = append(opts, outbox.WithWakeup())
+	case "cdc-tableless":
+		opts = append(opts, outbox.WithCDCMessages())
 	}
 	w := outbox.NewWriter(postgres.Dialect{Tables: e.tables}, opts...)
 	pcfg := e.pool.Config().Copy()

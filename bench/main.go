@@ -10,6 +10,7 @@
 //	go run . console --rows 1000000 --runs 9
 //	go run . skew --events 1000000
 //	go run . wmsweep
+//	go run . cdc --rate 500 --rate 2000   # CDC vs polling
 //	go run . smoke   # every subcommand at toy sizes, for CI
 package main
 
@@ -40,6 +41,8 @@ func main() {
 		err = skewCmd(os.Args[2:])
 	case "wmsweep":
 		err = wmsweepCmd(os.Args[2:])
+	case "cdc":
+		err = cdcCmd(os.Args[2:])
 	case "smoke":
 		err = smoke(os.Args[2:])
 	case "watermill-forwarder": // drain's Watermill contender, run as a child process
@@ -65,6 +68,7 @@ func usage() {
   bench skew    [--events N] [--layouts 1,10,100,1000,100000,zipf] [--runs N] [--only txbox,txbox-2proc,raw-pipelined,watermill]
                 [--raw-inflight N] [--batch N] [--wm-batch N] [--wm-schema default|queue] [--timeout D] [--stall D]
   bench wmsweep [--events 100000,1000000] [--batches 100,1000,5000] [--schemas default,queue] [--runs N]
+  bench cdc     [--rate N]... [--duration D] [--write-duration D] [--runs N]   CDC vs polling: latency (listen, cdc, cdc-tableless) and the write path (row vs logical message)
   bench smoke   every subcommand at toy sizes (CI)`)
 	os.Exit(2)
 }
