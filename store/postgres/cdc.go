@@ -66,7 +66,9 @@ func (s *Store) MigrateCDC(ctx context.Context) error {
 			backfilled    BOOLEAN NOT NULL DEFAULT false,
 			-- the highest id that delivery took from the table: the log may
 			-- bring those rows again, and one no longer in the table is skipped
-			backfill_max_id BIGINT NOT NULL DEFAULT 0)`); err != nil {
+			backfill_max_id BIGINT NOT NULL DEFAULT 0,
+			-- the log position when it ended: later commits were not in it
+			backfill_end_lsn PG_LSN NULL)`); err != nil {
 			return fmt.Errorf("migrate cdc: slots table: %w", err)
 		}
 		return nil
@@ -100,9 +102,11 @@ func (s *Store) CheckCDC(ctx context.Context) error {
 // maxID.
 func (s *Store) RegisterSlot(ctx context.Context, slot string, backfilled bool, maxID int64) error {
 	t := s.slotsTable()
-	_, err := s.pool.Exec(ctx, `INSERT INTO `+t+` (slot_name, confirmed_at, backfilled, backfill_max_id) VALUES ($1, now(), $2, $3)
+	_, err := s.pool.Exec(ctx, `INSERT INTO `+t+` (slot_name, confirmed_at, backfilled, backfill_max_id, backfill_end_lsn)
+		VALUES ($1, now(), $2, $3, CASE WHEN $2 THEN pg_current_wal_lsn() END)
 		ON CONFLICT (slot_name) DO UPDATE SET backfilled = `+t+`.backfilled OR EXCLUDED.backfilled,
-			backfill_max_id = greatest(`+t+`.backfill_max_id, EXCLUDED.backfill_max_id)`, slot, backfilled, maxID)
+			backfill_max_id = greatest(`+t+`.backfill_max_id, EXCLUDED.backfill_max_id),
+			backfill_end_lsn = coalesce(`+t+`.backfill_end_lsn, EXCLUDED.backfill_end_lsn)`, slot, backfilled, maxID)
 	if err != nil {
 		return fmt.Errorf("postgres: register slot: %w", err)
 	}
@@ -343,16 +347,30 @@ func (s *Store) PendingRows(ctx context.Context, afterID int64, limit int) ([]st
 	return collect(rows)
 }
 
-// SlotBackfilled reports whether a CDC relay delivered the rows older than
-// the slot, and the highest id it took from the table.
-func (s *Store) SlotBackfilled(ctx context.Context, slot string) (bool, int64, error) {
-	var ok bool
-	var maxID int64
-	err := s.pool.QueryRow(ctx, `SELECT backfilled, backfill_max_id FROM `+s.slotsTable()+` WHERE slot_name = $1`, slot).Scan(&ok, &maxID)
+// Backfill is how far a CDC relay delivered the rows older than its slot.
+type Backfill struct {
+	Done   bool
+	MaxID  int64  // the highest id it took from the table
+	EndLSN uint64 // the log position when it ended (0: not done)
+}
+
+// SlotBackfill reads how far the rows older than the slot were delivered.
+func (s *Store) SlotBackfill(ctx context.Context, slot string) (Backfill, error) {
+	var b Backfill
+	var end *string
+	err := s.pool.QueryRow(ctx, `SELECT backfilled, backfill_max_id, backfill_end_lsn::text FROM `+s.slotsTable()+` WHERE slot_name = $1`, slot).Scan(&b.Done, &b.MaxID, &end)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, 0, nil
+		return b, nil
 	}
-	return ok, maxID, err
+	if err != nil || end == nil {
+		return b, err
+	}
+	var hi, lo uint64
+	if _, err := fmt.Sscanf(*end, "%X/%X", &hi, &lo); err != nil {
+		return b, fmt.Errorf("postgres: backfill end lsn %q: %w", *end, err)
+	}
+	b.EndLSN = hi<<32 | lo
+	return b, nil
 }
 
 // LockBackfill makes one relay at a time deliver the rows older than a

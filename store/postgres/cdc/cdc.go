@@ -91,10 +91,10 @@ type Relay struct {
 	// registry (the delivery goroutine's).
 	registered time.Time
 	reading    atomic.Bool
-	// backfillMax is the highest id the slot's backfill took from the
-	// table (set before streaming starts).
-	backfillMax int64
-	beatAt      atomic.Int64 // unix ns: the loop went round
+	// backfilled is how far the slot's backfill went (set before
+	// streaming starts).
+	backfilled postgres.Backfill
+	beatAt     atomic.Int64 // unix ns: the loop went round
 }
 
 // Reading reports whether the relay reads its slot now (not a standby, not

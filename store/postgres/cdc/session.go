@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/postgres"
 )
 
 // errSlotActive: another relay reads the slot (SQLSTATE 55006).
@@ -105,36 +106,35 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgconn.PgConn) error {
 			r.log.Info("replication slot created")
 		}
 	}
-	done, maxID, err := s.SlotBackfilled(ctx, r.cfg.Slot)
+	b, err := s.SlotBackfill(ctx, r.cfg.Slot)
 	if err != nil {
 		return err
 	}
-	if !done {
-		if maxID, err = r.backfill(ctx); err != nil {
+	if !b.Done {
+		if b, err = r.backfill(ctx); err != nil {
 			return err
 		}
 	}
-	r.backfillMax = maxID
+	r.backfilled = b
 	return nil
 }
 
 // backfill delivers the rows the table holds, one relay at a time, and
-// returns the highest id it took.
-func (r *Relay) backfill(ctx context.Context) (int64, error) {
+// returns how far it went.
+func (r *Relay) backfill(ctx context.Context) (postgres.Backfill, error) {
 	s := r.cfg.Store
 	unlock, err := s.LockBackfill(ctx, r.cfg.Slot)
 	if err != nil {
-		return 0, err
+		return postgres.Backfill{}, err
 	}
 	defer unlock()
-	done, maxID, err := s.SlotBackfilled(ctx, r.cfg.Slot)
-	if err != nil || done {
-		return maxID, err // another relay did it while this one waited
+	if b, err := s.SlotBackfill(ctx, r.cfg.Slot); err != nil || b.Done {
+		return b, err // another relay did it while this one waited
 	}
 	// Registered before the rows are read, so a slot whose first relay
 	// dies during the backfill is reported too.
 	if err := s.RegisterSlot(ctx, r.cfg.Slot, false, 0); err != nil {
-		return 0, err
+		return postgres.Backfill{}, err
 	}
 	var after int64
 	total := 0
@@ -142,7 +142,7 @@ func (r *Relay) backfill(ctx context.Context) (int64, error) {
 		r.beat()
 		recs, err := s.PendingRows(ctx, after, r.cfg.BatchSize)
 		if err != nil {
-			return 0, err
+			return postgres.Backfill{}, err
 		}
 		if len(recs) == 0 {
 			break
@@ -152,20 +152,23 @@ func (r *Relay) backfill(ctx context.Context) (int64, error) {
 			it.changes[i] = change{rec: rec}
 		}
 		if err := r.step(ctx, []item{it}, nil); err != nil {
-			return 0, err
+			return postgres.Backfill{}, err
 		}
 		after = recs[len(recs)-1].ID
 		total += len(recs)
 		// Progress survives a crash: the rows delivered so far are
 		// archived, and the log's copies of them are skipped.
 		if err := s.RegisterSlot(ctx, r.cfg.Slot, false, after); err != nil {
-			return 0, err
+			return postgres.Backfill{}, err
 		}
 	}
 	if total > 0 {
 		r.log.Info("delivered the rows older than the slot", "rows", total)
 	}
-	return after, s.RegisterSlot(ctx, r.cfg.Slot, true, after)
+	if err := s.RegisterSlot(ctx, r.cfg.Slot, true, after); err != nil {
+		return postgres.Backfill{}, err
+	}
+	return s.SlotBackfill(ctx, r.cfg.Slot)
 }
 
 // stream reads the log and hands committed transactions, in order, to the
@@ -459,17 +462,23 @@ func (r *Relay) step(ctx context.Context, items []item, confirmed *atomic.Uint64
 }
 
 // backfilledCopies returns the rows of the log that the backfill already
-// delivered: ids at or below its highest that are no longer PENDING in the
-// table. (A row the backfill did not see, committed late with a low id, is
-// still there and is delivered.)
+// delivered: rows committed before it ended, with ids at or below its
+// highest, that are no longer PENDING in the table. (A row the backfill did
+// not see, committed late with a low id, is still there and is delivered.)
+// Past the backfill's end the log alone decides, so a reused id (TRUNCATE
+// ... RESTART IDENTITY) cannot hide a row.
 func (r *Relay) backfilledCopies(ctx context.Context, items []item, fromLog bool) (map[int64]bool, error) {
-	if !fromLog || r.backfillMax == 0 {
+	b := r.backfilled
+	if !fromLog || b.MaxID == 0 {
 		return nil, nil
 	}
 	var low []int64
 	for _, it := range items {
+		if b.EndLSN != 0 && uint64(it.lsn) > b.EndLSN {
+			continue
+		}
 		for _, c := range it.changes {
-			if !c.message && c.rec.ID <= r.backfillMax {
+			if !c.message && c.rec.ID <= b.MaxID {
 				low = append(low, c.rec.ID)
 			}
 		}
