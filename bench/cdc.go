@@ -10,8 +10,9 @@ import (
 	"github.com/txbox/txbox/store/postgres"
 )
 
-// cdcSetup prepares e's outbox for a relay in --mode cdc: the publication
-// and a slot made before any write (so tableless events are in it); the
+// cdcSetup prepares e's empty outbox for a relay in --mode cdc: the
+// publication and a slot made before any write (so every event is in its
+// log, tableless ones too, and none is read from the table); the
 // returned function drops the slot, once no relay reads it, and the
 // publication.
 func cdcSetup(ctx context.Context, e *benchEnv) (slot string, cleanup func(), err error) {
@@ -24,6 +25,11 @@ func cdcSetup(ctx context.Context, e *benchEnv) (slot string, cleanup func(), er
 	}
 	slot = "bench_" + e.sfx
 	if _, err := s.CreateSlot(ctx, slot); err != nil {
+		return "", nil, err
+	}
+	// The outbox is empty: nothing older than the slot to deliver from the
+	// table, so the relay reads everything from the log.
+	if err := s.RegisterSlot(ctx, slot, true, 0); err != nil {
 		return "", nil, err
 	}
 	return slot, func() {
@@ -46,8 +52,8 @@ func cdcSetup(ctx context.Context, e *benchEnv) (slot string, cleanup func(), er
 
 // cdcCmd compares CDC with polling side by side: commit-to-consumer
 // latency at the given rates (polling with LISTEN, CDC with rows, CDC with
-// tableless events), then the write path (a hand-written INSERT, txbox's
-// row, txbox's logical message).
+// tableless events), the drain of a backlog, then the write path (a
+// hand-written INSERT, txbox's row, txbox's logical message).
 func cdcCmd(args []string) error {
 	fs := flag.NewFlagSet("cdc", flag.ExitOnError)
 	pg := fs.String("db", defaultPG, "PostgreSQL URL")
@@ -56,7 +62,9 @@ func cdcCmd(args []string) error {
 	fs.Var(&rates, "rate", "events per second for the latency runs (default 500,2000)")
 	duration := fs.Duration("duration", 20*time.Second, "writing time per latency run")
 	writeFor := fs.Duration("write-duration", 5*time.Second, "time per write-path run")
-	runs := fs.Int("runs", 3, "write-path runs")
+	runs := fs.Int("runs", 3, "drain and write-path runs")
+	events := fs.Int("events", 1_000_000, "drain backlog size")
+	aggs := fs.Int("aggregates", 100_000, "aggregates of the drain backlog")
 	_ = fs.Parse(args)
 	if len(rates) == 0 {
 		rates = intList{500, 2000}
@@ -67,6 +75,11 @@ func cdcCmd(args []string) error {
 	}
 	fmt.Println("== latency: polling (LISTEN) vs CDC")
 	if err := latencyCmd(lat); err != nil {
+		return err
+	}
+	fmt.Println("\n== drain of a backlog: polling vs CDC (the backlog written while the slot exists, read from the log)")
+	if err := drainCmd([]string{"--db", *pg, "--broker", *natsURL, "--events", fmt.Sprint(*events), "--aggregates", fmt.Sprint(*aggs),
+		"--runs", fmt.Sprint(*runs), "--only", "txbox,txbox-cdc"}); err != nil {
 		return err
 	}
 	fmt.Println("\n== write path: row vs logical message")

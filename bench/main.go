@@ -58,7 +58,7 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage (every subcommand takes --db URL and, where it uses NATS, --broker URL; -h lists all flags):
-  bench drain   [--events N] [--aggregates N] [--runs N] [--batch N] [--only raw,txbox,txbox-delete,txbox-2proc,txbox-lease,watermill,txbox-metrics,txbox-tracedrows,txbox-traced]
+  bench drain   [--events N] [--aggregates N] [--runs N] [--batch N] [--only raw,txbox,txbox-delete,txbox-2proc,txbox-lease,watermill,txbox-metrics,txbox-tracedrows,txbox-traced,txbox-cdc]
                 [--traced-sampled PCT] [--wm-events-per-tx N] [--wm-poll D] [--wm-driver pgx|stdlib] [--timeout D] [--stall D] [--relay-log LEVEL]
   bench write   [--clients N] [--duration D] [--warmup D] [--runs N] [--counters N] [--only business,handwritten,handwritten-8col,txbox,txbox-wakeup,txbox-traced] [--interleave] [--cpuprofile PREFIX]
   bench latency [--rate N]... [--duration D] [--idle D] [--variants listen,poll] [--poll-interval D] [--writers N]
@@ -68,7 +68,8 @@ func usage() {
   bench skew    [--events N] [--layouts 1,10,100,1000,100000,zipf] [--runs N] [--only txbox,txbox-2proc,raw-pipelined,watermill]
                 [--raw-inflight N] [--batch N] [--wm-batch N] [--wm-schema default|queue] [--timeout D] [--stall D]
   bench wmsweep [--events 100000,1000000] [--batches 100,1000,5000] [--schemas default,queue] [--runs N]
-  bench cdc     [--rate N]... [--duration D] [--write-duration D] [--runs N]   CDC vs polling: latency (listen, cdc, cdc-tableless) and the write path (row vs logical message)
+  bench cdc     [--rate N]... [--duration D] [--events N] [--aggregates N] [--write-duration D] [--runs N]
+                CDC vs polling: latency (listen, cdc, cdc-tableless), drain (txbox, txbox-cdc), write path (row vs logical message)
   bench smoke   every subcommand at toy sizes (CI)`)
 	os.Exit(2)
 }
