@@ -31,13 +31,10 @@ const maxRound = 1000
 // message is built exactly as the polling loop builds it (topic, source,
 // headers, trace context).
 //
-// The broker receives the messages in stream order: a round is the longest
-// front of the stream in which no aggregate has an unconfirmed earlier
-// event, except that a publisher that keeps per-key order in flight
-// (broker.OrderedPipeliner) takes runs of one aggregate bound for one
-// destination. So a later event of an aggregate is never handed to the
-// broker while an earlier one is unconfirmed, and without failures events
-// of different aggregates reach the broker in commit order too.
+// A later event of an aggregate is never handed to the broker while an
+// earlier one is unconfirmed (see roundPick); with a publisher that keeps
+// per-key order in flight (broker.OrderedPipeliner) the broker receives the
+// whole stream in commit order, failures aside.
 //
 // It returns only when every record is confirmed or dead, or when ctx ends
 // (with ctx's error and a partial outcome the caller must not confirm): a
@@ -66,11 +63,11 @@ func (r *Relay) DeliverOrdered(ctx context.Context, recs []store.Record) (Outcom
 		if err := ctx.Err(); err != nil {
 			return result(), err
 		}
-		n := r.roundLen(rest)
-		msgs := make([]broker.Message, n)
-		created := make([]time.Time, n)
-		for i, it := range rest[:n] {
-			msgs[i], created[i] = it.msg, it.rec.CreatedAt
+		pick := r.roundPick(rest)
+		msgs := make([]broker.Message, len(pick))
+		created := make([]time.Time, len(pick))
+		for i, at := range pick {
+			msgs[i], created[i] = rest[at].msg, rest[at].rec.CreatedAt
 		}
 		spans := r.startSpans(ctx, msgs)
 		pubStart := time.Now()
@@ -84,7 +81,7 @@ func (r *Relay) DeliverOrdered(ctx context.Context, recs []store.Record) (Outcom
 		endSpans(spans, errs)
 		r.obs.published(pubStart, created, errs)
 		var wait time.Duration
-		rest, wait = r.settleOrdered(rest, n, errs, attempts, &out)
+		rest, wait = r.settleOrdered(rest, pick, errs, attempts, &out)
 		if wait > 0 && !sleep(ctx, wait, nil, nil) {
 			return result(), ctx.Err()
 		}
@@ -94,41 +91,57 @@ func (r *Relay) DeliverOrdered(ctx context.Context, recs []store.Record) (Outcom
 	return result(), nil
 }
 
-// roundLen is how many events at the front of the stream one round
-// publishes: it stops at the first event whose aggregate is already in the
-// round, unless the publisher pipelines per key and that aggregate's run
-// continues to the same destination.
-func (r *Relay) roundLen(rest []item) int {
-	topics := map[string]string{} // aggregate -> destination of its last event in the round
-	n := 0
-	for n < len(rest) && n < maxRound {
-		k := laneKey(rest[n].rec)
-		if t, in := topics[k]; in && (!r.pipelined || t != rest[n].msg.Topic) {
-			break
+// roundPick chooses the events of one round, as indexes into the stream
+// in stream order. With a publisher that keeps per-key order in flight it
+// is the longest front of the stream in which an aggregate appears again
+// only to continue its run to the same destination: the broker then gets
+// the stream in commit order. With any other publisher it is the first
+// event of each aggregate in the stream (up to maxRound): one unconfirmed
+// event per aggregate, as the polling loop's lanes, so a round is not cut
+// short by the first repeated aggregate; events of different aggregates may
+// then reach the broker out of commit order, never two of one aggregate.
+func (r *Relay) roundPick(rest []item) []int {
+	seen := map[string]string{} // aggregate -> destination of its last event in the round
+	var pick []int
+	for i := 0; i < len(rest) && len(pick) < maxRound; i++ {
+		k := laneKey(rest[i].rec)
+		t, in := seen[k]
+		switch {
+		case !in:
+			seen[k] = rest[i].msg.Topic
+			pick = append(pick, i)
+		case r.pipelined && t == rest[i].msg.Topic && len(pick) == i:
+			pick = append(pick, i) // the front continues
+		case r.pipelined:
+			return pick
 		}
-		topics[k] = rest[n].msg.Topic
-		n++
 	}
-	return n
+	return pick
 }
 
-// settleOrdered records the results of the first n events of the stream
-// and returns what is left of it, in order, with how long to wait before
-// the next round. A retryable failure keeps its event and every later event
-// of its aggregate in the round (confirmed or not: their copies are
-// duplicates the inbox absorbs); the rest of the round is settled as it
-// came back.
-func (r *Relay) settleOrdered(rest []item, n int, errs []error, attempts map[int64]int, out *outcome) ([]item, time.Duration) {
-	var keep []item
+// settleOrdered records the results of the picked events and returns what
+// is left of the stream, in order, with how long to wait before the next
+// round. A retryable failure keeps its event and every later picked event
+// of its aggregate (confirmed or not: their copies are duplicates the inbox
+// absorbs); the rest of the round is settled as it came back.
+func (r *Relay) settleOrdered(rest []item, pick []int, errs []error, attempts map[int64]int, out *outcome) ([]item, time.Duration) {
+	keep := make([]item, 0, len(rest)-len(pick))
 	blocked := map[string]bool{}
 	var wait time.Duration
-	for j, it := range rest[:n] {
+	j := 0
+	for i, it := range rest {
+		if j >= len(pick) || pick[j] != i {
+			keep = append(keep, it)
+			continue
+		}
+		err := errs[j]
+		j++
 		k := laneKey(it.rec)
 		if blocked[k] {
 			keep = append(keep, it)
 			continue
 		}
-		switch err := errs[j]; {
+		switch {
 		case err == nil:
 			out.sent = append(out.sent, it.rec.ID)
 			delete(attempts, it.rec.ID)
@@ -152,8 +165,5 @@ func (r *Relay) settleOrdered(rest []item, n int, errs []error, attempts map[int
 			r.log.Debug("stream publish failed, will retry", eventAttrs(it.rec, "attempt", a, "delay", d, "err", err)...)
 		}
 	}
-	if len(keep) == 0 {
-		return rest[n:], wait
-	}
-	return append(keep, rest[n:]...), wait
+	return keep, wait
 }
