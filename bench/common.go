@@ -45,6 +45,7 @@ type benchEnv struct {
 	nc      *nats.Conn
 	extra   []string // further tables to drop
 	wmTopic string   // drain: the watermill-sql topic holding the backlog
+	slot    string   // drain txbox-cdc: the replication slot
 }
 
 // newEnv connects and makes, with txboxTables, the txbox outbox and inbox

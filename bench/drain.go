@@ -145,10 +145,11 @@ func drainRaw(ctx context.Context, e *benchEnv, events, batch int) (drainResult,
 type drainContender struct {
 	watermill bool
 	traced    bool // its backlog carries writers' traceparents
+	cdc       bool // a replication slot exists before the backlog is written
 	run       func(*benchEnv) (drainResult, error)
 }
 
-var drainNames = []string{"raw", "txbox", "txbox-delete", "txbox-2proc", "txbox-lease", "watermill", "txbox-metrics", "txbox-tracedrows", "txbox-traced"}
+var drainNames = []string{"raw", "txbox", "txbox-delete", "txbox-2proc", "txbox-lease", "watermill", "txbox-metrics", "txbox-tracedrows", "txbox-traced", "txbox-cdc"}
 
 func drainCmd(args []string) error {
 	fs := flag.NewFlagSet("drain", flag.ExitOnError)
@@ -203,6 +204,11 @@ func drainCmd(args []string) error {
 		"txbox-traced": {traced: true, run: func(e *benchEnv) (drainResult, error) {
 			return withOTLP(func() (drainResult, error) { return drainTxbox(ctx, e, bin, o, 1, "--metrics-addr", "127.0.0.1:0") })
 		}},
+		// --mode cdc: the relay reads the backlog from the log (its slot
+		// existed when the backlog was written).
+		"txbox-cdc": {cdc: true, run: func(e *benchEnv) (drainResult, error) {
+			return drainTxbox(ctx, e, bin, o, 1, "--mode", "cdc", "--slot", e.slot)
+		}},
 		"watermill": {watermill: true, run: func(e *benchEnv) (drainResult, error) {
 			return drainWatermill(ctx, e, o, wm)
 		}},
@@ -215,6 +221,14 @@ func drainCmd(args []string) error {
 			if err != nil {
 				return err
 			}
+			var dropSlot func()
+			if c.cdc {
+				e.slot, dropSlot, err = cdcSetup(ctx, e)
+				if err != nil {
+					e.close()
+					return fmt.Errorf("%s: %w", name, err)
+				}
+			}
 			if c.watermill {
 				err = e.writeWatermillBacklog(ctx, o, &wm)
 			} else if c.traced {
@@ -225,6 +239,9 @@ func drainCmd(args []string) error {
 			var res drainResult
 			if err == nil {
 				res, err = c.run(e)
+			}
+			if dropSlot != nil {
+				dropSlot()
 			}
 			e.close()
 			if err != nil {
@@ -266,6 +283,9 @@ func drainCmd(args []string) error {
 	}
 	if has("txbox-traced") && has("txbox-tracedrows") {
 		fmt.Printf("RESULT txbox-traced/txbox-tracedrows %s (tracing on vs off, same backlog)\n", ratio(m("txbox-traced"), m("txbox-tracedrows")))
+	}
+	if has("txbox-cdc") && has("txbox") {
+		fmt.Printf("RESULT txbox-cdc/txbox %s (target >= 1: CDC drains at least as fast as polling)\n", ratio(m("txbox-cdc"), m("txbox")))
 	}
 	if has("txbox-2proc") && has("txbox") {
 		fmt.Printf("RESULT txbox-2proc/txbox %s (target >= 1)\n", ratio(m("txbox-2proc"), m("txbox")))

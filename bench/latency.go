@@ -73,7 +73,7 @@ type latencyResult struct {
 	idleCPU, loadCPU float64
 }
 
-var latencyVariants = []string{"listen", "poll", "default", "watermill"}
+var latencyVariants = []string{"listen", "poll", "default", "watermill", "cdc", "cdc-tableless"}
 
 func latencyCmd(args []string) error {
 	fs := flag.NewFlagSet("latency", flag.ExitOnError)
@@ -83,7 +83,7 @@ func latencyCmd(args []string) error {
 	fs.Var(&rates, "rate", "events per second, one per transaction (repeat or comma-separate for several; default 500)")
 	duration := fs.Duration("duration", 20*time.Second, "writing time per rate")
 	idle := fs.Duration("idle", 10*time.Second, "time with no writes over which the idle relay's CPU is read")
-	which := fs.String("variants", "listen,poll", "variants: listen (LISTEN/NOTIFY, default poll interval), poll (poll only, --poll-interval), default (the relay's default flags, plain writers), watermill (Watermill's forwarder, --wm-poll)")
+	which := fs.String("variants", "listen,poll", "variants: listen (LISTEN/NOTIFY, default poll interval), poll (poll only, --poll-interval), default (the relay's default flags, plain writers), watermill (Watermill's forwarder, --wm-poll), cdc (--mode cdc, rows), cdc-tableless (--mode cdc, writers using outbox.WithCDCMessages)")
 	pollInterval := fs.Duration("poll-interval", 10*time.Millisecond, "the poll variant's --poll-interval")
 	writers := fs.Int("writers", 4, "writer connections sharing the schedule (a late writer does not delay the others)")
 	aggs := fs.Int("aggregates", 1000, "aggregates the events are spread over")
@@ -243,7 +243,12 @@ func latencyRun(ctx context.Context, o latencyOpts) (latencyResult, error) {
 		return res, err
 	}
 	relay := prod.proc
-	defer relay.stop()
+	defer func() {
+		relay.stop()
+		if prod.cleanup != nil {
+			prod.cleanup()
+		}
+	}()
 
 	pcfg := e.pool.Config().Copy()
 	pcfg.MaxConns, pcfg.MinConns = int32(o.writers), int32(o.writers)

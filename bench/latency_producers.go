@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,6 +26,9 @@ import (
 // of one variant use only what their library offers a user.
 type latencyProducer struct {
 	proc *child
+	// cleanup, if set, runs after proc stopped (the CDC variants drop
+	// their replication slot).
+	cleanup func()
 	// write adds event i to tx and returns the id the delivered message
 	// carries as Nats-Msg-Id.
 	write func(ctx context.Context, tx pgx.Tx, i int) (string, error)
@@ -40,6 +44,8 @@ func latencyRelayFlags(variant string, pollInterval string) []string {
 		return []string{"--wakeup", "listen"}
 	case "poll":
 		return []string{"--wakeup", "poll", "--poll-interval", pollInterval}
+	case "cdc", "cdc-tableless":
+		return []string{"--mode", "cdc"} // --slot: per run (startTxboxProducer)
 	}
 	return nil
 }
@@ -69,8 +75,13 @@ func latencyLabel(o latencyOpts) string {
 	if len(defaults) > 0 {
 		label += " (default " + strings.Join(defaults, " ") + ")"
 	}
-	if o.variant == "listen" {
+	switch o.variant {
+	case "listen":
 		return label + ", writers WithWakeup"
+	case "cdc":
+		return "relay --mode cdc, rows (plain writers)"
+	case "cdc-tableless":
+		return "relay --mode cdc, tableless (writers WithCDCMessages)"
 	}
 	return label + ", plain writers"
 }
@@ -80,16 +91,32 @@ func latencyLabel(o latencyOpts) string {
 // listen variant and plainly otherwise, as a producer writing the table
 // contract from its own SQL would.
 func startTxboxProducer(e *benchEnv, o latencyOpts) (*latencyProducer, error) {
-	relayProc, err := startChild("txbox relay", o.bin, append(e.relayArgs(), o.relayFlags...)...)
+	flags := o.relayFlags
+	var cleanup func()
+	if o.variant == "cdc" || o.variant == "cdc-tableless" {
+		slot, done, err := cdcSetup(context.Background(), e)
+		if err != nil {
+			return nil, err
+		}
+		cleanup = done
+		flags = append(slices.Clone(flags), "--slot", slot)
+	}
+	relayProc, err := startChild("txbox relay", o.bin, append(e.relayArgs(), flags...)...)
 	if err != nil {
+		if cleanup != nil {
+			cleanup()
+		}
 		return nil, err
 	}
 	var opts []outbox.Option
-	if o.variant == "listen" {
+	switch o.variant {
+	case "listen":
 		opts = append(opts, outbox.WithWakeup())
+	case "cdc-tableless":
+		opts = append(opts, outbox.WithCDCMessages())
 	}
 	w := outbox.NewWriter(postgres.Dialect{Tables: e.tables}, opts...)
-	return &latencyProducer{proc: relayProc, write: func(ctx context.Context, tx pgx.Tx, i int) (string, error) {
+	return &latencyProducer{proc: relayProc, cleanup: cleanup, write: func(ctx context.Context, tx pgx.Tx, i int) (string, error) {
 		ev, err := txbox.NewEvent("Order", "order-"+strconv.Itoa(i%o.aggs), "OrderCreated", payloadFor(i))
 		if err != nil {
 			return "", err

@@ -10,6 +10,7 @@
 //	go run . console --rows 1000000 --runs 9
 //	go run . skew --events 1000000
 //	go run . wmsweep
+//	go run . cdc --rate 500 --rate 2000   # CDC vs polling
 //	go run . smoke   # every subcommand at toy sizes, for CI
 package main
 
@@ -40,6 +41,8 @@ func main() {
 		err = skewCmd(os.Args[2:])
 	case "wmsweep":
 		err = wmsweepCmd(os.Args[2:])
+	case "cdc":
+		err = cdcCmd(os.Args[2:])
 	case "smoke":
 		err = smoke(os.Args[2:])
 	case "watermill-forwarder": // drain's Watermill contender, run as a child process
@@ -55,7 +58,7 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage (every subcommand takes --db URL and, where it uses NATS, --broker URL; -h lists all flags):
-  bench drain   [--events N] [--aggregates N] [--runs N] [--batch N] [--only raw,txbox,txbox-delete,txbox-2proc,txbox-lease,watermill,txbox-metrics,txbox-tracedrows,txbox-traced]
+  bench drain   [--events N] [--aggregates N] [--runs N] [--batch N] [--only raw,txbox,txbox-delete,txbox-2proc,txbox-lease,watermill,txbox-metrics,txbox-tracedrows,txbox-traced,txbox-cdc]
                 [--traced-sampled PCT] [--wm-events-per-tx N] [--wm-poll D] [--wm-driver pgx|stdlib] [--wm-cpuprofile FILE] [--timeout D] [--stall D] [--relay-log LEVEL]
   bench write   [--clients N] [--duration D] [--warmup D] [--runs N] [--counters N] [--only business,handwritten,handwritten-8col,txbox,txbox-wakeup,txbox-traced] [--interleave] [--cpuprofile PREFIX]
   bench latency [--rate N]... [--duration D] [--idle D] [--variants listen,poll,default,watermill] [--poll-interval D] [--writers N] [--aggregates N]
@@ -66,6 +69,8 @@ func usage() {
   bench skew    [--events N] [--layouts 1,10,100,1000,100000,zipf] [--runs N] [--only txbox,txbox-2proc,raw-pipelined,watermill]
                 [--raw-inflight N] [--batch N] [--wm-batch N] [--wm-schema default|queue] [--timeout D] [--stall D]
   bench wmsweep [--events 100000,1000000] [--batches 100,1000,5000] [--schemas default,queue] [--runs N]
+  bench cdc     [--rate N]... [--duration D] [--events N] [--aggregates N] [--write-duration D] [--runs N]
+                CDC vs polling: latency (listen, cdc, cdc-tableless), drain (txbox, txbox-cdc), write path (row vs logical message)
   bench smoke   every subcommand at toy sizes (CI)`)
 	os.Exit(2)
 }

@@ -34,6 +34,7 @@ func smoke(args []string) error {
 		{"write", writeCmd, append(conn, "--duration", "1s", "--warmup", "200ms", "--runs", "1", "--only", "business,handwritten,txbox,txbox-wakeup")},
 		{"latency", latencyCmd, append(both, "--rate", "200", "--duration", "2s", "--idle", "1s")},
 		{"latency (watermill, one aggregate)", latencyCmd, append(both, "--variants", "watermill", "--aggregates", "1", "--rate", "200", "--duration", "1s", "--idle", "200ms")},
+		{"cdc", cdcCmd, append(both, "--rate", "200", "--duration", "2s", "--write-duration", "1s", "--runs", "1", "--events", "2000", "--aggregates", "200")},
 		{"inbox", inboxCmd, append(both, "--events", "2000", "--aggregates", "200", "--runs", "1", "--timeout", "60s")},
 		{"history", history, append(conn, "--history", "2000", "--backlog", "1000", "--runs", "1")},
 		{"console", consoleCmd, append(conn, "--rows", "2000", "--runs", "1")},

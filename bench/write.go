@@ -34,9 +34,10 @@ import (
 // from the API. The contenders' order rotates from run to run, so none is
 // always the one that runs first, or after the same neighbour. On a machine
 // whose load drifts, --interleave measures all contenders in the same
-// seconds instead (see writeInterleaved).
+// seconds instead (see writeInterleaved). "txbox-cdcmsg" writes the event
+// as a logical decoding message (outbox.WithCDCMessages) instead of a row.
 
-var writeNames = []string{"business", "handwritten", "handwritten-8col", "txbox", "txbox-wakeup", "txbox-traced"}
+var writeNames = []string{"business", "handwritten", "handwritten-8col", "txbox", "txbox-wakeup", "txbox-traced", "txbox-cdcmsg"}
 
 type writeEnv struct {
 	orders, counters, outbox string
@@ -144,6 +145,9 @@ func writeCmd(args []string) error {
 	if len(results["business"]) > 0 && len(results["handwritten"]) > 0 {
 		fmt.Printf("RESULT handwritten/business %s\n", ratio(m("handwritten"), m("business")))
 	}
+	if len(results["txbox-cdcmsg"]) > 0 && len(results["handwritten"]) > 0 {
+		fmt.Printf("RESULT txbox-cdcmsg/handwritten %s (target >= 1.0)\n", ratio(m("txbox-cdcmsg"), m("handwritten")))
+	}
 	if len(results["txbox"]) > 0 && len(results["handwritten"]) > 0 {
 		fmt.Printf("RESULT txbox/handwritten %s (target >= 0.97)\n", ratio(m("txbox"), m("handwritten")))
 		// The same ratio taken run by run, where the two ran minutes apart at
@@ -240,10 +244,15 @@ func eventFor(ctx context.Context, name string, we *writeEnv, tables store.Table
 				(*string)(nil), time.Now().UTC())
 			return err
 		}
-	case "txbox", "txbox-wakeup", "txbox-traced":
+	case "txbox", "txbox-wakeup", "txbox-traced", "txbox-cdcmsg":
 		w := outbox.NewWriter(postgres.Dialect{Tables: tables})
-		if name == "txbox-wakeup" {
+		switch name {
+		case "txbox-wakeup":
 			w = outbox.NewWriter(postgres.Dialect{Tables: tables}, outbox.WithWakeup())
+		case "txbox-cdcmsg":
+			// The tableless write path: a logical decoding message instead
+			// of the row (wal_level = logical).
+			w = outbox.NewWriter(postgres.Dialect{Tables: tables}, outbox.WithCDCMessages())
 		}
 		traced := name == "txbox-traced"
 		return func(tx pgx.Tx, ev orderEvent) error {

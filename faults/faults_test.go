@@ -19,6 +19,7 @@ var (
 	duration = flag.Duration("faults.duration", 90*time.Second, "how long producers write while faults are injected (long mode: 30m)")
 	seedFlag = flag.Uint64("faults.seed", 0, "seed of the fault schedule and the producers (0: from the clock)")
 	rate     = flag.Float64("faults.rate", 200, "events per second written by the producers")
+	mode     = flag.String("faults.mode", "poll", "relay mode: poll (one relay with transaction claims, one with leases) or cdc (both on one replication slot: one reads, one is standby)")
 	gapIDs   = flag.Bool("faults.gap-ids", true, "the explicit-ids fault writes ids from the sequence's gaps, usually below the PostgreSQL claim floor (false: ids taken from the sequence by hand)")
 )
 
@@ -46,11 +47,15 @@ type runOpts struct {
 	scale                 int
 	quiesce               time.Duration
 	seed                  uint64
+	cdc                   bool // relays in --mode cdc
 }
 
 func harness(t *testing.T, o runOpts) (Report, map[Kind]int) {
 	w := NewWorld(t, o.relayBin)
 	w.GapIDs = *gapIDs
+	if o.cdc {
+		w.EnableCDC()
+	}
 	if o.consumerBin != "" {
 		w.self = o.consumerBin
 	}
@@ -116,9 +121,9 @@ func seed() uint64 {
 // reorder, under every kind of fault, at least the short mode's minimums.
 func TestFaults(t *testing.T) {
 	s := seed()
-	t.Logf("seed %d (replay: go test ./faults -run TestFaults -args -faults.seed %d -faults.duration %v)", s, s, *duration)
+	t.Logf("seed %d (replay: go test ./faults -run TestFaults -args -faults.seed %d -faults.duration %v -faults.mode %s)", s, s, *duration, *mode)
 	scale := max(1, int(*duration/(90*time.Second)))
-	rep, done := harness(t, runOpts{relayBin: testenv.Binary(t), duration: *duration, scale: scale, quiesce: 3 * time.Minute, seed: s})
+	rep, done := harness(t, runOpts{relayBin: testenv.Binary(t), duration: *duration, scale: scale, quiesce: 3 * time.Minute, seed: s, cdc: *mode == "cdc"})
 	t.Logf("faults injected: %v", done)
 	t.Logf("report:\n%s", rep)
 	for k, n := range ShortMinimums {

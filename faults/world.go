@@ -15,6 +15,7 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -72,6 +73,46 @@ type World struct {
 	// Skew, while set, sends 90% of the producers' events to three hot
 	// aggregates (the skewed-keys fault).
 	Skew atomic.Bool
+
+	// Slot, when set (EnableCDC), makes both relays read the producers'
+	// database log with `--mode cdc --slot Slot`: one reads, the other
+	// waits as standby.
+	Slot string
+}
+
+// EnableCDC prepares the producers' database for relays in --mode cdc
+// (publication, slot) before anything is written; the slot is dropped
+// when the test ends, after the processes are stopped (a database with a
+// slot cannot be dropped).
+func (w *World) EnableCDC() {
+	w.t.Helper()
+	ctx := context.Background()
+	s, err := postgres.New(w.Prod, postgres.Options{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := s.MigrateCDC(ctx); err != nil {
+		w.t.Fatal(err)
+	}
+	w.Slot = "faults_" + strings.ToLower(strings.TrimPrefix(w.ProdDB, "txbox_faults_prod_"))
+	if _, err := s.CreateSlot(ctx, w.Slot); err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() {
+		w.stopAll()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for {
+			err := s.DropSlot(ctx, w.Slot)
+			if err == nil || !errors.Is(err, postgres.ErrSlotActive) || ctx.Err() != nil {
+				if err != nil {
+					w.t.Errorf("replication slot %s left behind: %v", w.Slot, err)
+				}
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
 }
 
 type proc struct {
@@ -178,7 +219,10 @@ func (w *World) StartRelay(i int) {
 		"--nats-stream", w.Stream, "--nats-subjects", w.Subjects, "--nats-create-stream", "--topic", w.Topic,
 		"--relay-id", name, "--batch-size", "200", "--lease", "3s", "--publish-timeout", "1s", "--poll-interval", "20ms",
 		"--backoff-base", "100ms", "--backoff-max", "2s", "--max-attempts", "1000", "--log-level", "warn"}
-	if i == 1 {
+	switch {
+	case w.Slot != "":
+		args = append(args, "--mode", "cdc", "--slot", w.Slot)
+	case i == 1:
 		args = append(args, "--claims", "lease")
 	}
 	w.start(name, w.relay, args, nil)

@@ -6,6 +6,7 @@ package outbox
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -23,6 +24,9 @@ type Writer struct {
 	ins    store.Dialect // d prepared once (table names checked, INSERT text built), or d
 	err    error         // the dialect's configuration error, returned by every Add
 	notify bool
+	// emit: events go into the change log, not the table (WithCDCMessages).
+	emit store.MessageEmitter
+	cdc  bool
 }
 
 // Option configures a Writer.
@@ -32,6 +36,20 @@ type Option func(*Writer)
 // dialect supports it (PostgreSQL NOTIFY, once per Add, never per row).
 // Without it the relay finds new rows by polling.
 func WithWakeup() Option { return func(w *Writer) { w.notify = true } }
+
+// WithCDCMessages makes every Add write its events into the database's
+// change log instead of the outbox table (PostgreSQL: one logical decoding
+// message per event, pg_logical_emit_message, inside the caller's
+// transaction): same atomicity, no row to insert, archive or clean up. Only
+// a relay in CDC mode (`txbox relay --mode cdc`) delivers them; the polling
+// relay never sees them. Each event still gets an outbox id from the table's
+// sequence. With a dialect that cannot do it, every Add fails with
+// ErrNoCDCMessages.
+func WithCDCMessages() Option { return func(w *Writer) { w.cdc = true } }
+
+// ErrNoCDCMessages: the writer's dialect cannot emit events into a change
+// log (WithCDCMessages needs PostgreSQL).
+var ErrNoCDCMessages = errors.New("outbox: WithCDCMessages needs a dialect with a change log (PostgreSQL)")
 
 // Notifier is a dialect that can wake the relay from inside a transaction.
 type Notifier interface {
@@ -50,6 +68,13 @@ func NewWriter(d store.Dialect, opts ...Option) *Writer {
 	}
 	for _, o := range opts {
 		o(w)
+	}
+	if w.cdc {
+		if e, ok := w.ins.(store.MessageEmitter); ok {
+			w.emit = e
+		} else if w.err == nil {
+			w.err = fmt.Errorf("%w (dialect %s)", ErrNoCDCMessages, d.Name())
+		}
 	}
 	return w
 }
@@ -90,6 +115,10 @@ func (w *Writer) Add(ctx context.Context, tx store.Tx, events ...txbox.Event) er
 	}
 	if w.err != nil {
 		return w.err
+	}
+	if w.emit != nil {
+		// The change log carries them; a wake-up would wake no one.
+		return w.emit.EmitEvents(ctx, tx, prepared)
 	}
 	if err := w.ins.InsertEvents(ctx, tx, prepared); err != nil {
 		return err

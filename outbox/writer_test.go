@@ -122,3 +122,33 @@ func TestInvalidPayloadRejected(t *testing.T) {
 		t.Fatalf("Add: err = %v", err)
 	}
 }
+
+// recordingTx records the statements it is given.
+type recordingTx struct{ queries []string }
+
+func (tx *recordingTx) Exec(_ context.Context, q string, _ ...any) (int64, error) {
+	tx.queries = append(tx.queries, q)
+	return 1, nil
+}
+
+func (tx *recordingTx) QueryRow(context.Context, string, ...any) store.Row { return nil }
+
+// WithCDCMessages: PostgreSQL emits logical decoding messages and inserts
+// no row; a dialect without a change log fails every Add with
+// ErrNoCDCMessages and runs no SQL.
+func TestWithCDCMessages(t *testing.T) {
+	tx := &recordingTx{}
+	w := outbox.NewWriter(postgres.Dialect{}, outbox.WithCDCMessages(), outbox.WithWakeup())
+	if err := w.Add(context.Background(), tx, txbox.MustEvent("A", "1", "X", nil), txbox.MustEvent("A", "1", "Y", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if len(tx.queries) != 1 || !strings.Contains(tx.queries[0], "pg_logical_emit_message(true") || strings.Contains(tx.queries[0], "INSERT") {
+		t.Fatalf("statements: %q", tx.queries)
+	}
+	for _, d := range []store.Dialect{mysql.Dialect{}, sqlite.Dialect{}, countingDialect{prepares: new(int), inserts: new(int)}} {
+		w := outbox.NewWriter(d, outbox.WithCDCMessages())
+		if err := w.Add(context.Background(), noSQLTx{t}, txbox.MustEvent("A", "1", "X", nil)); !errors.Is(err, outbox.ErrNoCDCMessages) {
+			t.Fatalf("%s: err = %v", d.Name(), err)
+		}
+	}
+}

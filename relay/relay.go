@@ -314,19 +314,32 @@ func (r *Relay) lanes(recs []store.Record, out *outcome) (map[string][]item, []s
 	lanes := make(map[string][]item, len(recs))
 	var order []string
 	for _, rec := range recs {
-		ev, err := rec.Event()
+		it, err := r.item(rec)
 		if err != nil {
 			out.failures = append(out.failures, r.failure(rec, err, true))
 			continue
 		}
-		k := rec.AggregateType + "\x00" + rec.AggregateID
+		k := laneKey(rec)
 		if _, ok := lanes[k]; !ok {
 			order = append(order, k)
 		}
-		lanes[k] = append(lanes[k], item{rec: rec, msg: broker.Message{Event: ev, Topic: r.cfg.Topic.Render(ev), Source: r.cfg.Source}})
+		lanes[k] = append(lanes[k], it)
 	}
 	return lanes, order
 }
+
+// item builds the broker message of a row: the one place a record becomes
+// what goes on the wire, for the polling loop and for DeliverOrdered.
+func (r *Relay) item(rec store.Record) (item, error) {
+	ev, err := rec.Event()
+	if err != nil {
+		return item{}, err
+	}
+	return item{rec: rec, msg: broker.Message{Event: ev, Topic: r.cfg.Topic.Render(ev), Source: r.cfg.Source}}, nil
+}
+
+// laneKey is a record's aggregate: the unit of order.
+func laneKey(rec store.Record) string { return rec.AggregateType + "\x00" + rec.AggregateID }
 
 func (r *Relay) failure(rec store.Record, err error, permanent bool) store.Failure {
 	attempt := rec.RetryCount + 1

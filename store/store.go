@@ -192,3 +192,12 @@ type Dialect interface {
 type Preparer interface {
 	Prepare() (Dialect, error)
 }
+
+// MessageEmitter is a Dialect that can write events into the database's
+// change log instead of the outbox table (PostgreSQL: logical decoding
+// messages), for a relay that reads that log (change data capture). Each
+// event still gets an outbox id from the store, so it can be recorded (as
+// DEAD, say) and deduplicated like a row.
+type MessageEmitter interface {
+	EmitEvents(ctx context.Context, tx Tx, events []txbox.Event) error
+}

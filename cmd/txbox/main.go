@@ -23,6 +23,7 @@ import (
 	"github.com/txbox/txbox/internal/open"
 	"github.com/txbox/txbox/internal/redact"
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/postgres/cdc"
 )
 
 // commandStarted is set once cobra has parsed the command line and starts
@@ -115,7 +116,7 @@ func newRoot() *cobra.Command {
 	f.StringVar(&g.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&g.logFormat, "log-format", "text", "text or json")
 
-	root.AddCommand(newMigrate(g), newRelay(g), newStats(g), newDead(g), newInbox(g), newCleanup(g), newDemo(), newUI(g), newVersion())
+	root.AddCommand(newMigrate(g), newRelay(g), newStats(g), newDead(g), newInbox(g), newCleanup(g), newCDC(g), newDemo(), newUI(g), newVersion())
 	conventions(root)
 	return root
 }
@@ -186,11 +187,24 @@ func (g *globals) openStore(ctx context.Context) (store.Store, error) {
 }
 
 func newMigrate(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var withCDC bool
+	var slot string
+	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or upgrade the outbox and inbox tables (safe to run concurrently)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if slot != "" && !withCDC {
+				return &txbox.ConfigError{Field: flagField("slot"), Reason: "only with --cdc"}
+			}
+			if slot != "" {
+				if err := cdc.ValidateSlot(slot); err != nil {
+					return err
+				}
+			}
+			if withCDC && !isPostgresURL(g.db) {
+				return &txbox.ConfigError{Field: flagField("cdc"), Reason: "CDC needs a PostgreSQL database (--db postgres://...)"}
+			}
 			g.migrating = true
 			s, err := g.openStore(cmd.Context())
 			if err != nil {
@@ -201,9 +215,15 @@ func newMigrate(g *globals) *cobra.Command {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "migrations applied")
+			if withCDC {
+				return migrateCDC(cmd.Context(), cmd, s, slot)
+			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&withCDC, "cdc", false, "also prepare PostgreSQL for `txbox relay --mode cdc`: check wal_level = logical, create the publication on the outbox table")
+	cmd.Flags().StringVar(&slot, "slot", "", "with --cdc: also create this replication slot now, so tableless events (outbox.WithCDCMessages) written before the relay first starts are kept")
+	return cmd
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

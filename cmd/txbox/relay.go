@@ -23,6 +23,7 @@ func newRelay(g *globals) *cobra.Command {
 	var migrate bool
 	var wakeup, claims string
 	var obs obsFlags
+	var cf cdcFlags
 	cmd := &cobra.Command{
 		Use:   "relay",
 		Short: "Deliver outbox rows to the broker until SIGTERM",
@@ -46,6 +47,9 @@ func newRelay(g *globals) *cobra.Command {
 				return err
 			}
 			if err := open.CheckBrokerFlags(g.broker); err != nil {
+				return err
+			}
+			if err := cf.check(g.db, wakeup); err != nil {
 				return err
 			}
 			open.UseTopic(cfg.Topic)
@@ -97,6 +101,13 @@ func newRelay(g *globals) *cobra.Command {
 			}
 			cfg.Store, cfg.Publisher = relayStore(s), pub
 			tuneGC()
+			if cf.mode == modeCDC {
+				ps, ok := s.(*postgres.Store)
+				if !ok {
+					return &txbox.ConfigError{Field: flagField("mode"), Reason: "cdc needs a PostgreSQL database"}
+				}
+				return runCDC(ctx, g, cfg, cf, ps, srv)
+			}
 			r, err := relay.New(cfg)
 			if err != nil {
 				return err
@@ -113,7 +124,7 @@ func newRelay(g *globals) *cobra.Command {
 	f.StringVar(&g.broker, "broker", "", "broker URL: nats://, kafka://, amqp:// (RabbitMQ), redis://, mqtt://, http(s):// (webhook)")
 	f.StringVar(&g.topic, "topic", broker.DefaultTopic, "destination template over {aggregate_type} and {event_type}")
 	f.BoolVar(&g.deleteSent, "delete-sent", false, "delete rows once the broker confirmed them instead of moving them to the <outbox>_sent archive (MySQL, PostgreSQL) or keeping them as SENT (SQLite)")
-	f.IntVar(&cfg.BatchSize, "batch-size", relay.DefaultBatchSize, "rows per claim")
+	f.IntVar(&cfg.BatchSize, "batch-size", relay.DefaultBatchSize, "rows per claim (--mode cdc: events published and recorded before the slot's position is confirmed)")
 	f.IntVar(&cfg.Workers, "workers", relay.DefaultWorkers, "claimed batches published concurrently")
 	f.DurationVar(&cfg.PollInterval, "poll-interval", relay.DefaultPollInterval, "idle wait between claims")
 	f.StringVar(&claims, "claims", string(relay.ClaimAuto), "auto: hold claimed rows with the claim's open transaction where the database can (PostgreSQL), else a lease; lease: always a lease written into the rows (PgBouncer statement pooling)")
@@ -126,6 +137,7 @@ func newRelay(g *globals) *cobra.Command {
 	f.StringVar(&cfg.ID, "relay-id", "", "name in locked_by (default host-pid-random)")
 	f.BoolVar(&migrate, "migrate", false, "apply migrations before starting")
 	f.StringVar(&wakeup, "wakeup", "poll", "poll, or listen: PostgreSQL LISTEN for writers using outbox.WithWakeup (polling stays the fallback; not through PgBouncer transaction pooling)")
+	cf.add(f)
 	obs.add(f)
 	open.AddPublisherFlags(f)
 	return cmd

@@ -3,11 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/store/postgres"
 )
 
 var statusOrder = []txbox.Status{txbox.StatusPending, txbox.StatusProcessing, txbox.StatusRetry, txbox.StatusSent, txbox.StatusDead}
@@ -21,6 +23,9 @@ type statsJSON struct {
 	OldestPendingAge float64          `json:"oldest_pending_age_seconds"`
 	// Inbox counts inbox rows per consumer name and status.
 	Inbox map[string]map[string]int64 `json:"inbox"`
+	// CDCSlots is the lag of every replication slot a relay in --mode cdc
+	// registered (PostgreSQL; absent elsewhere).
+	CDCSlots []postgres.SlotLag `json:"cdc_slots,omitempty"`
 }
 
 func newStats(g *globals) *cobra.Command {
@@ -51,6 +56,11 @@ func newStats(g *globals) *cobra.Command {
 			if out.Inbox, err = inboxCounts(cmd.Context(), s); err != nil {
 				return err
 			}
+			if ps, ok := s.(*postgres.Store); ok {
+				if out.CDCSlots, err = ps.SlotLags(cmd.Context()); err != nil {
+					return err
+				}
+			}
 			w := cmd.OutOrStdout()
 			if asJSON {
 				enc := json.NewEncoder(w)
@@ -67,9 +77,29 @@ func newStats(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "%-12s -\n", "oldest")
 			}
 			printInboxCounts(w, out.Inbox)
+			printSlots(w, out.CDCSlots)
 			return nil
 		},
 	}
 	lo.add(cmd.Flags())
 	return cmd
+}
+
+// printSlots lists the CDC relays' replication slots: a slot nobody reads
+// holds WAL until it is dropped, so its lag is what to watch.
+func printSlots(w io.Writer, slots []postgres.SlotLag) {
+	if len(slots) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "cdc slots")
+	for _, l := range slots {
+		state := "inactive"
+		switch {
+		case !l.Exists:
+			state = "missing"
+		case l.Active:
+			state = "active"
+		}
+		fmt.Fprintf(w, "  %-30s %-8s lag %d bytes, %.1f s\n", l.Slot, state, l.Bytes, l.Seconds)
+	}
 }

@@ -12,16 +12,19 @@ const mod = "github.com/txbox/txbox"
 // drivers are the third-party packages of each adapter: what no core
 // package and no other adapter may compile.
 var drivers = map[string][]string{
-	"store/postgres":  {"github.com/jackc/pgx/v5/pgxpool", "github.com/jackc/pgx/v5/stdlib"},
-	"store/mysql":     {"github.com/go-sql-driver/mysql"},
-	"store/sqlite":    {"modernc.org/sqlite"},
-	"broker/nats":     {"github.com/nats-io/"},
-	"broker/kafka":    {"github.com/twmb/franz-go", "github.com/IBM/sarama"},
-	"broker/rabbitmq": {"github.com/rabbitmq/"},
-	"broker/redis":    {"github.com/redis/"},
-	"broker/mqtt":     {"github.com/eclipse/paho"},
-	"broker/webhook":  nil,
-	"broker/mem":      nil,
+	"store/postgres": {"github.com/jackc/pgx/v5/pgxpool", "github.com/jackc/pgx/v5/stdlib"},
+	// The CDC relay is part of the PostgreSQL adapter (it uses the store's
+	// pool); only it reads the replication protocol.
+	"store/postgres/cdc": {"github.com/jackc/pglogrepl"},
+	"store/mysql":        {"github.com/go-sql-driver/mysql"},
+	"store/sqlite":       {"modernc.org/sqlite"},
+	"broker/nats":        {"github.com/nats-io/"},
+	"broker/kafka":       {"github.com/twmb/franz-go", "github.com/IBM/sarama"},
+	"broker/rabbitmq":    {"github.com/rabbitmq/"},
+	"broker/redis":       {"github.com/redis/"},
+	"broker/mqtt":        {"github.com/eclipse/paho"},
+	"broker/webhook":     nil,
+	"broker/mem":         nil,
 }
 
 // pgx is the driver package itself. Only the outbox's pgx entry points
@@ -37,7 +40,9 @@ func violations(pkg string, deps []string) []string {
 	isCore := slices.Contains(core, pkg)
 	for _, d := range deps {
 		for adapter, prefixes := range drivers {
-			if adapter == pkg {
+			// A package below an adapter (store/postgres/cdc) belongs to
+			// it and may use its drivers.
+			if adapter == pkg || strings.HasPrefix(pkg, adapter+"/") {
 				continue
 			}
 			if isCore && (d == mod+"/"+adapter || strings.HasPrefix(d, mod+"/"+adapter+"/")) {
@@ -101,6 +106,9 @@ func TestViolationsNoticed(t *testing.T) {
 		{"store/postgres", "modernc.org/sqlite"},
 		{"broker/nats", "github.com/twmb/franz-go/pkg/kgo"},
 		{"store", "github.com/cloudevents/sdk-go/v2"},
+		{"relay", mod + "/store/postgres/cdc"},
+		{"outbox", "github.com/jackc/pglogrepl"},
+		{"store/postgres", "github.com/jackc/pglogrepl"},
 	} {
 		if bad := violations(c.pkg, []string{"fmt", c.dep}); len(bad) == 0 {
 			t.Errorf("%q depending on %s not noticed", c.pkg, c.dep)
@@ -112,6 +120,8 @@ func TestViolationsNoticed(t *testing.T) {
 		{"store/postgres", "github.com/jackc/pgx/v5/pgxpool"},
 		{"broker/nats", "github.com/nats-io/nats.go"},
 		{"store/mysql", "github.com/go-sql-driver/mysql"},
+		{"store/postgres/cdc", "github.com/jackc/pglogrepl"},
+		{"store/postgres/cdc", "github.com/jackc/pgx/v5/pgxpool"},
 	} {
 		if bad := violations(ok.pkg, []string{ok.dep}); len(bad) > 0 {
 			t.Errorf("%q depending on %s flagged: %v", ok.pkg, ok.dep, bad)

@@ -110,6 +110,9 @@ func migrated(t *testing.T, st Store) store.Store {
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
+	if isCDC(st) {
+		migrateCDC(t, s)
+	}
 	return s
 }
 
@@ -151,6 +154,9 @@ func relayArgs(t *testing.T, st Store, s store.Store, d *Destination, extra ...s
 	if c := claims(st); c != "" {
 		args = append(args, "--claims", string(c))
 	}
+	if isCDC(st) {
+		args = append(args, "--mode", "cdc", "--slot", slotName(s))
+	}
 	args = append(args, d.Args...)
 	return append(args, extra...)
 }
@@ -159,6 +165,9 @@ func relayArgs(t *testing.T, st Store, s store.Store, d *Destination, extra ...s
 // when the test ends.
 func inProcess(t *testing.T, st Store, s store.Store, d *Destination, cfg relay.Config) *relay.Relay {
 	t.Helper()
+	if isCDC(st) {
+		return inProcessCDC(t, s, st.URL(t, s), d, cfg)
+	}
 	cfg.Store, cfg.Publisher, cfg.Topic, cfg.Claims = s, d.Publisher(t), broker.Topic(d.Topic), claims(st)
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 20 * time.Millisecond
@@ -407,6 +416,10 @@ func BrokerDown(t *testing.T, st Store, br Broker) {
 	d.Stop()
 	evs := backlog(50, 10)
 	write(t, st, s, 100, evs)
+	if isCDC(st) {
+		cdcBrokerDown(t, s, d, r, evs)
+		return
+	}
 	// Watch the first event's retry schedule while the broker is down.
 	ctx := context.Background()
 	type obs struct {
@@ -554,5 +567,29 @@ func StatsCommand(t *testing.T, st Store, _ Broker) {
 		if !strings.Contains(out, line) {
 			t.Fatalf("stats text lacks %q:\n%s", line, out)
 		}
+	}
+}
+
+// cdcBrokerDown is BrokerDown's second half for a CDC relay, which keeps no
+// retry schedule in the rows: while the broker is down the stream pauses
+// (rows stay PENDING, none goes DEAD, the slot holds the log) and retries;
+// once it is back everything is delivered.
+func cdcBrokerDown(t *testing.T, s store.Store, d *Destination, r *relay.Relay, evs []txbox.Event) {
+	ctx := context.Background()
+	time.Sleep(5 * time.Second)
+	st, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Dead > 0 || st.Counts[txbox.StatusPending] != int64(len(evs)) {
+		t.Fatalf("broker down: %v, want the %d new rows PENDING and none DEAD", st.Counts, len(evs))
+	}
+	if r.Stats().Retried == 0 {
+		t.Fatal("no retries counted while the broker was down")
+	}
+	d.Start()
+	waitStored(t, d, evs, 30*time.Second)
+	if dead, _ := s.List(ctx, store.Filter{Status: txbox.StatusDead}); len(dead) > 0 {
+		t.Fatalf("%d events went DEAD", len(dead))
 	}
 }

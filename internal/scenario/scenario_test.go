@@ -24,6 +24,14 @@ func TestPostgresLeaseClaimsNATS(t *testing.T) {
 	scenario.Run(t, scenario.LeaseClaims{Store: storeenv.Postgres{}}, brokerenv.NATS{})
 }
 
+// TestPostgresCDCNATS: the same scenarios with relays reading the
+// PostgreSQL log (`txbox relay --mode cdc`) instead of polling.
+func TestPostgresCDCNATS(t *testing.T) {
+	st := scenario.CDC{Store: storeenv.Postgres{}}
+	scenario.Run(t, st, brokerenv.NATS{})
+	t.Run("StandbyTakeover", func(t *testing.T) { scenario.CDCStandbyTakeover(t, st, brokerenv.NATS{}) })
+}
+
 func TestMariaDBNATS(t *testing.T) { scenario.Run(t, storeenv.MySQL{}, brokerenv.NATS{}) }
 
 func TestSQLiteNATS(t *testing.T) { scenario.Run(t, storeenv.SQLite{}, brokerenv.NATS{}) }

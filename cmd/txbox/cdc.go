@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/redact"
+	"github.com/txbox/txbox/relay"
+	"github.com/txbox/txbox/store/postgres"
+	"github.com/txbox/txbox/store/postgres/cdc"
+)
+
+// Relay modes.
+const (
+	modePoll = "poll"
+	modeCDC  = "cdc"
+)
+
+// cdcFlags are the relay's change data capture settings.
+type cdcFlags struct {
+	mode    string
+	slot    string
+	lagWarn int64
+}
+
+func (c *cdcFlags) add(f *pflag.FlagSet) {
+	f.StringVar(&c.mode, "mode", modePoll, "poll: claim rows from the outbox table; cdc: read the PostgreSQL log through logical replication (needs --slot, wal_level = logical and `txbox migrate --cdc`)")
+	f.StringVar(&c.slot, "slot", "", "replication slot of --mode cdc (created on first use; lower-case letters, digits, _)")
+	f.Int64Var(&c.lagWarn, "slot-lag-warn", cdc.DefaultLagWarnBytes, "--mode cdc: log a warning while a txbox replication slot holds more WAL than this many bytes")
+}
+
+// check validates the flags before anything connects.
+func (c *cdcFlags) check(db, wakeup string) error {
+	switch c.mode {
+	case modePoll:
+		if c.slot != "" {
+			return &txbox.ConfigError{Field: flagField("slot"), Reason: "only with --mode cdc"}
+		}
+		return nil
+	case modeCDC:
+	default:
+		return &txbox.ConfigError{Field: flagField("mode"), Reason: fmt.Sprintf("%q: want poll or cdc", c.mode)}
+	}
+	if !isPostgresURL(db) {
+		return &txbox.ConfigError{Field: flagField("mode"), Reason: "cdc needs a PostgreSQL database (--db postgres://...)"}
+	}
+	if c.slot == "" {
+		return &txbox.ConfigError{Field: flagField("slot"), Reason: "required with --mode cdc"}
+	}
+	if err := cdc.ValidateSlot(c.slot); err != nil {
+		return err
+	}
+	if wakeup != "poll" {
+		return &txbox.ConfigError{Field: flagField("wakeup"), Reason: "--mode cdc reads the log: no wake-up to choose"}
+	}
+	return nil
+}
+
+func isPostgresURL(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// runCDC runs the relay in CDC mode with the settings of the polling relay
+// that apply (publisher, topic, source, backoff, attempts, metrics).
+func runCDC(ctx context.Context, g *globals, cfg relay.Config, cf cdcFlags, s *postgres.Store, srv *obsServer) error {
+	r, err := cdc.New(cdc.Config{Store: s, ConnString: g.db, Slot: cf.slot, Relay: cfg, BatchSize: cfg.BatchSize, LagWarnBytes: cf.lagWarn})
+	if err != nil {
+		return err
+	}
+	if err := s.CheckCDC(ctx); err != nil {
+		return err
+	}
+	if srv != nil {
+		srv.set(r)
+	}
+	g.log.Info("relay connected", "mode", modeCDC, "slot", cf.slot, "db", redact.URL(g.db), "broker", redact.URL(g.broker))
+	return r.Run(ctx)
+}
+
+func newCDC(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cdc",
+		Short: "Replication slots of relays in --mode cdc (PostgreSQL)",
+	}
+	cmd.AddCommand(newDropSlot(g))
+	return cmd
+}
+
+func newDropSlot(g *globals) *cobra.Command {
+	var cf confirmFlags
+	cmd := &cobra.Command{
+		Use:   "drop-slot NAME",
+		Short: "Drop a replication slot left by a relay in --mode cdc, so it stops holding WAL (events it had not delivered are not delivered)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			slot := args[0]
+			if err := cdc.ValidateSlot(slot); err != nil {
+				return err
+			}
+			if !isPostgresURL(g.db) {
+				return &txbox.ConfigError{Field: flagField("db"), Reason: "replication slots are PostgreSQL's (--db postgres://...)"}
+			}
+			ctx := cmd.Context()
+			st, err := g.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			s := st.(*postgres.Store)
+			exists, err := s.SlotExists(ctx, slot)
+			if err != nil {
+				return err
+			}
+			if !exists {
+				return &runtimeError{msg: fmt.Sprintf("replication slot %s does not exist", slot)}
+			}
+			what := fmt.Sprintf("drop replication slot %s", slot)
+			if lags, err := s.SlotLags(ctx); err == nil {
+				for _, l := range lags {
+					if l.Slot == slot {
+						what += fmt.Sprintf(" (it holds %d bytes of WAL not yet delivered)", l.Bytes)
+					}
+				}
+			}
+			// A slot is one object, but dropping it loses what it holds:
+			// always ask (n = 2 makes the prompt or --yes required).
+			ok, err := cf.proceed(cmd, what, 2)
+			if err != nil || !ok {
+				return err
+			}
+			if err := s.DropSlot(ctx, slot); err != nil {
+				if errors.Is(err, postgres.ErrSlotActive) {
+					return &runtimeError{msg: fmt.Sprintf("replication slot %s is active: stop its relay first", slot)}
+				}
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "dropped replication slot %s\n", slot)
+			return nil
+		},
+	}
+	cf.add(cmd.Flags())
+	return cmd
+}
+
+// migrateCDC is `txbox migrate --cdc [--slot NAME]`.
+func migrateCDC(ctx context.Context, cmd *cobra.Command, st any, slot string) error {
+	s, ok := st.(*postgres.Store)
+	if !ok {
+		return &txbox.ConfigError{Field: flagField("cdc"), Reason: "CDC needs a PostgreSQL database (--db postgres://...)"}
+	}
+	if err := s.MigrateCDC(ctx); err != nil {
+		if errors.Is(err, postgres.ErrWALLevel) {
+			return &runtimeError{msg: err.Error()}
+		}
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "publication %s ready\n", s.Publication())
+	if slot == "" {
+		return nil
+	}
+	created, err := s.CreateSlot(ctx, slot)
+	if err != nil {
+		return err
+	}
+	if created {
+		fmt.Fprintf(cmd.OutOrStdout(), "replication slot %s created\n", slot)
+	} else {
+		fmt.Fprintf(cmd.OutOrStdout(), "replication slot %s exists\n", slot)
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// --mode cdc is checked before anything connects: one line naming the
+// flag, exit 2.
+func TestCDCFlagsValidated(t *testing.T) {
+	pg := "postgres://u:hunter2@127.0.0.1:1/x"
+	for _, c := range []struct {
+		args  []string
+		names string
+	}{
+		{[]string{"relay", "--db", "sqlite:///tmp/x.db", "--broker", "nats://127.0.0.1:1", "--mode", "cdc", "--slot", "s1"}, "--mode (TXBOX_MODE)"},
+		{[]string{"relay", "--db", "mysql://root@127.0.0.1:1/x", "--broker", "nats://127.0.0.1:1", "--mode", "cdc", "--slot", "s1"}, "--mode (TXBOX_MODE)"},
+		{[]string{"relay", "--db", pg, "--broker", "nats://127.0.0.1:1", "--mode", "wal"}, "--mode (TXBOX_MODE)"},
+		{[]string{"relay", "--db", pg, "--broker", "nats://127.0.0.1:1", "--mode", "cdc"}, "--slot (TXBOX_SLOT)"},
+		{[]string{"relay", "--db", pg, "--broker", "nats://127.0.0.1:1", "--mode", "cdc", "--slot", "Bad-Name"}, "--slot (TXBOX_SLOT)"},
+		{[]string{"relay", "--db", pg, "--broker", "nats://127.0.0.1:1", "--slot", "s1"}, "--slot (TXBOX_SLOT)"},
+		{[]string{"relay", "--db", pg, "--broker", "nats://127.0.0.1:1", "--mode", "cdc", "--slot", "s1", "--wakeup", "listen"}, "--wakeup (TXBOX_WAKEUP)"},
+		{[]string{"migrate", "--db", "sqlite:///tmp/x.db", "--cdc"}, "--cdc (TXBOX_CDC)"},
+		{[]string{"migrate", "--db", pg, "--slot", "s1"}, "--slot (TXBOX_SLOT)"},
+		{[]string{"cdc", "drop-slot", "Bad-Name", "--db", pg}, "--slot (TXBOX_SLOT)"},
+	} {
+		out, code := run(t, nil, c.args...)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if code != 2 || len(lines) != 1 || !strings.Contains(out, c.names) {
+			t.Errorf("txbox %v: exit %d, want 2 and one line naming %s; got:\n%s", c.args, code, c.names, out)
+		}
+		if strings.Contains(out, "hunter2") {
+			t.Errorf("password printed: %s", out)
+		}
+	}
+}
+
+// migrate --cdc --slot makes the publication and the slot; stats lists the
+// slot with its lag once events wait in it; cdc drop-slot looks with
+// --dry-run, refuses without --yes when no one can be asked, and drops with
+// it.
+func TestCDCMigrateStatsDropSlot(t *testing.T) {
+	_, flags, conn, outbox := cliTables(t)
+	slot := "txbox_cli_" + strings.TrimPrefix(outbox, "ob_cli_")
+	ctx := context.Background()
+	t.Cleanup(func() {
+		_, _ = conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
+		_, _ = conn.Exec(ctx, "DROP PUBLICATION IF EXISTS "+outbox+"_cdc")
+		_, _ = conn.Exec(ctx, "DROP TABLE IF EXISTS "+outbox+"_cdc_slots")
+	})
+	out, code := run(t, nil, append([]string{"migrate", "--cdc", "--slot", slot}, flags...)...)
+	if code != 0 || !strings.Contains(out, "publication "+outbox+"_cdc ready") || !strings.Contains(out, "replication slot "+slot+" created") {
+		t.Fatalf("migrate --cdc: exit %d\n%s", code, out)
+	}
+	// Idempotent.
+	if out, code := run(t, nil, append([]string{"migrate", "--cdc", "--slot", slot}, flags...)...); code != 0 || !strings.Contains(out, "exists") {
+		t.Fatalf("migrate --cdc again: exit %d\n%s", code, out)
+	}
+	// Events the slot holds and no relay reads.
+	for range 20 {
+		if _, err := conn.Exec(ctx, `INSERT INTO `+outbox+` (event_id, aggregate_type, aggregate_id, event_type, payload)
+			VALUES (gen_random_uuid()::text, 'Order', 'o-1', 'OrderPlaced', '{"pad":"`+strings.Repeat("x", 500)+`"}')`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(1100 * time.Millisecond)
+	out, code = run(t, nil, append([]string{"stats", "--json"}, flags...)...)
+	if code != 0 {
+		t.Fatalf("stats: %d\n%s", code, out)
+	}
+	var js struct {
+		Slots []struct {
+			Slot    string  `json:"slot"`
+			Exists  bool    `json:"exists"`
+			Active  bool    `json:"active"`
+			Bytes   int64   `json:"lag_bytes"`
+			Seconds float64 `json:"lag_seconds"`
+		} `json:"cdc_slots"`
+	}
+	if err := json.Unmarshal([]byte(out), &js); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(js.Slots) != 1 || js.Slots[0].Slot != slot || !js.Slots[0].Exists || js.Slots[0].Active || js.Slots[0].Bytes < 10000 || js.Slots[0].Seconds < 1 {
+		t.Fatalf("stats cdc_slots: %+v, want %s inactive with its lag", js.Slots, slot)
+	}
+	if out, _ := run(t, nil, append([]string{"stats"}, flags...)...); !strings.Contains(out, slot) || !strings.Contains(out, "inactive") {
+		t.Fatalf("stats text does not list the slot:\n%s", out)
+	}
+
+	drop := append([]string{"cdc", "drop-slot", slot}, flags...)
+	out, code = run(t, nil, append(drop, "--dry-run")...)
+	if code != 0 || !strings.Contains(out, "dry run: would drop replication slot "+slot) {
+		t.Fatalf("drop-slot --dry-run: exit %d\n%s", code, out)
+	}
+	if !slotExists(t, conn, slot) {
+		t.Fatal("--dry-run dropped the slot")
+	}
+	out, code = run(t, nil, drop...)
+	if code != 2 || !strings.Contains(out, "--yes") || !slotExists(t, conn, slot) {
+		t.Fatalf("drop-slot without --yes and no terminal: exit %d, slot kept %v\n%s", code, slotExists(t, conn, slot), out)
+	}
+	out, code = run(t, nil, append(drop, "--yes")...)
+	if code != 0 || !strings.Contains(out, "dropped replication slot "+slot) || slotExists(t, conn, slot) {
+		t.Fatalf("drop-slot --yes: exit %d\n%s", code, out)
+	}
+	if out, code := run(t, nil, append(drop, "--yes")...); code != 1 || !strings.Contains(out, "does not exist") {
+		t.Fatalf("drop-slot of a missing slot: exit %d\n%s", code, out)
+	}
+}
+
+func slotExists(t *testing.T, conn *pgx.Conn, slot string) bool {
+	t.Helper()
+	var ok bool
+	if err := conn.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, slot).Scan(&ok); err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}

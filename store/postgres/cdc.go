@@ -1,0 +1,428 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/sqlstore"
+	"github.com/txbox/txbox/store"
+)
+
+// This file is the database side of change data capture (package
+// store/postgres/cdc reads the log): the publication, the registry of the
+// relays' slots, the lag of those slots, and the bookkeeping of delivered
+// events. Every statement of it runs on the store's ordinary pool.
+
+// ErrWALLevel is returned by MigrateCDC when wal_level is not logical.
+var ErrWALLevel = errors.New("wal_level must be logical for CDC: run ALTER SYSTEM SET wal_level = logical; and restart PostgreSQL")
+
+// Publication is the name of the publication a CDC relay subscribes to:
+// "<outbox>_cdc".
+func (s *Store) Publication() string { return s.tables.Outbox + "_cdc" }
+
+// slots is the registry of the slots CDC relays created, so stats and
+// metrics report txbox's slots and no one else's.
+func (s *Store) slotsTable() string { return s.tables.Qualified(s.tables.Outbox + "_cdc_slots") }
+
+// MigrateCDC prepares the database for CDC relays: it checks wal_level,
+// then creates the publication on the outbox table (inserts, and updates
+// so a replayed DEAD row is delivered again) and the registry of slots. It
+// is idempotent.
+func (s *Store) MigrateCDC(ctx context.Context) error {
+	var level string
+	if err := s.pool.QueryRow(ctx, `SHOW wal_level`).Scan(&level); err != nil {
+		return fmt.Errorf("postgres: wal_level: %w", err)
+	}
+	if level != "logical" {
+		return fmt.Errorf("%w (it is %s)", ErrWALLevel, level)
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "txbox-migrate-cdc:"+s.Publication()); err != nil {
+			return fmt.Errorf("migrate cdc: lock: %w", err)
+		}
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, s.Publication()).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			if _, err := tx.Exec(ctx, `CREATE PUBLICATION `+s.Publication()+` FOR TABLE `+s.q.table+
+				` WITH (publish = 'insert, update')`); err != nil {
+				return fmt.Errorf("migrate cdc: publication: %w", err)
+			}
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.slotsTable()+` (
+			slot_name     TEXT PRIMARY KEY,
+			created_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
+			confirmed_lsn PG_LSN NULL,
+			confirmed_at  TIMESTAMPTZ NULL,
+			-- true once a relay delivered the rows older than the slot
+			backfilled    BOOLEAN NOT NULL DEFAULT false,
+			-- the highest id that delivery took from the table: the log may
+			-- bring those rows again, and one no longer in the table is skipped
+			backfill_max_id BIGINT NOT NULL DEFAULT 0,
+			-- the log position when it ended: later commits were not in it
+			backfill_end_lsn PG_LSN NULL)`); err != nil {
+			return fmt.Errorf("migrate cdc: slots table: %w", err)
+		}
+		return nil
+	})
+}
+
+// CheckCDC reports whether MigrateCDC ran: a clear error, naming the
+// command to run, instead of a replication error later.
+func (s *Store) CheckCDC(ctx context.Context) error {
+	var level string
+	if err := s.pool.QueryRow(ctx, `SHOW wal_level`).Scan(&level); err != nil {
+		return fmt.Errorf("postgres: wal_level: %w", err)
+	}
+	if level != "logical" {
+		return fmt.Errorf("%w (it is %s)", ErrWALLevel, level)
+	}
+	var pub, reg bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1), to_regclass($2) IS NOT NULL`,
+		s.Publication(), s.slotsTable()).Scan(&pub, &reg)
+	if err != nil {
+		return fmt.Errorf("postgres: check cdc: %w", err)
+	}
+	if !pub || !reg {
+		return &txbox.ConfigError{Field: "--mode (TXBOX_MODE)", Reason: "cdc: publication " + s.Publication() + " missing: run `txbox migrate --cdc` first"}
+	}
+	return nil
+}
+
+// RegisterSlot records a slot as a CDC relay's, for stats and metrics;
+// backfilled says the rows older than the slot are delivered, up to id
+// maxID.
+func (s *Store) RegisterSlot(ctx context.Context, slot string, backfilled bool, maxID int64) error {
+	t := s.slotsTable()
+	_, err := s.pool.Exec(ctx, `INSERT INTO `+t+` (slot_name, confirmed_at, backfilled, backfill_max_id, backfill_end_lsn)
+		VALUES ($1, now(), $2, $3, CASE WHEN $2 THEN pg_current_wal_lsn() END)
+		ON CONFLICT (slot_name) DO UPDATE SET backfilled = `+t+`.backfilled OR EXCLUDED.backfilled,
+			backfill_max_id = greatest(`+t+`.backfill_max_id, EXCLUDED.backfill_max_id),
+			backfill_end_lsn = coalesce(`+t+`.backfill_end_lsn, EXCLUDED.backfill_end_lsn)`, slot, backfilled, maxID)
+	if err != nil {
+		return fmt.Errorf("postgres: register slot: %w", err)
+	}
+	return nil
+}
+
+// Delivered is what a CDC relay records after the broker confirmed a run of
+// the stream, before it confirms the log position.
+type Delivered struct {
+	Sent         []int64         // rows to archive (or delete with DeleteSent)
+	DeadRows     []store.Failure // rows to mark DEAD
+	DeadMessages []store.Record  // tableless events to store as DEAD rows (LastError set)
+	Slot         string
+	LSN          string // the position about to be confirmed, for the registry
+}
+
+// RecordDelivered archives the delivered rows, marks and stores the dead
+// ones and notes the slot's position, in one transaction: if it fails
+// nothing is recorded, the position is not confirmed, and the events come
+// again from the slot (their ids unchanged).
+func (s *Store) RecordDelivered(ctx context.Context, d Delivered) error {
+	b := &pgx.Batch{}
+	if len(d.Sent) > 0 {
+		b.Queue(s.q.txSent, d.Sent)
+	}
+	if len(d.DeadRows) > 0 {
+		ids, dead, delay, msgs := failureArrays(d.DeadRows)
+		b.Queue(s.q.txFailed, ids, dead, delay, msgs)
+	}
+	for _, r := range d.DeadMessages {
+		// A row id from the outbox's own sequence; a copy left by an earlier
+		// attempt (a restart before the position was confirmed) is kept.
+		b.Queue(`INSERT INTO `+s.q.table+` (id, event_id, aggregate_type, aggregate_id, aggregate_version, event_type,
+			payload, headers, status, retry_count, occurred_at, created_at, last_error)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'DEAD', 1, $9, $10, $11) ON CONFLICT DO NOTHING`,
+			r.ID, sqlstore.Truncate(r.EventID, 64), sqlstore.Truncate(r.AggregateType, 64), sqlstore.Truncate(r.AggregateID, 128),
+			r.AggregateVersion, sqlstore.Truncate(r.EventType, 128), jsonOrString(r.Payload), nullJSON(r.Headers),
+			orNow(r.OccurredAt), orNow(r.CreatedAt), sqlstore.Truncate(r.LastError, 2000))
+	}
+	if d.Slot != "" && d.LSN != "" {
+		b.Queue(`UPDATE `+s.slotsTable()+` SET confirmed_lsn = $2::pg_lsn, confirmed_at = now() WHERE slot_name = $1`, d.Slot, d.LSN)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() }); err != nil {
+		return fmt.Errorf("postgres: record delivered: %w", err)
+	}
+	return nil
+}
+
+// jsonOrString keeps a payload that is JSON and quotes one that is not, so
+// an undecodable tableless event can still be stored as a DEAD row.
+func jsonOrString(p []byte) string {
+	if len(p) > 0 && jsonValid(p) {
+		return string(p)
+	}
+	return quoteJSON(string(p))
+}
+
+func nullJSON(h []byte) *string {
+	if len(h) == 0 || !jsonValid(h) {
+		return nil
+	}
+	v := string(h)
+	return &v
+}
+
+func orNow(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Now()
+	}
+	return t
+}
+
+// WaitVisible waits until the transactions xids (32-bit, as the log names
+// them) are visible to new snapshots. Logical decoding hands over a commit
+// as soon as its record is in the log, a moment before the committing
+// backend leaves the process array: a statement run at once may still see
+// the transaction as running and its rows as absent, and an archiving
+// DELETE would quietly miss them.
+func (s *Store) WaitVisible(ctx context.Context, xids []uint32) error {
+	if len(xids) == 0 {
+		return nil
+	}
+	for wait := 500 * time.Microsecond; ; wait = min(wait*2, 50*time.Millisecond) {
+		var xmax int64
+		var xip []int64
+		err := s.pool.QueryRow(ctx, `SELECT pg_snapshot_xmax(c)::text::bigint,
+			ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(c) x) FROM pg_current_snapshot() c`).Scan(&xmax, &xip)
+		if err != nil {
+			return fmt.Errorf("postgres: wait visible: %w", err)
+		}
+		if allVisible(xids, xmax, xip) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// allVisible reports whether every 32-bit xid is visible to a snapshot
+// with the full (epoch-carrying) xmax and running list xip: below xmax and
+// not running. An xid is widened to the epoch that puts it nearest xmax.
+func allVisible(xids []uint32, xmax int64, xip []int64) bool {
+	running := make(map[int64]bool, len(xip))
+	for _, x := range xip {
+		running[x] = true
+	}
+	for _, x := range xids {
+		full := fullXID(x, xmax)
+		if full >= xmax || running[full] {
+			return false
+		}
+	}
+	return true
+}
+
+// fullXID widens a 32-bit xid to 64 bits near ref.
+func fullXID(x uint32, ref int64) int64 {
+	full := ref&^0xFFFFFFFF | int64(x)
+	switch d := full - ref; {
+	case d > 1<<31:
+		full -= 1 << 32
+	case d < -(1 << 31):
+		full += 1 << 32
+	}
+	return full
+}
+
+// SlotLag is how far a CDC relay's slot is behind the database's log.
+type SlotLag struct {
+	Slot   string `json:"slot"`
+	Exists bool   `json:"exists"` // false: registered but dropped
+	Active bool   `json:"active"` // a relay reads it now
+	// Bytes of log the slot holds that its reader has not confirmed.
+	Bytes int64 `json:"lag_bytes"`
+	// Seconds since the slot's reader last confirmed a position, while it
+	// holds any log; 0 when caught up.
+	Seconds float64 `json:"lag_seconds"`
+}
+
+// SlotLags reports every registered slot; none when MigrateCDC never ran.
+func (s *Store) SlotLags(ctx context.Context) ([]SlotLag, error) {
+	var reg bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.slotsTable()).Scan(&reg); err != nil {
+		return nil, fmt.Errorf("postgres: slot lag: %w", err)
+	}
+	if !reg {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT r.slot_name, s.slot_name IS NOT NULL, coalesce(s.active, false),
+		coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn), 0)::bigint,
+		coalesce(EXTRACT(EPOCH FROM now() - coalesce(r.confirmed_at, r.created_at)), 0)::float8
+		FROM `+s.slotsTable()+` r LEFT JOIN pg_replication_slots s ON s.slot_name = r.slot_name
+		ORDER BY r.slot_name`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: slot lag: %w", err)
+	}
+	defer rows.Close()
+	var out []SlotLag
+	for rows.Next() {
+		var l SlotLag
+		if err := rows.Scan(&l.Slot, &l.Exists, &l.Active, &l.Bytes, &l.Seconds); err != nil {
+			return nil, err
+		}
+		if l.Bytes <= 0 {
+			l.Bytes, l.Seconds = 0, 0
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// ErrSlotActive is returned by DropSlot while a relay reads the slot.
+var ErrSlotActive = errors.New("replication slot is active: stop its relay first")
+
+// DropSlot drops a replication slot and forgets it. It refuses an active
+// slot; a slot that does not exist is only removed from the registry.
+func (s *Store) DropSlot(ctx context.Context, slot string) error {
+	var exists, active bool
+	err := s.pool.QueryRow(ctx, `SELECT true, active FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&exists, &active)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("postgres: drop slot: %w", err)
+	}
+	if active {
+		return fmt.Errorf("postgres: drop slot %s: %w", slot, ErrSlotActive)
+	}
+	if exists {
+		if _, err := s.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, slot); err != nil {
+			return fmt.Errorf("postgres: drop slot %s: %w", slot, err)
+		}
+	}
+	var reg bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.slotsTable()).Scan(&reg); err == nil && reg {
+		if _, err := s.pool.Exec(ctx, `DELETE FROM `+s.slotsTable()+` WHERE slot_name = $1`, slot); err != nil {
+			return fmt.Errorf("postgres: drop slot %s: %w", slot, err)
+		}
+	}
+	return nil
+}
+
+// CreateSlot creates a logical replication slot for the pgoutput plugin
+// and registers it (the relay that first reads it still delivers the rows
+// older than it). It reports false when the slot exists.
+func (s *Store) CreateSlot(ctx context.Context, slot string) (bool, error) {
+	ok, err := s.SlotExists(ctx, slot)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		if _, err := s.pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot); err != nil {
+			return false, fmt.Errorf("postgres: create slot %s: %w", slot, err)
+		}
+	}
+	return !ok, s.RegisterSlot(ctx, slot, false, 0)
+}
+
+// SlotExists reports whether PostgreSQL has the slot.
+func (s *Store) SlotExists(ctx context.Context, slot string) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, slot).Scan(&ok)
+	return ok, err
+}
+
+// PendingRows reads up to limit undelivered rows (PENDING, RETRY,
+// PROCESSING) with ids above afterID, in id order: a CDC relay whose slot
+// is new delivers what the table held before the slot existed.
+func (s *Store) PendingRows(ctx context.Context, afterID int64, limit int) ([]store.Record, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+cols+` FROM `+s.q.table+`
+		WHERE status IN ('PENDING', 'RETRY', 'PROCESSING') AND id > $1 ORDER BY id LIMIT $2`, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: pending rows: %w", err)
+	}
+	return collect(rows)
+}
+
+// Backfill is how far a CDC relay delivered the rows older than its slot.
+type Backfill struct {
+	Done   bool
+	MaxID  int64  // the highest id it took from the table
+	EndLSN uint64 // the log position when it ended (0: not done)
+}
+
+// SlotBackfill reads how far the rows older than the slot were delivered.
+func (s *Store) SlotBackfill(ctx context.Context, slot string) (Backfill, error) {
+	var b Backfill
+	var end *string
+	err := s.pool.QueryRow(ctx, `SELECT backfilled, backfill_max_id, backfill_end_lsn::text FROM `+s.slotsTable()+` WHERE slot_name = $1`, slot).Scan(&b.Done, &b.MaxID, &end)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return b, nil
+	}
+	if err != nil || end == nil {
+		return b, err
+	}
+	var hi, lo uint64
+	if _, err := fmt.Sscanf(*end, "%X/%X", &hi, &lo); err != nil {
+		return b, fmt.Errorf("postgres: backfill end lsn %q: %w", *end, err)
+	}
+	b.EndLSN = hi<<32 | lo
+	return b, nil
+}
+
+// LockBackfill makes one relay at a time deliver the rows older than a
+// slot: a session advisory lock on a connection of its own, released by
+// unlock or when the process dies.
+func (s *Store) LockBackfill(ctx context.Context, slot string) (unlock func(), err error) {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: backfill lock: %w", err)
+	}
+	key := "txbox-cdc-backfill:" + s.slotsTable() + ":" + slot
+	if _, err := c.Exec(ctx, `SELECT pg_advisory_lock(hashtext($1))`, key); err != nil {
+		c.Release()
+		return nil, fmt.Errorf("postgres: backfill lock: %w", err)
+	}
+	return func() {
+		_, _ = c.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext($1))`, key)
+		c.Release()
+	}, nil
+}
+
+// StillPending returns which of ids are PENDING rows of the outbox table.
+func (s *Store) StillPending(ctx context.Context, ids []int64) (map[int64]bool, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM `+s.q.table+` WHERE id = ANY($1) AND status = 'PENDING'`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: still pending: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64]bool{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out[id] = true
+	}
+	return out, rows.Err()
+}
+
+// RowByID reads one outbox row: a CDC update whose payload the log left out
+// (an unchanged TOASTed value) is read from the table.
+func (s *Store) RowByID(ctx context.Context, id int64) (store.Record, bool, error) {
+	r, err := scanRecord(s.pool.QueryRow(ctx, `SELECT `+cols+` FROM `+s.q.table+` WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, false, nil
+	}
+	return r, err == nil, err
+}
+
+func jsonValid(b []byte) bool { return json.Valid(b) }
+
+func quoteJSON(s string) string {
+	b, _ := json.Marshal(strings.ToValidUTF8(s, "\uFFFD"))
+	return string(b)
+}

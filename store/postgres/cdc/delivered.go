@@ -1,0 +1,25 @@
+package cdc
+
+import (
+	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/postgres"
+)
+
+// deliveredSet collects a step's outcome for Store.RecordDelivered.
+type deliveredSet struct {
+	postgres.Delivered
+}
+
+// dead records a change that will never be published: a row is marked DEAD,
+// a tableless event is stored as a DEAD row, both with the reason.
+func (d *deliveredSet) dead(c change, reason string) {
+	if c.message {
+		rec := c.rec
+		rec.LastError = reason
+		d.DeadMessages = append(d.DeadMessages, rec)
+		return
+	}
+	d.DeadRows = append(d.DeadRows, store.Failure{ID: c.rec.ID, Dead: true, Error: reason})
+}
+
+func (d *deliveredSet) events() int { return len(d.Sent) + len(d.DeadRows) + len(d.DeadMessages) }
