@@ -119,11 +119,31 @@ func seed() uint64 {
 
 // TestFaults is the harness: nothing lost, nothing applied twice, no
 // reorder, under every kind of fault, at least the short mode's minimums.
+// -faults.mode picks the relays' mode (poll by default).
 func TestFaults(t *testing.T) {
+	runFaults(t, *mode == "cdc", *duration)
+}
+
+// TestFaultsCDC is the harness with both relays in --mode cdc on one
+// replication slot, so that CI proves CDC delivery under every fault kind
+// too; its length is the short mode's (long CDC runs: TestFaults with
+// -faults.mode cdc).
+func TestFaultsCDC(t *testing.T) {
+	if *mode == "cdc" {
+		t.Skip("-faults.mode cdc: TestFaults runs the harness in cdc mode already")
+	}
+	runFaults(t, true, 90*time.Second)
+}
+
+func runFaults(t *testing.T, cdc bool, d time.Duration) {
 	s := seed()
-	t.Logf("seed %d (replay: go test ./faults -run TestFaults -args -faults.seed %d -faults.duration %v -faults.mode %s)", s, s, *duration, *mode)
-	scale := max(1, int(*duration/(90*time.Second)))
-	rep, done := harness(t, runOpts{relayBin: testenv.Binary(t), duration: *duration, scale: scale, quiesce: 3 * time.Minute, seed: s, cdc: *mode == "cdc"})
+	m := "poll"
+	if cdc {
+		m = "cdc"
+	}
+	t.Logf("seed %d (replay: go test ./faults -run 'TestFaults$' -args -faults.seed %d -faults.duration %v -faults.mode %s)", s, s, d, m)
+	scale := max(1, int(d/(90*time.Second)))
+	rep, done := harness(t, runOpts{relayBin: testenv.Binary(t), duration: d, scale: scale, quiesce: 3 * time.Minute, seed: s, cdc: cdc})
 	t.Logf("faults injected: %v", done)
 	t.Logf("report:\n%s", rep)
 	for k, n := range ShortMinimums {
