@@ -22,6 +22,9 @@ type Process struct {
 	cmd   *exec.Cmd
 	args  func() []string // binary and arguments; called on every Start
 	exits chan struct{}
+	// attr, if set, is the process's exec attributes (StartPostgres runs
+	// the server as the postgres user when the tests run as root).
+	attr *syscall.SysProcAttr
 }
 
 // newProcess prepares a process on a free port and dir; args gives its
@@ -42,6 +45,7 @@ func (p *Process) Start() {
 	}
 	argv := p.args()
 	p.cmd = exec.Command(argv[0], argv[1:]...)
+	p.cmd.SysProcAttr = p.attr
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatalf("start %s: %v", p.name, err)
 	}
