@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // PostgresServer is a PostgreSQL server of the test's own (initdb into a
@@ -16,18 +17,40 @@ import (
 type PostgresServer struct {
 	*Process
 	URL string // postgres://postgres@127.0.0.1:Port/postgres?sslmode=disable
+	bin string // the directory of pg_isready
+}
+
+// Start (re)starts the server and waits until it accepts connections: its
+// port opens while it still answers "the database system is starting up"
+// (crash recovery after Kill takes longer).
+func (s *PostgresServer) Start() {
+	s.t.Helper()
+	s.Process.Start()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := exec.Command(filepath.Join(s.bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-U", "postgres").Run()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("postgres on port %d not ready within 60s: %v", s.Port, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // PostgresBinaries finds the directory holding initdb and postgres (Debian
 // keeps them out of PATH, per major version).
 func PostgresBinaries() (string, error) {
-	if bin, err := exec.LookPath("initdb"); err == nil {
-		return filepath.Dir(bin), nil
-	}
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	for i := len(dirs) - 1; i >= 0; i-- { // the newest version first
 		if _, err := os.Stat(filepath.Join(dirs[i], "initdb")); err == nil {
 			return dirs[i], nil
+		}
+	}
+	if bin, err := exec.LookPath("initdb"); err == nil {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(bin), "pg_isready")); err == nil {
+			return filepath.Dir(bin), nil
 		}
 	}
 	_, err := findBinary("initdb", "postgresql")
@@ -72,7 +95,7 @@ func StartPostgres(t testing.TB) *PostgresServer {
 			"-c", "max_replication_slots=10", "-c", "max_wal_senders=10", "-c", "shared_buffers=32MB"}
 	})
 	p.attr = attr
-	s := &PostgresServer{Process: p, URL: "postgres://postgres@127.0.0.1:" + strconv.Itoa(p.Port) + "/postgres?sslmode=disable"}
+	s := &PostgresServer{Process: p, URL: "postgres://postgres@127.0.0.1:" + strconv.Itoa(p.Port) + "/postgres?sslmode=disable", bin: bin}
 	s.Start()
 	return s
 }
