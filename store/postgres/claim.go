@@ -54,6 +54,56 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 		ORDER BY e.aggregate_type, e.aggregate_id, e.id LIMIT 1)`
 	}
 
+	// runFrom is an aggregate's run behind its first row start: the
+	// following unsent rows while they stay deliverable (and pass notHeld),
+	// a prefix of at most limit rows, read through the aggregate index.
+	// Both the below-floor candidates and the fallback's runs are one.
+	runFrom := func(alias, start, notHeld, limit string) string {
+		return `SELECT r.id, ` + alias + `.aggregate_type, ` + alias + `.aggregate_id FROM ` + alias + ` CROSS JOIN LATERAL (
+		SELECT x.id, bool_and(x.ok) OVER (ORDER BY x.id) AS prefix_ok FROM (
+			SELECT e.id, coalesce(` + d("e") + `, false)` + notHeld + ` AS ok
+			FROM ` + table + ` e
+			WHERE e.aggregate_type = ` + alias + `.aggregate_type AND e.aggregate_id = ` + alias + `.aggregate_id
+			  AND e.id >= ` + alias + `.` + start + ` AND ` + u("e") + `
+			ORDER BY e.aggregate_type, e.aggregate_id, e.id
+			LIMIT ` + limit + `) x
+	) r
+	WHERE r.prefix_ok`
+	}
+
+	// belowFloor ends the window's candidates, cand0, as cand. With a
+	// floor, an aggregate may have an unsent row below it that the window
+	// cannot see: ids are meant to come from the sequence, so that none
+	// appears there (floor.go), but a producer may write explicit ids, and
+	// taking the aggregate's rows above the floor first would deliver it out
+	// of order. So each candidate aggregate is probed for an unsent row below
+	// the floor through the aggregate index (one descent per aggregate in the
+	// window, bounded by the floor so that it stops at the first entry above
+	// it without reading that row; ordered as the index is so that a generic
+	// plan uses it too), and an
+	// aggregate whose first row lies below the floor (low) gives, instead of
+	// its window rows, its run from that first row: its deliverable prefix,
+	// held rows counting as not deliverable, at most maxRun rows.
+	belowFloor := func(held, floor string) string {
+		if floor == "" {
+			return `, cand AS (SELECT * FROM cand0)`
+		}
+		return `, low AS (
+	SELECT a.aggregate_type, a.aggregate_id, f.id AS first_id
+	FROM (SELECT DISTINCT aggregate_type, aggregate_id FROM cand0) a
+	CROSS JOIN LATERAL (
+		SELECT e.id FROM ` + table + ` e
+		WHERE e.aggregate_type = a.aggregate_type AND e.aggregate_id = a.aggregate_id
+		  AND e.id < ` + floor + ` AND ` + u("e") + `
+		ORDER BY e.aggregate_type, e.aggregate_id, e.id LIMIT 1) f
+), cand AS (
+	SELECT c.* FROM cand0 c
+	WHERE NOT EXISTS (SELECT 1 FROM low l WHERE l.aggregate_type = c.aggregate_type AND l.aggregate_id = c.aggregate_id)
+	UNION ALL
+	` + runFrom("low", "first_id", ` AND NOT e.id = ANY(`+held+`::bigint[])`, fmt.Sprint(maxRun)) + `
+)`
+	}
+
 	// A claim is one statement in two halves. The first finds candidates,
 	// cand(id, aggregate_type, aggregate_id): deliverable rows, each one
 	// preceded in its aggregate only by deliverable candidates. The second,
@@ -92,7 +142,6 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 	// an xmax that is not an xid (a MultiXact id from shared locks, which
 	// txbox never takes) can only ever look busy for a moment. txid_
 	// functions: PostgreSQL 12 has no pg_snapshot_ ones.
-	var belowFloor func(held, floor string) string
 	scanCand := func(held, floor string) string {
 		return `running AS (
 	SELECT ARRAY(SELECT (x % 4294967296)::text::xid FROM txid_snapshot_xip(s) x) AS xids,
@@ -118,48 +167,6 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 	FROM win w LEFT JOIN bad b ON b.aggregate_type = w.aggregate_type AND b.aggregate_id = w.aggregate_id
 	WHERE w.ok AND (b.first_id IS NULL OR w.id < b.first_id)
 )` + belowFloor(held, floor)
-	}
-
-	// belowFloor ends the window's candidates, cand0, as cand. With a
-	// floor, an aggregate may have an unsent row below it that the window
-	// cannot see: ids are meant to come from the sequence, so that none
-	// appears there (floor.go), but a producer may write explicit ids, and
-	// taking the aggregate's rows above the floor first would deliver it out
-	// of order. So each candidate aggregate is probed for an unsent row below
-	// the floor through the aggregate index (one descent per aggregate in the
-	// window, bounded by the floor so that it stops at the first entry above
-	// it without reading that row; ordered as the index is so that a generic
-	// plan uses it too), and an
-	// aggregate whose first row lies below the floor (low) gives, instead of
-	// its window rows, its run from that first row: its deliverable prefix,
-	// held rows counting as not deliverable, at most maxRun rows.
-	belowFloor = func(held, floor string) string {
-		if floor == "" {
-			return `, cand AS (SELECT * FROM cand0)`
-		}
-		return `, low AS (
-	SELECT a.aggregate_type, a.aggregate_id, f.id AS first_id
-	FROM (SELECT DISTINCT aggregate_type, aggregate_id FROM cand0) a
-	CROSS JOIN LATERAL (
-		SELECT e.id FROM ` + table + ` e
-		WHERE e.aggregate_type = a.aggregate_type AND e.aggregate_id = a.aggregate_id
-		  AND e.id < ` + floor + ` AND ` + u("e") + `
-		ORDER BY e.aggregate_type, e.aggregate_id, e.id LIMIT 1) f
-), cand AS (
-	SELECT c.* FROM cand0 c
-	WHERE NOT EXISTS (SELECT 1 FROM low l WHERE l.aggregate_type = c.aggregate_type AND l.aggregate_id = c.aggregate_id)
-	UNION ALL
-	SELECT r.id, l.aggregate_type, l.aggregate_id FROM low l CROSS JOIN LATERAL (
-		SELECT x.id, bool_and(x.ok) OVER (ORDER BY x.id) AS prefix_ok FROM (
-			SELECT e.id, coalesce(` + d("e") + `, false) AND NOT e.id = ANY(` + held + `::bigint[]) AS ok
-			FROM ` + table + ` e
-			WHERE e.aggregate_type = l.aggregate_type AND e.aggregate_id = l.aggregate_id
-			  AND e.id >= l.first_id AND ` + u("e") + `
-			ORDER BY e.aggregate_type, e.aggregate_id, e.id
-			LIMIT ` + fmt.Sprint(maxRun) + `) x
-	) r
-	WHERE r.prefix_ok
-)`
 	}
 
 	// The fallback's candidates, for when the window is full of rows that
@@ -216,16 +223,7 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED) h2
 ), cand AS (
-	SELECT r.id, h.aggregate_type, h.aggregate_id FROM heads h CROSS JOIN LATERAL (
-		SELECT x.id, bool_and(x.ok) OVER (ORDER BY x.id) AS prefix_ok FROM (
-			SELECT e.id, coalesce(` + d("e") + `, false) AS ok
-			FROM ` + table + ` e
-			WHERE e.aggregate_type = h.aggregate_type AND e.aggregate_id = h.aggregate_id
-			  AND e.id >= h.id AND ` + u("e") + `
-			ORDER BY e.aggregate_type, e.aggregate_id, e.id
-			LIMIT $2) x
-	) r
-	WHERE r.prefix_ok
+	` + runFrom("heads", "id", "", "$2") + `
 )`
 
 	lockTail := `, locked AS (
