@@ -48,26 +48,31 @@ const maxRound = 1000
 // recording the outcome is the caller's.
 func (r *Relay) DeliverOrdered(ctx context.Context, recs []store.Record) (Outcome, error) {
 	var out outcome
-	rest := make([]item, 0, len(recs))
+	st := &orderedStream{items: make([]item, 0, len(recs)), left: map[string]int{}}
 	for _, rec := range recs {
 		it, err := r.item(rec)
 		if err != nil {
 			out.failures = append(out.failures, r.failure(rec, err, true))
 			continue
 		}
-		rest = append(rest, it)
+		st.items = append(st.items, it)
+		st.left[laneKey(rec)]++
+	}
+	st.rest = make([]int, len(st.items))
+	for i := range st.rest {
+		st.rest[i] = i
 	}
 	attempts := map[int64]int{}
 	result := func() Outcome { return Outcome{Sent: out.sent, Dead: out.failures} }
-	for len(rest) > 0 {
+	for len(st.rest) > 0 {
 		if err := ctx.Err(); err != nil {
 			return result(), err
 		}
-		pick := r.roundPick(rest)
+		pick := st.roundPick(r.pipelined)
 		msgs := make([]broker.Message, len(pick))
 		created := make([]time.Time, len(pick))
 		for i, at := range pick {
-			msgs[i], created[i] = rest[at].msg, rest[at].rec.CreatedAt
+			msgs[i], created[i] = st.items[st.rest[at]].msg, st.items[st.rest[at]].rec.CreatedAt
 		}
 		spans := r.startSpans(ctx, msgs)
 		pubStart := time.Now()
@@ -80,8 +85,7 @@ func (r *Relay) DeliverOrdered(ctx context.Context, recs []store.Record) (Outcom
 		}
 		endSpans(spans, errs)
 		r.obs.published(pubStart, created, errs)
-		var wait time.Duration
-		rest, wait = r.settleOrdered(rest, pick, errs, attempts, &out)
+		wait := r.settleOrdered(st, pick, errs, attempts, &out)
 		if wait > 0 && !sleep(ctx, wait, nil, nil) {
 			return result(), ctx.Err()
 		}
@@ -91,57 +95,65 @@ func (r *Relay) DeliverOrdered(ctx context.Context, recs []store.Record) (Outcom
 	return result(), nil
 }
 
-// roundPick chooses the events of one round, as indexes into the stream
-// in stream order. With a publisher that keeps per-key order in flight it
-// is the longest front of the stream in which an aggregate appears again
-// only to continue its run to the same destination: the broker then gets
-// the stream in commit order. With any other publisher it is the first
-// event of each aggregate in the stream (up to maxRound): one unconfirmed
-// event per aggregate, as the polling loop's lanes, so a round is not cut
-// short by the first repeated aggregate; events of different aggregates may
-// then reach the broker out of commit order, never two of one aggregate.
-func (r *Relay) roundPick(rest []item) []int {
+// orderedStream is what DeliverOrdered has left to publish: rest holds
+// indexes into items, in stream order, so a round moves ints, not
+// messages; left counts each aggregate's events in rest, so a round of
+// one event per aggregate stops scanning once it has every aggregate.
+type orderedStream struct {
+	items []item
+	rest  []int
+	left  map[string]int
+}
+
+// roundPick chooses the events of one round, as positions in rest. With a
+// publisher that keeps per-key order in flight it is the longest front of
+// the stream in which an aggregate appears again only to continue its run
+// to the same destination: the broker then gets the stream in commit
+// order. With any other publisher it is the first event of each aggregate
+// in the stream (up to maxRound): one unconfirmed event per aggregate, as
+// the polling loop's lanes, so a round is not cut short by the first
+// repeated aggregate; events of different aggregates may then reach the
+// broker out of commit order, never two of one aggregate.
+func (st *orderedStream) roundPick(pipelined bool) []int {
 	seen := map[string]string{} // aggregate -> destination of its last event in the round
 	var pick []int
-	for i := 0; i < len(rest) && len(pick) < maxRound; i++ {
-		k := laneKey(rest[i].rec)
+	for i := 0; i < len(st.rest) && len(pick) < maxRound; i++ {
+		it := &st.items[st.rest[i]]
+		k := laneKey(it.rec)
 		t, in := seen[k]
 		switch {
 		case !in:
-			seen[k] = rest[i].msg.Topic
+			seen[k] = it.msg.Topic
 			pick = append(pick, i)
-		case r.pipelined && t == rest[i].msg.Topic && len(pick) == i:
+			if !pipelined && len(seen) == len(st.left) {
+				return pick // every aggregate left has its event in the round
+			}
+		case pipelined && t == it.msg.Topic:
 			pick = append(pick, i) // the front continues
-		case r.pipelined:
+		case pipelined:
 			return pick
 		}
 	}
 	return pick
 }
 
-// settleOrdered records the results of the picked events and returns what
-// is left of the stream, in order, with how long to wait before the next
-// round. A retryable failure keeps its event and every later picked event
-// of its aggregate (confirmed or not: their copies are duplicates the inbox
-// absorbs); the rest of the round is settled as it came back.
-func (r *Relay) settleOrdered(rest []item, pick []int, errs []error, attempts map[int64]int, out *outcome) ([]item, time.Duration) {
-	keep := make([]item, 0, len(rest)-len(pick))
+// settleOrdered records the results of the picked events, drops them from
+// the stream unless they are to be sent again, and returns how long to
+// wait before the next round. A retryable failure keeps its event and
+// every later picked event of its aggregate (confirmed or not: their
+// copies are duplicates the inbox absorbs); the rest of the round is
+// settled as it came back.
+func (r *Relay) settleOrdered(st *orderedStream, pick []int, errs []error, attempts map[int64]int, out *outcome) time.Duration {
 	blocked := map[string]bool{}
 	var wait time.Duration
-	j := 0
-	for i, it := range rest {
-		if j >= len(pick) || pick[j] != i {
-			keep = append(keep, it)
-			continue
-		}
-		err := errs[j]
-		j++
+	drop := make([]int, 0, len(pick)) // positions in rest, ascending
+	for j, at := range pick {
+		it := &st.items[st.rest[at]]
 		k := laneKey(it.rec)
 		if blocked[k] {
-			keep = append(keep, it)
 			continue
 		}
-		switch {
+		switch err := errs[j]; {
 		case err == nil:
 			out.sent = append(out.sent, it.rec.ID)
 			delete(attempts, it.rec.ID)
@@ -155,15 +167,43 @@ func (r *Relay) settleOrdered(rest []item, pick []int, errs []error, attempts ma
 				rec := it.rec
 				rec.RetryCount = a - 1
 				out.failures = append(out.failures, r.failure(rec, err, false))
-				continue
+				break
 			}
 			r.ctrs.Retried.Add(1)
 			d := backoff.Delay(a, r.cfg.BackoffBase, min(r.cfg.BackoffMax, streamRetryCap))
 			wait = max(wait, d)
 			blocked[k] = true
-			keep = append(keep, it)
 			r.log.Debug("stream publish failed, will retry", eventAttrs(it.rec, "attempt", a, "delay", d, "err", err)...)
+			continue
+		}
+		drop = append(drop, at)
+		if st.left[k]--; st.left[k] == 0 {
+			delete(st.left, k)
 		}
 	}
-	return keep, wait
+	st.drop(drop)
+	return wait
+}
+
+// drop removes the positions (ascending) from rest. A round that took the
+// front of the stream (one aggregate, or a pipelined front) costs nothing;
+// otherwise only the part of rest after the first dropped position moves.
+func (st *orderedStream) drop(pos []int) {
+	if len(pos) == 0 {
+		return
+	}
+	if pos[len(pos)-1] == len(pos)-1 {
+		st.rest = st.rest[len(pos):]
+		return
+	}
+	w, j := pos[0], 0
+	for i := pos[0]; i < len(st.rest); i++ {
+		if j < len(pos) && pos[j] == i {
+			j++
+			continue
+		}
+		st.rest[w] = st.rest[i]
+		w++
+	}
+	st.rest = st.rest[:w]
 }

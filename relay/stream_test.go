@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -118,5 +119,40 @@ func TestDeliverOrderedStopsWithContext(t *testing.T) {
 	out, err := r.DeliverOrdered(ctx, streamRecs(5, "x"))
 	if err == nil || len(out.Sent) != 0 {
 		t.Fatalf("sent %d, err %v: want nothing and ctx's error", len(out.Sent), err)
+	}
+}
+
+// A long stream costs time in proportion to its length: 30,000 events, two
+// thirds of them on one aggregate, through a publisher that takes one
+// event per aggregate per round (20,000 rounds). Rounds that each copied
+// or scanned the whole rest took minutes here; the bound is generous.
+func TestDeliverOrderedLongStreamIsLinear(t *testing.T) {
+	b := membroker.New()
+	f := &faulty{Publisher: b} // hides the broker's per-key pipelining
+	r := streamRelay(t, relay.Config{Publisher: f})
+	aggs := []string{"hot", "hot"}
+	for i := range 1000 {
+		aggs = append(aggs, "hot", "hot", fmt.Sprintf("cold-%d", i))
+	}
+	recs := streamRecs(30000, aggs...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	out, err := r.DeliverOrdered(ctx, recs)
+	if err != nil || len(out.Sent) != len(recs) {
+		t.Fatalf("sent %d of %d in %v: %v", len(out.Sent), len(recs), time.Since(start), err)
+	}
+	t.Logf("%d events in %d rounds, %v", len(recs), f.calls.Load(), time.Since(start))
+	pos := map[string]int{}
+	for i, rec := range recs {
+		pos[rec.EventID] = i
+	}
+	last := map[string]int{}
+	for _, m := range b.Messages() {
+		p := pos[m.Event.ID]
+		if prev, ok := last[m.Event.AggregateID]; ok && p < prev {
+			t.Fatalf("aggregate %s: #%d after #%d", m.Event.AggregateID, p, prev)
+		}
+		last[m.Event.AggregateID] = p
 	}
 }

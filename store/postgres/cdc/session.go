@@ -20,13 +20,21 @@ import (
 // errSlotActive: another relay reads the slot (SQLSTATE 55006).
 var errSlotActive = errors.New("replication slot is active")
 
-// item is one committed transaction's events, or (no events) a position
-// the server reported as sent: everything before it has been received.
-// Items are delivered and confirmed strictly in order.
+// item is one committed transaction's events, or a part of them, or (no
+// events) a position the server reported as sent: everything before it has
+// been received. Items are delivered and confirmed strictly in order.
+//
+// A transaction larger than BatchSize is handed over in parts of BatchSize
+// events as it is decoded, so a bulk write of a million events is neither
+// held in memory whole nor published as one step; only its last part
+// carries lsn, so the position moves past the transaction once all of it
+// is delivered (a restart in the middle reads it again from the start: its
+// events carry the same ids).
 type item struct {
 	changes []change
-	lsn     pglogrepl.LSN
-	xid     uint32 // of a transaction with rows, for Store.WaitVisible
+	lsn     pglogrepl.LSN // to confirm once delivered; 0 for a part that is not the last
+	commit  pglogrepl.LSN // where the transaction's commit record starts (0: backfill rows, markers)
+	xid     uint32        // of a transaction with rows, for Store.WaitVisible
 }
 
 // shutdownGrace bounds the step in flight once Run's ctx ended: a broker
@@ -309,7 +317,7 @@ func (r *Relay) stream(ctx context.Context, conn *pgconn.PgConn) error {
 				case *pglogrepl.RelationMessage:
 					dec.relations[m.RelationID] = m
 				case *pglogrepl.BeginMessage:
-					cur, commitTime = &item{xid: m.Xid}, m.CommitTime
+					cur, commitTime = &item{xid: m.Xid, commit: m.FinalLSN}, m.CommitTime
 				case *pglogrepl.InsertMessage:
 					if c, ok := dec.tuple(m.RelationID, m.Tuple); ok && cur != nil {
 						cur.changes = append(cur.changes, c)
@@ -331,6 +339,13 @@ func (r *Relay) stream(ctx context.Context, conn *pgconn.PgConn) error {
 					}
 					cur = nil
 				}
+				if cur != nil && len(cur.changes) >= r.cfg.BatchSize {
+					part := *cur
+					if err := push(part); err != nil {
+						return finish(err)
+					}
+					cur.changes = nil
+				}
 			}
 		}
 	}
@@ -341,6 +356,12 @@ func (r *Relay) stream(ctx context.Context, conn *pgconn.PgConn) error {
 // steps, or a step fails.
 func (r *Relay) deliverLoop(ctx context.Context, stop <-chan struct{}, items <-chan item, confirmed *atomic.Uint64) error {
 	for {
+		// A stop wins over waiting items: they stay in the slot.
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
 		var batch []item
 		select {
 		case it, ok := <-items:
@@ -474,7 +495,11 @@ func (r *Relay) backfilledCopies(ctx context.Context, items []item, fromLog bool
 	}
 	var low []int64
 	for _, it := range items {
-		if b.EndLSN != 0 && uint64(it.lsn) > b.EndLSN {
+		at := it.commit
+		if at == 0 {
+			at = it.lsn
+		}
+		if b.EndLSN != 0 && uint64(at) > b.EndLSN {
 			continue
 		}
 		for _, c := range it.changes {
