@@ -34,6 +34,7 @@ type drainResult struct {
 	elapsed time.Duration
 	rss     int64 // KB, peak of the largest relay process
 	cpu     time.Duration
+	dbCPU   time.Duration // the local PostgreSQL's, while the relays ran (-1: not measured)
 }
 
 func (r drainResult) rate() float64 { return float64(r.events) / r.elapsed.Seconds() }
@@ -238,7 +239,9 @@ func drainCmd(args []string) error {
 			}
 			var res drainResult
 			if err == nil {
+				db := newDBMeter()
 				res, err = c.run(e)
+				res.dbCPU = db.done()
 			}
 			if dropSlot != nil {
 				dropSlot()
@@ -249,7 +252,7 @@ func drainCmd(args []string) error {
 			}
 			res.name = name
 			results[name] = append(results[name], res)
-			fmt.Printf("  run %d %-14s %8.0f events/s  (%v, peak RSS %d MB, CPU %v)\n", r+1, name, res.rate(), res.elapsed.Round(time.Millisecond), res.rss/1024, res.cpu.Round(10*time.Millisecond))
+			fmt.Printf("  run %d %-14s %8.0f events/s  (%v, peak RSS %d MB, CPU %v, database CPU %v)\n", r+1, name, res.rate(), res.elapsed.Round(time.Millisecond), res.rss/1024, res.cpu.Round(10*time.Millisecond), res.dbCPU.Round(10*time.Millisecond))
 		}
 	}
 	fmt.Printf("\ndrain of %d events over %d aggregates, batch %d, medians of %d runs\n", *events, *aggs, *batch, *runs)
@@ -259,14 +262,15 @@ func drainCmd(args []string) error {
 	if _, ok := results["watermill"]; ok {
 		fmt.Printf("watermill: %s\n", wm.describe())
 	}
-	fmt.Printf("| contender | events/s (median) | vs raw | vs watermill | peak RSS (MB, median) | CPU s (median) |\n|---|---|---|---|---|---|\n")
+	fmt.Printf("| contender | events/s (median) | vs raw | vs watermill | peak RSS (MB, median) | CPU s (median) | database CPU s (median) |\n|---|---|---|---|---|---|---|\n")
 	rawRate := medianOf(results["raw"], drainResult.rate)
 	wmRate := medianOf(results["watermill"], drainResult.rate)
 	for _, name := range order {
 		rate := medianOf(results[name], drainResult.rate)
 		rss := medianOf(results[name], func(r drainResult) float64 { return float64(r.rss) / 1024 })
 		cpu := medianOf(results[name], func(r drainResult) float64 { return r.cpu.Seconds() })
-		fmt.Printf("| %s | %.0f | %s | %s | %.0f | %.2f |\n", name, rate, ratio(rate, rawRate), ratio(rate, wmRate), rss, cpu)
+		db := medianOf(results[name], func(r drainResult) float64 { return r.dbCPU.Seconds() })
+		fmt.Printf("| %s | %.0f | %s | %s | %.0f | %.2f | %s |\n", name, rate, ratio(rate, rawRate), ratio(rate, wmRate), rss, cpu, cpuSeconds(db))
 	}
 	has := func(n string) bool { return len(results[n]) > 0 }
 	m := func(n string) float64 { return medianOf(results[n], drainResult.rate) }

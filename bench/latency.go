@@ -71,6 +71,7 @@ type latencyResult struct {
 	maxLat           time.Duration
 	early            int // received before the writer had read the clock after COMMIT
 	idleCPU, loadCPU float64
+	dbLoadCPU        float64 // the local PostgreSQL's CPU while writing and delivering, % of one core (-1: not measured)
 }
 
 var latencyVariants = []string{"listen", "poll", "default", "watermill", "cdc", "cdc-tableless"}
@@ -129,16 +130,20 @@ func latencyCmd(args []string) error {
 			}
 			r.label = latencyLabel(o)
 			results = append(results, r)
-			fmt.Printf("  %-9s %5d/s: %d events (%.0f/s committed), p50 %v p90 %v p99 %v max %v, relay CPU idle %.2f%% load %.1f%%\n",
-				v, rate, r.events, r.achieved, ms(r.p50), ms(r.p90), ms(r.p99), ms(r.maxLat), r.idleCPU, r.loadCPU)
+			fmt.Printf("  %-9s %5d/s: %d events (%.0f/s committed), p50 %v p90 %v p99 %v max %v, relay CPU idle %.2f%% load %.1f%%, database CPU %.0f%%\n",
+				v, rate, r.events, r.achieved, ms(r.p50), ms(r.p90), ms(r.p99), ms(r.maxLat), r.idleCPU, r.loadCPU, r.dbLoadCPU)
 		}
 	}
-	fmt.Printf("\ncommit-to-consumer latency, %v per rate, %d writers, %d aggregates; relay (or forwarder) CPU in %% of one core (idle: %v without writes)\n",
+	fmt.Printf("\ncommit-to-consumer latency, %v per rate, %d writers, %d aggregates; relay (or forwarder) CPU in %% of one core (idle: %v without writes); database CPU: the local PostgreSQL's while writing and delivering (the writers' own work included), %% of one core\n",
 		*duration, *writers, *aggs, *idle)
-	fmt.Printf("| variant | what ran | rate/s | committed/s | events | p50 ms | p90 ms | p99 ms | max ms | CPU idle %% | CPU load %% |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| variant | what ran | rate/s | committed/s | events | p50 ms | p90 ms | p99 ms | max ms | CPU idle %% | CPU load %% | database CPU %% |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
-		fmt.Printf("| %s | %s | %d | %.0f | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f |\n", r.variant, r.label, r.rate, r.achieved, r.events,
-			msf(r.p50), msf(r.p90), msf(r.p99), msf(r.maxLat), r.idleCPU, r.loadCPU)
+		db := "-"
+		if r.dbLoadCPU >= 0 {
+			db = fmt.Sprintf("%.0f", r.dbLoadCPU)
+		}
+		fmt.Printf("| %s | %s | %d | %.0f | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %s |\n", r.variant, r.label, r.rate, r.achieved, r.events,
+			msf(r.p50), msf(r.p90), msf(r.p99), msf(r.maxLat), r.idleCPU, r.loadCPU, db)
 		if r.early > 0 {
 			fmt.Printf("  (%d events arrived before their writer read the clock after COMMIT; counted as negative latencies)\n", r.early)
 		}
@@ -292,6 +297,7 @@ func latencyRun(ctx context.Context, o latencyOpts) (latencyResult, error) {
 	jobs := make(chan int, 1<<16)
 	start := time.Now()
 	c0 = relay.stats().cpu
+	db := newDBMeter()
 	go func() {
 		defer close(jobs)
 		interval := time.Second / time.Duration(o.rate)
@@ -357,6 +363,10 @@ func latencyRun(ctx context.Context, o latencyOpts) (latencyResult, error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	res.loadCPU = cpuPercent(relay.stats().cpu-c0, time.Since(start))
+	res.dbLoadCPU = -1
+	if d := db.done(); d >= 0 {
+		res.dbLoadCPU = cpuPercent(d, time.Since(start))
+	}
 	if missing > 0 {
 		return res, fmt.Errorf("%d of %d events did not arrive within %v after writing stopped", missing, len(all), o.wait)
 	}

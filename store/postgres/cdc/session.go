@@ -184,7 +184,7 @@ func (r *Relay) backfill(ctx context.Context) (postgres.Backfill, error) {
 // StatusInterval, also while the delivery is behind, so the server does not
 // time the connection out.
 func (r *Relay) stream(ctx context.Context, conn *pgconn.PgConn) error {
-	items := make(chan item, 256)
+	q := newQueue(r.cfg.BatchSize)
 	var confirmed atomic.Uint64
 	// Delivery outlives ctx by at most shutdownGrace, to finish and confirm
 	// the step in flight.
@@ -193,7 +193,7 @@ func (r *Relay) stream(ctx context.Context, conn *pgconn.PgConn) error {
 	stopWork := context.AfterFunc(ctx, func() { time.AfterFunc(shutdownGrace, cancelWork) })
 	defer stopWork()
 	delivered := make(chan error, 1)
-	go func() { delivered <- r.deliverLoop(work, ctx.Done(), items, &confirmed) }()
+	go func() { delivered <- r.deliverLoop(work, ctx.Done(), q, &confirmed) }()
 
 	status := func(reply bool) error {
 		lsn := pglogrepl.LSN(confirmed.Load())
@@ -201,7 +201,7 @@ func (r *Relay) stream(ctx context.Context, conn *pgconn.PgConn) error {
 			WALWritePosition: lsn, WALFlushPosition: lsn, WALApplyPosition: lsn, ReplyRequested: reply})
 	}
 	finish := func(err error) error {
-		close(items)
+		close(q.items)
 		derr := <-delivered
 		// The last confirmed position, so a restart reads as little again
 		// as possible.
@@ -217,9 +217,15 @@ func (r *Relay) stream(ctx context.Context, conn *pgconn.PgConn) error {
 		tick := time.NewTicker(r.cfg.StatusInterval)
 		defer tick.Stop()
 		for {
+			in := q.items
+			if q.full() {
+				in = nil // wait for q.taken
+			}
 			select {
-			case items <- it:
+			case in <- it:
+				q.added(it)
 				return nil
+			case <-q.taken:
 			case <-tick.C:
 				r.beat()
 				if err := status(false); err != nil {
@@ -254,7 +260,7 @@ func (r *Relay) stream(ctx context.Context, conn *pgconn.PgConn) error {
 			// Asking for a reply makes the server say how far it has read,
 			// which confirms past log of other tables while idle.
 			sent = confirmed.Load()
-			if err := status(len(items) == 0); err != nil {
+			if err := status(len(q.items) == 0); err != nil {
 				return finish(fmt.Errorf("cdc: status update: %w", err))
 			}
 			next = time.Now().Add(r.cfg.StatusInterval)
@@ -296,7 +302,7 @@ func (r *Relay) stream(ctx context.Context, conn *pgconn.PgConn) error {
 					// A position marker, dropped when delivery is behind:
 					// the next one will do.
 					select {
-					case items <- item{lsn: ka.ServerWALEnd}:
+					case q.items <- item{lsn: ka.ServerWALEnd}:
 					default:
 					}
 				}
@@ -354,7 +360,7 @@ func (r *Relay) stream(ctx context.Context, conn *pgconn.PgConn) error {
 // deliverLoop takes items in order, up to BatchSize events at a time, and
 // steps them; it returns when items is closed, stop is closed between two
 // steps, or a step fails.
-func (r *Relay) deliverLoop(ctx context.Context, stop <-chan struct{}, items <-chan item, confirmed *atomic.Uint64) error {
+func (r *Relay) deliverLoop(ctx context.Context, stop <-chan struct{}, q *queue, confirmed *atomic.Uint64) error {
 	for {
 		// A stop wins over waiting items: they stay in the slot.
 		select {
@@ -364,10 +370,11 @@ func (r *Relay) deliverLoop(ctx context.Context, stop <-chan struct{}, items <-c
 		}
 		var batch []item
 		select {
-		case it, ok := <-items:
+		case it, ok := <-q.items:
 			if !ok {
 				return nil
 			}
+			q.took(it)
 			batch = append(batch, it)
 		case <-stop:
 			return nil
@@ -376,10 +383,11 @@ func (r *Relay) deliverLoop(ctx context.Context, stop <-chan struct{}, items <-c
 	more:
 		for n < r.cfg.BatchSize {
 			select {
-			case it, ok := <-items:
+			case it, ok := <-q.items:
 				if !ok {
 					break more
 				}
+				q.took(it)
 				batch = append(batch, it)
 				n += len(it.changes)
 			default:
