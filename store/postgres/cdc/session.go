@@ -245,6 +245,7 @@ func (r *Relay) stream(ctx context.Context, conn *pgconn.PgConn) error {
 	var commitTime time.Time
 	next := time.Now()
 	var sent uint64 // the position last reported
+	var sentAt time.Time
 	for {
 		r.beat()
 		if ctx.Err() != nil {
@@ -264,10 +265,12 @@ func (r *Relay) stream(ctx context.Context, conn *pgconn.PgConn) error {
 				return finish(fmt.Errorf("cdc: status update: %w", err))
 			}
 			next = time.Now().Add(r.cfg.StatusInterval)
-		} else if c := confirmed.Load(); c != sent {
+		} else if c := confirmed.Load(); c != sent && time.Since(sentAt) >= reportEvery {
 			// A confirmed step is reported within confirmEvery, so a relay
-			// killed now republishes little.
-			sent = c
+			// killed now republishes little; not after every step, which
+			// under a stream of small transactions would be one more write
+			// per event.
+			sent, sentAt = c, time.Now()
 			if err := status(false); err != nil {
 				return finish(fmt.Errorf("cdc: status update: %w", err))
 			}
@@ -400,8 +403,12 @@ func (r *Relay) deliverLoop(ctx context.Context, stop <-chan struct{}, q *queue,
 	}
 }
 
-// confirmEvery bounds how long a confirmed step waits to be reported.
-const confirmEvery = 50 * time.Millisecond
+// confirmEvery bounds how long a confirmed step waits to be reported;
+// reportEvery is the least time between two such reports.
+const (
+	confirmEvery = 50 * time.Millisecond
+	reportEvery  = 10 * time.Millisecond
+)
 
 // registryEvery throttles the registry's position updates while idle.
 var registryEvery = time.Second
