@@ -8,7 +8,11 @@ const (
 	DefaultBatchSize    = 500
 	DefaultWorkers      = 2
 	DefaultPollInterval = 50 * time.Millisecond
-	DefaultLease        = 30 * time.Second
+	// DefaultIdlePollMax caps an idle relay's back-off: while its claims
+	// keep coming back empty, its wait doubles from PollInterval up to this
+	// (Config.IdlePollMax).
+	DefaultIdlePollMax = 500 * time.Millisecond
+	DefaultLease       = 30 * time.Second
 	// DefaultPublishTimeout caps the default publish timeout, which is
 	// min(DefaultPublishTimeout, Lease/3): it follows a shorter Lease.
 	DefaultPublishTimeout = 10 * time.Second
