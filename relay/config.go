@@ -35,10 +35,20 @@ type Config struct {
 	// Workers is how many claimed batches are published and marked at
 	// once; claims themselves run one at a time. Default DefaultWorkers.
 	Workers int
-	// PollInterval is how long an idle relay waits before claiming again
-	// when no wake-up arrives. It also bounds a busy relay's wait for one of
-	// its own batches to end. Default DefaultPollInterval.
+	// PollInterval is how long a relay waits before claiming again after a
+	// claim that found nothing, when no wake-up arrives; on an idle relay
+	// the wait grows from it up to IdlePollMax. It also bounds a busy
+	// relay's wait for one of its own batches to end. Default
+	// DefaultPollInterval.
 	PollInterval time.Duration
+	// IdlePollMax caps an idle relay's back-off. While its claims keep
+	// finding nothing (and nothing of its own is in flight), each wait
+	// doubles, from PollInterval up to IdlePollMax; a claim that finds
+	// work, a wake-up or the end of one of its batches sets it back to
+	// PollInterval. It is the longest a row written without a wake-up waits
+	// on an idle relay. Equal to PollInterval: no back-off. Default
+	// DefaultIdlePollMax, or PollInterval when that is longer.
+	IdlePollMax time.Duration
 	// Wakeup, when set, makes an idle relay claim at once on a receive
 	// (push wake-ups such as PostgreSQL LISTEN); polling stays the fallback.
 	Wakeup <-chan struct{}
@@ -111,6 +121,9 @@ func (c *Config) withDefaults() {
 	if c.PollInterval == 0 {
 		c.PollInterval = DefaultPollInterval
 	}
+	if c.IdlePollMax == 0 {
+		c.IdlePollMax = max(DefaultIdlePollMax, c.PollInterval)
+	}
 	if c.Lease == 0 {
 		c.Lease = DefaultLease
 	}
@@ -162,6 +175,8 @@ func (c Config) ValidateSettings() error {
 		return bad("Workers", "%d is outside 1..64", c.Workers)
 	case c.PollInterval < time.Millisecond:
 		return bad("PollInterval", "%v is below 1ms", c.PollInterval)
+	case c.IdlePollMax < c.PollInterval:
+		return bad("IdlePollMax", "%v is below PollInterval %v", c.IdlePollMax, c.PollInterval)
 	case c.Lease < 100*time.Millisecond:
 		return bad("Lease", "%v is below 100ms", c.Lease)
 	case c.PublishTimeout <= 0 || c.PublishTimeout*2 > c.Lease:

@@ -23,6 +23,21 @@ func TestWithDefaults(t *testing.T) {
 	if err := short.ValidateSettings(); err != nil {
 		t.Fatal(err)
 	}
+	// The idle back-off's cap: DefaultIdlePollMax, or a longer PollInterval
+	// (no back-off) so that a slow poll set alone stays valid.
+	if c.PollInterval != relay.DefaultPollInterval || c.IdlePollMax != relay.DefaultIdlePollMax {
+		t.Fatalf("PollInterval %v, IdlePollMax %v: want the defaults", c.PollInterval, c.IdlePollMax)
+	}
+	slow := relay.Config{PollInterval: 2 * time.Second}
+	if got := slow.WithDefaults().IdlePollMax; got != 2*time.Second {
+		t.Fatalf("IdlePollMax with a 2s poll interval = %v, want 2s", got)
+	}
+	if err := slow.ValidateSettings(); err != nil {
+		t.Fatal(err)
+	}
+	if err := (relay.Config{PollInterval: time.Second, IdlePollMax: 500 * time.Millisecond}).ValidateSettings(); err == nil {
+		t.Error("IdlePollMax below PollInterval accepted")
+	}
 	for _, m := range []relay.ClaimMode{"", relay.ClaimAuto, relay.ClaimLease} {
 		if err := (relay.Config{Claims: m}).ValidateSettings(); err != nil {
 			t.Errorf("Claims %q: %v", m, err)

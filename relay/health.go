@@ -13,9 +13,10 @@ var ErrNotReady = errors.New("relay: not ready")
 
 // Alive reports whether the claim loop is going round: it fails once the
 // loop has not come back for longer than the longest legitimate wait (a
-// lease's worth of publishing plus a poll interval, twice over).
+// lease's worth of publishing plus an idle relay's longest wait,
+// IdlePollMax, twice over).
 func (r *Relay) Alive() error {
-	limit := 2 * (r.cfg.Lease + r.cfg.PollInterval)
+	limit := 2 * (r.cfg.Lease + r.cfg.IdlePollMax)
 	if since := time.Since(time.Unix(0, r.obs.beat.Load())); since > limit {
 		return fmt.Errorf("relay: claim loop stuck for %v (limit %v)", since.Round(time.Millisecond), limit)
 	}

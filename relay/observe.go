@@ -190,27 +190,37 @@ func (o *observer) batchDone(err error) {
 	}
 }
 
-// wait waits PollInterval, a wake-up, or the end of one of this relay's
-// batches (ended; nil when none is in flight), counting which one ended the
-// wait; it returns false when ctx ended.
-func (r *Relay) wait(ctx context.Context, ended <-chan struct{}) bool {
-	t := time.NewTimer(r.cfg.PollInterval)
+// woke says what ended a wait.
+type woke int
+
+const (
+	wokeByPoll   woke = iota + 1 // the wait ran its full time
+	wokeByListen                 // a push wake-up (Config.Wakeup)
+	wokeByBatch                  // one of this relay's batches ended
+)
+
+// wait waits d (PollInterval, or an idle relay's longer back-off), a
+// wake-up, or the end of one of this relay's batches (ended; nil when none
+// is in flight), counting which one ended the wait and returning it; ok is
+// false when ctx ended.
+func (r *Relay) wait(ctx context.Context, d time.Duration, ended <-chan struct{}) (by woke, ok bool) {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	var c prometheus.Counter
 	select {
 	case <-ctx.Done():
-		return false
+		return 0, false
 	case <-t.C:
-		c = r.obs.wakePoll
+		by, c = wokeByPoll, r.obs.wakePoll
 	case <-r.cfg.Wakeup:
-		c = r.obs.wakeListen
+		by, c = wokeByListen, r.obs.wakeListen
 	case <-ended:
-		c = r.obs.wakeBatch
+		by, c = wokeByBatch, r.obs.wakeBatch
 	}
 	if c != nil {
 		c.Inc()
 	}
-	return true
+	return by, true
 }
 
 // watch samples the backlog every MetricsInterval, keeps the readiness

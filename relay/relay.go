@@ -69,7 +69,7 @@ func New(cfg Config) (*Relay, error) {
 // claim never takes rows of an aggregate whose earlier row is leased, and
 // that includes the leases of this relay's own batches in flight.
 func (r *Relay) Run(ctx context.Context) error {
-	r.log.Info("relay started", "claims", r.claimKind(), "batch", r.cfg.BatchSize, "workers", r.cfg.Workers, "poll", r.cfg.PollInterval, "lease", r.cfg.Lease, "topic", string(r.cfg.Topic))
+	r.log.Info("relay started", "claims", r.claimKind(), "batch", r.cfg.BatchSize, "workers", r.cfg.Workers, "poll", r.cfg.PollInterval, "idle_poll_max", r.cfg.IdlePollMax, "lease", r.cfg.Lease, "topic", string(r.cfg.Topic))
 	defer func() {
 		c := &r.ctrs
 		r.log.Info("relay stopped", "published", c.Published.Load(), "dead", c.Dead.Load(), "retried", c.Retried.Load(),
@@ -88,6 +88,9 @@ func (r *Relay) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); r.obs.watch(watchCtx) }()
 	defer stopWatch()
 	errDelay := r.cfg.PollInterval
+	// idle is the next idle wait: PollInterval, doubled after each idle
+	// wait that ran its course, up to IdlePollMax (waitAfterShortClaim).
+	idle := r.cfg.PollInterval
 	for {
 		r.obs.beat.Store(time.Now().UnixNano())
 		select {
@@ -112,6 +115,9 @@ func (r *Relay) Run(ctx context.Context) error {
 			continue
 		}
 		errDelay = r.cfg.PollInterval
+		if len(b.recs) > 0 {
+			idle = r.cfg.PollInterval
+		}
 		if len(b.recs) == 0 {
 			<-slots
 		} else {
@@ -133,7 +139,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if len(b.recs) == r.cfg.BatchSize {
 			continue
 		}
-		if !r.waitAfterShortClaim(ctx, &fl, endsBefore) {
+		if !r.waitAfterShortClaim(ctx, &fl, endsBefore, &idle) {
 			return nil
 		}
 	}
@@ -152,17 +158,34 @@ func (r *Relay) Run(ctx context.Context) error {
 // channel read, one that ended before it changed the count of ends, so no
 // end is missed. The wait is still bounded by the poll interval, for rows
 // that other relays or producers without a wake-up make claimable.
-func (r *Relay) waitAfterShortClaim(ctx context.Context, fl *flight, endsBefore uint64) bool {
+//
+// An idle relay backs off: *idle, its next idle wait, doubles after each
+// idle wait that ran its full time (the claim after it runs on a table that
+// held nothing claimable for that long), up to IdlePollMax. A wake-up or a
+// batch end sets it back to PollInterval, and so does a claim that finds
+// rows (Run). The back-off lengthens only waits taken with nothing
+// claimable and nothing in flight: a relay with work claims at once or
+// waits for its own batches, as before.
+func (r *Relay) waitAfterShortClaim(ctx context.Context, fl *flight, endsBefore uint64, idle *time.Duration) bool {
 	n, ends, next := fl.state()
 	switch {
 	case ends != endsBefore:
+		*idle = r.cfg.PollInterval
 		return true
 	case n > 0:
 		r.ctrs.BatchWaits.Add(1)
-		return r.wait(ctx, next)
+		*idle = r.cfg.PollInterval
+		_, ok := r.wait(ctx, r.cfg.PollInterval, next)
+		return ok
 	default:
 		r.ctrs.IdleWaits.Add(1)
-		return r.wait(ctx, nil)
+		woke, ok := r.wait(ctx, *idle, nil)
+		if woke == wokeByPoll {
+			*idle = min(*idle*2, r.cfg.IdlePollMax)
+		} else {
+			*idle = r.cfg.PollInterval
+		}
+		return ok
 	}
 }
 

@@ -377,6 +377,7 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 		{relay.Config{Store: s, Publisher: b, BatchSize: -1}, "BatchSize"},
 		{relay.Config{Store: s, Publisher: b, Lease: time.Second, PublishTimeout: time.Second}, "PublishTimeout"},
 		{relay.Config{Store: s, Publisher: b, BackoffBase: time.Minute, BackoffMax: time.Second}, "BackoffMax"},
+		{relay.Config{Store: s, Publisher: b, PollInterval: time.Second, IdlePollMax: 100 * time.Millisecond}, "IdlePollMax"},
 		{relay.Config{Store: s, Publisher: b, Topic: "x.{aggregate}"}, "--topic"},
 	} {
 		_, err := relay.New(c.cfg)

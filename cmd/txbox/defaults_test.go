@@ -59,6 +59,7 @@ func TestRelayFlagDefaultsAreTheLibrarys(t *testing.T) {
 		"--batch-size":      "(default " + itoa(relay.DefaultBatchSize) + ")",
 		"--workers":         "(default " + itoa(relay.DefaultWorkers) + ")",
 		"--poll-interval":   "(default " + relay.DefaultPollInterval.String() + ")",
+		"--idle-poll-max":   "(default max(" + relay.DefaultIdlePollMax.String() + ", --poll-interval))",
 		"--lease":           "(default " + relay.DefaultLease.String() + ")",
 		"--max-attempts":    "(default " + itoa(relay.DefaultMaxAttempts) + ")",
 		"--backoff-max":     "(default " + relay.DefaultBackoffMax.String() + ")",

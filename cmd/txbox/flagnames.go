@@ -16,6 +16,7 @@ var configFlags = map[string]string{
 	"BatchSize":      "batch-size",
 	"Workers":        "workers",
 	"PollInterval":   "poll-interval",
+	"IdlePollMax":    "idle-poll-max",
 	"Lease":          "lease",
 	"PublishTimeout": "publish-timeout",
 	"MaxAttempts":    "max-attempts",
@@ -35,7 +36,7 @@ var configFlags = map[string]string{
 	"Options.Subjects":     "nats-subjects",
 }
 
-var fieldWord = regexp.MustCompile(`\b(Tables\.(Schema|Outbox|Inbox)|Options\.(Stream|Topic|CreateStream|Subjects)|BatchSize|Workers|PollInterval|Lease|PublishTimeout|MaxAttempts|BackoffBase|BackoffMax)\b`)
+var fieldWord = regexp.MustCompile(`\b(Tables\.(Schema|Outbox|Inbox)|Options\.(Stream|Topic|CreateStream|Subjects)|BatchSize|Workers|PollInterval|IdlePollMax|Lease|PublishTimeout|MaxAttempts|BackoffBase|BackoffMax)\b`)
 
 // withFlagNames rewrites a *txbox.ConfigError that names a library field
 // so that it names the flag and its variable instead, in the field and in

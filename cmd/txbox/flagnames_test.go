@@ -7,7 +7,7 @@ import (
 )
 
 // goField is a library field name in an operator's message.
-var goField = regexp.MustCompile(`\b(BatchSize|Workers|PollInterval|Lease|PublishTimeout|MaxAttempts|BackoffBase|BackoffMax|Tables\.\w+)\b`)
+var goField = regexp.MustCompile(`\b(BatchSize|Workers|PollInterval|IdlePollMax|Lease|PublishTimeout|MaxAttempts|BackoffBase|BackoffMax|Tables\.\w+)\b`)
 
 // Validation errors name the flag and its variable, never a Go field; 0 or
 // an empty value is refused where it makes no sense instead of silently
@@ -26,6 +26,8 @@ func TestValidationNamesFlagsAndRefusesZero(t *testing.T) {
 		{nil, []string{"--max-attempts", "0"}, "--max-attempts (TXBOX_MAX_ATTEMPTS)"},
 		{nil, []string{"--lease", "0s"}, "--lease (TXBOX_LEASE)"},
 		{nil, []string{"--poll-interval", "0"}, "--poll-interval (TXBOX_POLL_INTERVAL)"},
+		{nil, []string{"--idle-poll-max", "10ms"}, "--idle-poll-max (TXBOX_IDLE_POLL_MAX): 10ms is below --poll-interval 50ms"},
+		{[]string{"TXBOX_IDLE_POLL_MAX=1s"}, []string{"--poll-interval", "2s"}, "--idle-poll-max (TXBOX_IDLE_POLL_MAX): 1s is below --poll-interval 2s"},
 		{nil, []string{"--topic", ""}, "--topic (TXBOX_TOPIC)"},
 		{[]string{"TXBOX_TOPIC="}, nil, "--topic (TXBOX_TOPIC)"},
 		{nil, []string{"--lease", "1s", "--publish-timeout", "900ms"}, "--publish-timeout (TXBOX_PUBLISH_TIMEOUT): 900ms must be positive and at most half of --lease"},

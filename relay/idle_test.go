@@ -1,0 +1,86 @@
+package relay_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/txbox/txbox"
+	membroker "github.com/txbox/txbox/broker/mem"
+	"github.com/txbox/txbox/relay"
+	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/postgres"
+)
+
+// countingStore counts the claims that reach the store, of either kind.
+type countingStore struct {
+	*postgres.Store
+	claims atomic.Int64
+}
+
+func (c *countingStore) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
+	c.claims.Add(1)
+	return c.Store.ClaimTx(ctx, limit)
+}
+
+func (c *countingStore) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Record, error) {
+	c.claims.Add(1)
+	return c.Store.Claim(ctx, req)
+}
+
+// claimsOver counts the claims the store sees during d.
+func (c *countingStore) claimsOver(d time.Duration) int64 {
+	n := c.claims.Load()
+	time.Sleep(d)
+	return c.claims.Load() - n
+}
+
+// TestIdleRelayBacksOff (issue 21): an idle relay's claims thin out. While
+// they find nothing, its wait doubles from PollInterval up to IdlePollMax,
+// so over a second of idling it claims about 1s/IdlePollMax times instead
+// of 1s/PollInterval; the first event after the idle spell still arrives
+// within IdlePollMax (+ slack), and the delivery sets the wait back to
+// PollInterval.
+func TestIdleRelayBacksOff(t *testing.T) { eachClaims(t, testIdleBackOff) }
+
+func testIdleBackOff(t *testing.T, claims relay.ClaimMode) {
+	const poll, idleMax = 10 * time.Millisecond, 160 * time.Millisecond
+	s := &countingStore{Store: openPG(t)}
+	b := membroker.New()
+	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Claims: claims, PollInterval: poll, IdlePollMax: idleMax})
+	if got := r.Config().IdlePollMax; got != idleMax {
+		t.Fatalf("IdlePollMax %v, want %v", got, idleMax)
+	}
+	waitFor(t, 5*time.Second, "the relay's first (empty) claim", func() bool { return r.Stats().IdleWaits >= 1 })
+	// 10+20+40+80+160 ms: at the cap after 310 ms of idling.
+	time.Sleep(500 * time.Millisecond)
+
+	// Idle at the cap: about 1s/160ms = 6 claims in a second (at most 7 if
+	// one is about to start); without the back-off, 1s/10ms = 100 less the
+	// claims' own time.
+	if n := s.claimsOver(time.Second); n > 10 {
+		t.Fatalf("an idle relay claimed %d times in 1s: want about 1s/%v (6), not 1s/%v", n, idleMax, poll)
+	} else {
+		t.Logf("idle at the cap: %d claims in 1s", n)
+	}
+
+	// The first event after the idle spell: found by the next claim, at
+	// most IdlePollMax away.
+	for i := range 3 {
+		ev := txbox.MustEvent("Order", "after-idle", "Created", nil)
+		start := time.Now()
+		write(t, s.Store, ev)
+		waitFor(t, 5*time.Second, "the event after the idle spell", func() bool { return len(b.Messages()) == i+1 })
+		if d := time.Since(start); d > idleMax+300*time.Millisecond {
+			t.Fatalf("event %d after an idle spell took %v, want at most IdlePollMax %v + 300ms", i, d, idleMax)
+		}
+		// Delivering set the wait back to PollInterval: the claims that
+		// follow come at 10, 20, 40, 80 ms, 4 or more in the next 200 ms
+		// where a relay still at the cap would claim once or twice.
+		if n := s.claimsOver(200 * time.Millisecond); n < 3 {
+			t.Fatalf("after a delivery the relay claimed %d times in 200ms: its wait was not set back to PollInterval %v", n, poll)
+		}
+		time.Sleep(time.Second) // back at the cap
+	}
+}
