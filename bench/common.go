@@ -46,6 +46,7 @@ type benchEnv struct {
 	extra   []string // further tables to drop
 	wmTopic string   // drain: the watermill-sql topic holding the backlog
 	slot    string   // drain txbox-cdc: the replication slot
+	kafka   *kafkaEnv // skew --kafka: the relays publish here instead
 }
 
 // newEnv connects and makes, with txboxTables, the txbox outbox and inbox
@@ -70,6 +71,13 @@ func newEnv(ctx context.Context, pg, natsURL string, txboxTables bool) (*benchEn
 			e.close()
 			return nil, err
 		}
+	}
+	if kafkaAddr != "" && txboxTables {
+		if e.kafka, err = newKafkaEnv(ctx, e.prefix); err != nil {
+			e.close()
+			return nil, err
+		}
+		return e, nil
 	}
 	if natsURL == "" {
 		return e, nil
@@ -102,6 +110,9 @@ func (e *benchEnv) close() {
 		_ = e.js.DeleteStream(ctx, e.stream)
 		e.nc.Close()
 	}
+	if e.kafka != nil {
+		e.kafka.close(ctx)
+	}
 	drop := []string{e.tables.Outbox, e.tables.Outbox + "_sent", e.tables.Outbox + "_migrations", e.tables.Inbox, e.tables.Inbox + "_versions"}
 	for _, t := range append(drop, e.extra...) {
 		if !strings.HasPrefix(t, `"`) {
@@ -114,6 +125,13 @@ func (e *benchEnv) close() {
 
 // relayArgs are the `txbox relay` arguments that point a relay at this env.
 func (e *benchEnv) relayArgs() []string {
+	if e.kafka != nil {
+		return kafkaRelayArgs(e.natsRelayArgs(), e.kafka.topic)
+	}
+	return e.natsRelayArgs()
+}
+
+func (e *benchEnv) natsRelayArgs() []string {
 	return []string{"relay", "--db", e.pg, "--outbox-table", e.tables.Outbox, "--inbox-table", e.tables.Inbox,
 		"--broker", e.natsU, "--nats-stream", e.stream, "--topic", e.prefix + ".{aggregate_type}.{event_type}",
 		"--log-level", relayLogLevel}
@@ -124,6 +142,9 @@ func (e *benchEnv) relayArgs() []string {
 var relayLogLevel = "error"
 
 func (e *benchEnv) storedMsgs(ctx context.Context) uint64 {
+	if e.kafka != nil {
+		return e.kafka.stored(ctx)
+	}
 	s, err := e.js.Stream(ctx, e.stream)
 	if err != nil {
 		return 0

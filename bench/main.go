@@ -68,6 +68,7 @@ func usage() {
   bench console [--rows N] [--runs N]
   bench skew    [--events N] [--layouts 1,10,100,1000,100000,zipf] [--runs N] [--only txbox,txbox-2proc,raw-pipelined,watermill]
                 [--raw-inflight N] [--batch N] [--wm-batch N] [--wm-schema default|queue] [--timeout D] [--stall D]
+                [--nats-embedded] [--nats-batch fast|atomic|none] [--kafka] [--relay-log LEVEL]
   bench wmsweep [--events 100000,1000000] [--batches 100,1000,5000] [--schemas default,queue] [--runs N]
   bench cdc     [--rate N]... [--duration D] [--events N] [--aggregates N] [--write-duration D] [--runs N]
                 CDC vs polling: latency (listen, cdc, cdc-tableless), drain (txbox, txbox-cdc), write path (row vs logical message)

@@ -194,6 +194,7 @@ func skewCmd(args []string) error {
 	fs.DurationVar(&wm.poll, "wm-poll", 10*time.Millisecond, "Watermill PollInterval")
 	fs.StringVar(&relayLogLevel, "relay-log", relayLogLevel, "log level of the txbox relay processes (info: time per phase at stop)")
 	fs.StringVar(&natsBatch, "nats-batch", natsBatch, "batch publish the streams allow where the server has it: fast (allow_batched, 2.14+, and allow_atomic), atomic (allow_atomic, 2.12+) or none")
+	useKafka := fs.Bool("kafka", false, "publish to franz-go's in-process fake Kafka (kfake, a topic of 8 partitions per run) instead of NATS; txbox contenders only")
 	embedded := fs.Bool("nats-embedded", false, "start a nats-server 2.15 in the bench process (atomic batch publish: the relay pipelines one aggregate's events) instead of using --broker")
 	wm.perTx, wm.driver = 1, "pgx"
 	_ = fs.Parse(args)
@@ -215,6 +216,16 @@ func skewCmd(args []string) error {
 	order, err := contenderList(*which, skewNames)
 	if err != nil {
 		return err
+	}
+	if *useKafka {
+		if err := kafkaOnly(order); err != nil {
+			return err
+		}
+		stop, err := startKafka()
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	if err := wm.check(); err != nil {
 		return err
@@ -264,6 +275,9 @@ func skewCmd(args []string) error {
 	}
 	fmt.Printf("\nskew: %d events per backlog, medians of %d runs; txbox: `txbox relay` with default flags; raw-pipelined: %d transactions in flight, batch %d; watermill: %s\n",
 		*events, *runs, *inflight, *batch, wm.describe())
+	if *useKafka {
+		fmt.Printf("broker: franz-go's in-process fake Kafka (kfake) at %s, a topic of %d partitions per run, records keyed by aggregate id\n", kafkaAddr, kafkaPartitions)
+	}
 	fmt.Printf("| layout | txbox | txbox 2 relays | raw pipelined | watermill | txbox / 100k layout | txbox / raw | txbox / watermill | 2 relays / 1 |\n|---|---|---|---|---|---|---|---|---|\n")
 	m := func(l, n string) float64 { return medianOf(results[l][n], drainResult.rate) }
 	spread := m("100000 aggregates", "txbox")

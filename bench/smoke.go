@@ -30,6 +30,7 @@ func smoke(args []string) error {
 	}{
 		{"drain", drainCmd, append(both, "--events", "2000", "--aggregates", "200", "--runs", "1", "--timeout", "60s", "--stall", "20s")},
 		{"skew", skewCmd, append(both, "--events", "2000", "--layouts", "1,100,zipf", "--runs", "1", "--timeout", "60s", "--stall", "20s")},
+		{"skew (kafka)", skewCmd, append(both, "--kafka", "--only", "txbox,txbox-2proc", "--events", "2000", "--layouts", "1,100", "--runs", "1", "--timeout", "60s", "--stall", "20s")},
 		{"wmsweep", wmsweepCmd, append(both, "--events", "2000", "--batches", "100,1000", "--runs", "1", "--timeout", "60s", "--stall", "20s")},
 		{"write", writeCmd, append(conn, "--duration", "1s", "--warmup", "200ms", "--runs", "1", "--only", "business,handwritten,txbox,txbox-wakeup")},
 		{"latency", latencyCmd, append(both, "--rate", "200", "--duration", "2s", "--idle", "1s")},
