@@ -43,9 +43,9 @@ type benchEnv struct {
 	pool    *pgxpool.Pool
 	js      jetstream.JetStream
 	nc      *nats.Conn
-	extra   []string // further tables to drop
-	wmTopic string   // drain: the watermill-sql topic holding the backlog
-	slot    string   // drain txbox-cdc: the replication slot
+	extra   []string  // further tables to drop
+	wmTopic string    // drain: the watermill-sql topic holding the backlog
+	slot    string    // drain txbox-cdc: the replication slot
 	kafka   *kafkaEnv // skew --kafka: the relays publish here instead
 }
 
