@@ -300,17 +300,7 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 				created = append(created, it.rec.CreatedAt)
 			}
 		}
-		spans := r.startSpans(ctx, msgs)
-		pubStart := time.Now()
-		pctx, cancel := context.WithDeadline(ctx, minTime(deadline, pubStart.Add(r.cfg.PublishTimeout)))
-		errs := r.cfg.Publisher.Publish(pctx, msgs)
-		cancel()
-		r.ctrs.PublishNanos.Add(int64(time.Since(pubStart)))
-		if len(errs) != len(msgs) {
-			errs = miscounted(r.log, len(errs), len(msgs))
-		}
-		endSpans(spans, errs)
-		r.obs.published(pubStart, created, errs)
+		errs := r.publishRound(ctx, deadline, msgs, created)
 		next := order[:0]
 		at := 0
 		for i, k := range order {

@@ -74,17 +74,7 @@ func (r *Relay) DeliverOrdered(ctx context.Context, recs []store.Record) (Outcom
 		for i, at := range pick {
 			msgs[i], created[i] = st.items[st.rest[at]].msg, st.items[st.rest[at]].rec.CreatedAt
 		}
-		spans := r.startSpans(ctx, msgs)
-		pubStart := time.Now()
-		pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
-		errs := r.cfg.Publisher.Publish(pctx, msgs)
-		cancel()
-		r.ctrs.PublishNanos.Add(int64(time.Since(pubStart)))
-		if len(errs) != len(msgs) {
-			errs = miscounted(r.log, len(errs), len(msgs))
-		}
-		endSpans(spans, errs)
-		r.obs.published(pubStart, created, errs)
+		errs := r.publishRound(ctx, time.Time{}, msgs, created)
 		wait := r.settleOrdered(st, pick, errs, attempts, &out)
 		if wait > 0 && !sleep(ctx, wait, nil, nil) {
 			return result(), ctx.Err()
