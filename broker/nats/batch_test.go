@@ -38,17 +38,28 @@ func TestConformanceAtomicBatch(t *testing.T) {
 	conformance(t, srv.URL, func(*testing.T) { srv.Kill() }, func(*testing.T) { srv.Start() }, "atomic")
 }
 
-// preCreate makes a stream on the server at url for one test.
-func preCreate(t *testing.T, url string, cfg jetstream.StreamConfig) {
+// jetStreamAt connects to the server at url for the rest of the test and
+// returns its JetStream context with a context ending after d.
+func jetStreamAt(t *testing.T, url string, d time.Duration) (jetstream.JetStream, context.Context) {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return js, ctx
+}
+
+// preCreate makes a stream on the server at url for one test.
+func preCreate(t *testing.T, url string, cfg jetstream.StreamConfig) {
+	t.Helper()
+	js, ctx := jetStreamAt(t, url, 10*time.Second)
 	if _, err := js.CreateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -145,14 +156,7 @@ func server215(t *testing.T) string {
 // header.
 func storedIDs(t *testing.T, url, stream, subject string) (ids []string, batched int) {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	js, ctx := jetStreamAt(t, url, 20*time.Second)
 	c, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		t.Fatal(err)
@@ -292,14 +296,7 @@ func TestNoAtomicBatchWithoutStreamSetting(t *testing.T) {
 	url := server215(t)
 	prefix := unique("ab.n")
 	stream := streamName(prefix)
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	js, ctx := jetStreamAt(t, url, 10*time.Second)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}}); err != nil {
 		t.Fatal(err)
 	}

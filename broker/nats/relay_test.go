@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	natsbroker "github.com/txbox/txbox/broker/nats"
@@ -49,14 +51,9 @@ func TestRelayDrainsOneAggregateInBatches(t *testing.T) {
 	for i := range evs {
 		evs[i] = txbox.MustEvent("Order", "hot", "Created", map[string]int{"i": i})
 	}
-	tx, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := outbox.NewWriter(s.Dialect()).AddPgx(ctx, tx, evs...); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+		return outbox.NewWriter(s.Dialect()).AddPgx(ctx, tx, evs...)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := relay.New(relay.Config{Store: s, Publisher: p, Topic: broker.Topic(prefix + ".{aggregate_type}.{event_type}"), Logger: quiet})
