@@ -3,11 +3,11 @@ package main
 import (
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	natsbroker "github.com/txbox/txbox/broker/nats"
 )
 
 // startEmbeddedNATS starts a JetStream nats-server of this module's version
@@ -48,17 +48,8 @@ var natsBatch = "fast"
 // streamBatchFlags returns the stream's allow_batched and allow_atomic for
 // a server version and natsBatch.
 func streamBatchFlags(version string) (fast, atomic bool) {
-	fast = natsBatch == "fast" && versionAtLeast(version, 2, 14)
-	atomic = (natsBatch == "fast" || natsBatch == "atomic") && versionAtLeast(version, 2, 12)
+	hasFast, hasAtomic := natsbroker.BatchPublishSupport(version)
+	fast = natsBatch == "fast" && hasFast
+	atomic = (natsBatch == "fast" || natsBatch == "atomic") && hasAtomic
 	return fast, atomic
-}
-
-func versionAtLeast(version string, major, minor int) bool {
-	parts := strings.SplitN(version, ".", 3)
-	if len(parts) < 2 {
-		return false
-	}
-	ma, err1 := strconv.Atoi(parts[0])
-	mi, err2 := strconv.Atoi(parts[1])
-	return err1 == nil && err2 == nil && (ma > major || ma == major && mi >= minor)
 }

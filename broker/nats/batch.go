@@ -63,6 +63,15 @@ func supportsAtomicBatch(version string) bool {
 	return versionAtLeast(version, 2, 12)
 }
 
+// BatchPublishSupport reports which batch publish a nats-server of this
+// version ("2.14.0") has: fast-ingest batches (2.14+, stream setting
+// allow_batched) and atomic batches (2.12+, allow_atomic). A stream made
+// for this adapter should allow what the server has: the publisher then
+// keeps many events of one aggregate in flight (see PipelinesPerKey).
+func BatchPublishSupport(version string) (fast, atomic bool) {
+	return supportsFastBatch(version), supportsAtomicBatch(version)
+}
+
 // versionAtLeast compares the major and minor numbers of a server version;
 // an unparsable one is "no".
 func versionAtLeast(version string, major, minor int) bool {
