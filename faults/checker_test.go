@@ -46,8 +46,10 @@ func TestCheckerSeesAnEventDeletedFromTheOutbox(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for i := range 2 {
+	for i := range w.Relays() {
 		w.StartRelay(i)
+	}
+	for i := range 2 {
 		w.StartConsumer(i)
 	}
 	rep := drainAndCheck(t, w, prod, time.Minute)

@@ -59,8 +59,10 @@ func harness(t *testing.T, o runOpts) (Report, map[Kind]int) {
 	if o.consumerBin != "" {
 		w.self = o.consumerBin
 	}
-	for i := range 2 {
+	for i := range w.Relays() {
 		w.StartRelay(i)
+	}
+	for i := range 2 {
 		w.StartConsumer(i)
 	}
 	ctx := context.Background()
@@ -76,8 +78,10 @@ func harness(t *testing.T, o runOpts) (Report, map[Kind]int) {
 	w.PGProxy.Restore()
 	w.NATProxy.Restore()
 	w.Skew.Store(false)
-	for i := range 2 {
+	for i := range w.Relays() {
 		w.StartRelay(i)
+	}
+	for i := range 2 {
 		w.StartConsumer(i)
 	}
 	rep := drainAndCheck(t, w, prod, o.quiesce)

@@ -71,6 +71,7 @@ func Schedule(seed uint64, d time.Duration, min Minimums, scale int) []Fault {
 func Inject(ctx context.Context, w *World, faults []Fault, logf func(string, ...any)) map[Kind]int {
 	done := map[Kind]int{}
 	start := time.Now()
+	kills := 0
 	for _, f := range faults {
 		select {
 		case <-ctx.Done():
@@ -81,10 +82,15 @@ func Inject(ctx context.Context, w *World, faults []Fault, logf func(string, ...
 		var note string
 		switch f.Kind {
 		case KillRelay:
-			name := fmt.Sprintf("relay-%d", f.Arg)
-			w.Kill(name)
+			// Every third kill takes the third relay, where there is one.
+			i := f.Arg
+			if kills++; w.Relays() > 2 && kills%3 == 0 {
+				i = 2
+			}
+			w.Kill(fmt.Sprintf("relay-%d", i))
 			time.Sleep(time.Duration(100+f.Arg*200) * time.Millisecond)
-			w.StartRelay(f.Arg)
+			w.StartRelay(i)
+			note = fmt.Sprintf("relay-%d", i)
 		case KillConsumer:
 			w.Kill(fmt.Sprintf("consumer-%d", f.Arg))
 			time.Sleep(300 * time.Millisecond)

@@ -1,5 +1,5 @@
 // Package faults is the fault-injection harness and its checker: producers
-// write orders and events in transactions, two relay processes and two
+// write orders and events in transactions, three relay processes (two in CDC mode) and two
 // consumer processes deliver and apply them, and a seeded schedule kills
 // processes, restarts the broker, terminates database backends, cuts,
 // slows and half-opens connections, and does what is not kind to the data
@@ -208,11 +208,21 @@ func (w *World) viaProxy(raw, app string) string {
 
 func (w *World) natsViaProxy() string { return "nats://" + w.NATProxy.Addr() }
 
-// StartRelay starts (or restarts) relay i. Relay 0 holds its claims with
-// the claim's transaction (the default on PostgreSQL); relay 1 writes
-// leases into the rows (--claims lease, as behind PgBouncer's statement
-// pooling), so the two kinds of claims run against each other and the
-// lease clock-jump fault has leases to move.
+// Relays is how many relay processes the world runs: in polling mode
+// three, in CDC mode two on one slot (one reads, one is standby).
+func (w *World) Relays() int {
+	if w.Slot != "" {
+		return 2
+	}
+	return 3
+}
+
+// StartRelay starts (or restarts) relay i. Relays 0 and 2 hold their claims
+// with the claim's transaction (the default on PostgreSQL), so they split
+// the aggregates between them (store.Splitter) and a kill hands one's share
+// to the other; relay 1 writes leases into the rows (--claims lease, as
+// behind PgBouncer's statement pooling), so the two kinds of claims run
+// against each other and the lease clock-jump fault has leases to move.
 func (w *World) StartRelay(i int) {
 	name := fmt.Sprintf("relay-%d", i)
 	args := []string{"relay", "--db", w.viaProxy(w.ProdURL, "txbox-relay"), "--broker", w.natsViaProxy(),

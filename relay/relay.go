@@ -76,6 +76,21 @@ func (r *Relay) Run(ctx context.Context) error {
 			"claim_time", time.Duration(c.ClaimNanos.Load()), "publish_time", time.Duration(c.PublishNanos.Load()),
 			"mark_time", time.Duration(c.MarkNanos.Load()))
 	}()
+	// Relays on one table split its aggregates between them where the
+	// store can (store.Splitter), so their claims do not meet each other's
+	// rows in flight. Leaving waits for this relay's batches (deferred
+	// before wg.Wait, so it runs after it). Lease claims are the mode for
+	// connection poolers, which cannot keep a member's session lock.
+	if sp, ok := r.cfg.Store.(store.Splitter); ok && r.txc != nil {
+		if leave, err := sp.Split(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while joining
+			}
+			r.log.Warn("cannot split the aggregates with other relays of the table; claiming them all", "err", err)
+		} else {
+			defer leave()
+		}
+	}
 	slots := make(chan struct{}, r.cfg.Workers)
 	var wg sync.WaitGroup
 	defer wg.Wait()

@@ -40,6 +40,7 @@ type globals struct {
 	schema, outbox, inbox string
 	logLevel, logFormat   string
 	deleteSent            bool
+	noSplit               bool // relay: --split=false
 	log                   *slog.Logger
 	// migrating: the command creates the tables, so openStore does not
 	// require them.
@@ -169,7 +170,7 @@ func (g *globals) tables() store.Tables {
 }
 
 func (g *globals) openStore(ctx context.Context) (store.Store, error) {
-	s, err := open.Store(ctx, g.db, open.StoreOptions{Tables: g.tables(), DeleteSent: g.deleteSent, Logger: g.log})
+	s, err := open.Store(ctx, g.db, open.StoreOptions{Tables: g.tables(), DeleteSent: g.deleteSent, NoSplit: g.noSplit, Logger: g.log})
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ import (
 
 func newRelay(g *globals) *cobra.Command {
 	var cfg relay.Config
-	var migrate bool
+	var migrate, split bool
 	var wakeup, claims string
 	var obs obsFlags
 	var cf cdcFlags
@@ -70,6 +70,7 @@ func newRelay(g *globals) *cobra.Command {
 			}
 			defer stopTracing()
 			cfg.TracerProvider = tp
+			g.noSplit = !split
 			s, err := g.openStore(ctx)
 			if err != nil {
 				return err
@@ -137,6 +138,7 @@ func newRelay(g *globals) *cobra.Command {
 	f.StringVar(&cfg.Source, "source", relay.DefaultSource, "CloudEvents source attribute")
 	f.StringVar(&cfg.ID, "relay-id", "", "name in locked_by (default host-pid-random)")
 	f.BoolVar(&migrate, "migrate", false, "apply migrations before starting")
+	f.BoolVar(&split, "split", true, "split the aggregates with the other relays of the table, so their claims do not meet each other's rows (PostgreSQL with transaction claims: each relay holds a session advisory lock; --split=false through a pooler in transaction mode)")
 	f.StringVar(&wakeup, "wakeup", "poll", "poll, or listen: PostgreSQL LISTEN for writers using outbox.WithWakeup (polling stays the fallback; not through PgBouncer transaction pooling)")
 	cf.add(f)
 	obs.add(f)

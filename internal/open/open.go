@@ -19,6 +19,7 @@ import (
 type StoreOptions struct {
 	Tables     store.Tables
 	DeleteSent bool
+	NoSplit    bool // PostgreSQL: postgres.Options.NoSplit
 	Logger     *slog.Logger
 }
 
@@ -38,7 +39,7 @@ func Store(ctx context.Context, raw string, o StoreOptions) (store.Store, error)
 	}
 	switch scheme {
 	case "postgres", "postgresql":
-		return postgres.Open(ctx, raw, postgres.Options{Tables: o.Tables, DeleteSent: o.DeleteSent, Logger: o.Logger})
+		return postgres.Open(ctx, raw, postgres.Options{Tables: o.Tables, DeleteSent: o.DeleteSent, NoSplit: o.NoSplit, Logger: o.Logger})
 	default:
 		if open, ok := extraStores[scheme]; ok {
 			return open(ctx, raw, o)

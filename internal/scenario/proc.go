@@ -16,6 +16,8 @@ type Proc struct {
 	cmd  *exec.Cmd
 	out  *testenv.SyncBuffer
 	done chan struct{}
+	// started is when the process was started (Term).
+	started time.Time
 }
 
 // Start runs bin with args; its output is logged if the test fails.
@@ -26,6 +28,7 @@ func Start(t *testing.T, bin string, args ...string) *Proc {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %v: %v", args, err)
 	}
+	p.started = time.Now()
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		p.Kill()
@@ -44,7 +47,18 @@ func (p *Proc) Kill() {
 
 // Term sends SIGTERM and waits up to d for a clean exit; it reports whether
 // the process exited with status 0 in time.
+//
+// A SIGTERM that arrives before the process's main has asked for it
+// (signal.NotifyContext, its first step) kills the process as the default
+// action does; a run whose work was already done when it started is
+// stopped that early. So Term first lets the process live termGrace.
 func (p *Proc) Term(d time.Duration) bool {
+	if young := termGrace - time.Since(p.started); young > 0 {
+		select {
+		case <-p.done:
+		case <-time.After(young):
+		}
+	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
@@ -54,6 +68,10 @@ func (p *Proc) Term(d time.Duration) bool {
 		return false
 	}
 }
+
+// termGrace is how long a process lives before Term signals it: main's
+// first step takes milliseconds, loading the binary a little more.
+const termGrace = time.Second
 
 // Output is what the process printed so far.
 func (p *Proc) Output() string { return p.out.String() }

@@ -117,7 +117,9 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 	// unsent ids: every earlier unsent row of an aggregate in the window is
 	// in the window too, so a row is a candidate when it is deliverable and
 	// lies below its aggregate's first undeliverable row. Hash joins on the
-	// few undeliverable rows; no sort of the window.
+	// few undeliverable rows; no sort of the window. A store split with
+	// others (split.go) keeps its share of the window, after the LIMIT: the
+	// scan stays bounded when its share holds no rows at all.
 	//
 	// held lists the rows this process's other open claims hold: they count
 	// as undeliverable here, so their aggregates' later rows are not even
@@ -160,6 +162,7 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 ), win AS (
 	SELECT w.id, w.aggregate_type, w.aggregate_id, w.ok AND h.id IS NULL AS ok
 	FROM win0 w LEFT JOIN unnest(` + held + `::bigint[]) AS h(id) ON h.id = w.id
+	WHERE ` + inSplit("w") + `
 ), bad AS (
 	SELECT aggregate_type, aggregate_id, min(id) AS first_id FROM win WHERE NOT ok GROUP BY 1, 2
 ), cand0 AS (
@@ -211,14 +214,14 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 ), heads AS (
 	SELECT * FROM (
 		SELECT o.id, o.aggregate_type, o.aggregate_id FROM ` + table + ` o
-		WHERE (SELECT yes FROM few) AND o.id = ANY(ARRAY(SELECT id FROM firsts)) AND ` + u("o") + ` AND ` + d("o") + `
+		WHERE (SELECT yes FROM few) AND o.id = ANY(ARRAY(SELECT id FROM firsts)) AND ` + u("o") + ` AND ` + d("o") + ` AND ` + inSplit("o") + `
 		ORDER BY o.id
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED) h1
 	UNION ALL
 	SELECT * FROM (
 		SELECT o.id, o.aggregate_type, o.aggregate_id FROM ` + table + ` o
-		WHERE NOT (SELECT yes FROM few) AND ` + u("o") + ` AND ` + d("o") + ` AND o.id = ` + first("o") + `
+		WHERE NOT (SELECT yes FROM few) AND ` + u("o") + ` AND ` + d("o") + ` AND ` + inSplit("o") + ` AND o.id = ` + first("o") + `
 		ORDER BY o.id
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED) h2
@@ -255,14 +258,16 @@ UPDATE ` + table + ` t
 SET status = 'PROCESSING', locked_by = $3, locked_until = now() + $4 * interval '1 millisecond'
 WHERE t.id = ANY(ARRAY(SELECT id FROM final))
 RETURNING ` + prefixed("t", cols)
-	q.claimScan = `WITH ` + scanCand(`'{}'`, ``) + lockTail + lease
-	q.claim = `WITH ` + headCand + lockTail + lease
+	// Every claim looks only at this store's share of the aggregates
+	// (split.go); the split argument is the last parameter.
+	q.claimScan = `WITH ` + splitSQL("$5") + `, ` + scanCand(`'{}'`, ``) + lockTail + lease
+	q.claim = `WITH ` + splitSQL("$5") + `, ` + headCand + lockTail + lease
 
 	// A transaction-held claim returns the locked rows as they are; the
 	// open transaction is the lease.
-	q.txClaim = `WITH ` + scanCand(`$3`, `$4`) + lockTail + `
+	q.txClaim = `WITH ` + splitSQL("$5") + `, ` + scanCand(`$3`, `$4`) + lockTail + `
 SELECT * FROM final ORDER BY id`
-	q.txHeads = `WITH ` + headCand + lockTail + `
+	q.txHeads = `WITH ` + splitSQL("$3") + `, ` + headCand + lockTail + `
 SELECT * FROM final ORDER BY id`
 	q.windowFull = `SELECT count(*) = $1 FROM (SELECT 1 FROM ` + table + ` w WHERE ` + u("w") + ` AND w.id >= $2 ORDER BY w.id LIMIT $1) x`
 	// The floor's probe (floor.go): the lowest unsent id this statement's
@@ -331,7 +336,8 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Reco
 	}
 	run := min(req.Limit, maxRun)
 	window := min(req.Limit*scanFactor, maxWindow)
-	recs, err := s.claimWith(ctx, s.q.claimScan, req.Limit, window, req.Lease, req.LeaseFor.Milliseconds())
+	split := s.splitArg()
+	recs, err := s.claimWith(ctx, s.q.claimScan, req.Limit, window, req.Lease, req.LeaseFor.Milliseconds(), split)
 	if err != nil || len(recs) == req.Limit {
 		return recs, err
 	}
@@ -345,7 +351,7 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Reco
 	if !full {
 		return recs, nil
 	}
-	more, err := s.claimWith(ctx, s.q.claim, req.Limit-len(recs), run, req.Lease, req.LeaseFor.Milliseconds())
+	more, err := s.claimWith(ctx, s.q.claim, req.Limit-len(recs), run, req.Lease, req.LeaseFor.Milliseconds(), split)
 	recs = append(recs, more...)
 	sortByID(recs)
 	return recs, err

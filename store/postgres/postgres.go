@@ -36,7 +36,12 @@ type Options struct {
 	// it to the <outbox>_sent archive. Archiving is the default: operators can
 	// see what was sent, and `txbox cleanup` trims the archive.
 	DeleteSent bool
-	Logger     *slog.Logger // default slog.Default()
+	// NoSplit keeps this store's claims looking at every aggregate even when
+	// its relay runs beside others on the table (Split, split.go). Set it
+	// when connections go through a pooler in transaction mode, which
+	// cannot keep the session lock a member holds.
+	NoSplit bool
+	Logger  *slog.Logger // default slog.Default()
 }
 
 // MaxTableName leaves room for the suffixes of derived index names inside
@@ -52,6 +57,7 @@ type Store struct {
 	log    *slog.Logger
 	q      queries
 	held   heldRows // rows of this store's open transaction claims
+	split  splitter // membership among the relays of the table (split.go)
 	floor  floorTracker
 	inbox  *pgxtx.Inbox // begins inbox transactions (inbox.New)
 	// Work that runs beside the claims (the floor's rescan); Close stops it.
@@ -136,6 +142,7 @@ func (s *Store) Close() error {
 	s.bgMu.Unlock()
 	s.bgStop()
 	s.bg.Wait()
+	s.closeSplit()
 	if s.owned {
 		s.pool.Close()
 	}

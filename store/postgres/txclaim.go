@@ -67,7 +67,8 @@ func (s *Store) claimTx(ctx context.Context, limit int) (*txClaim, error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(planClaim)
-	b.Queue(s.q.txClaim, limit, window, held, floor)
+	split := s.splitArg()
+	b.Queue(s.q.txClaim, limit, window, held, floor, split)
 	if s.floor.on {
 		b.Queue(s.q.floorProbe, floor, chk.marker, chk.vxids, chk.since, s.q.table)
 	}
@@ -87,7 +88,7 @@ func (s *Store) claimTx(ctx context.Context, limit int) (*txClaim, error) {
 		err = cerr
 	}
 	if err == nil && len(c.recs) < limit {
-		err = c.more(ctx, limit, window, floor)
+		err = c.more(ctx, limit, window, floor, split)
 	}
 	if err != nil {
 		c.drop()
@@ -123,12 +124,12 @@ const txScanFactor = 3
 // more runs the head-based claim in the same transaction when the window
 // was full of rows that could not be taken: deliverable rows may lie beyond
 // it.
-func (c *txClaim) more(ctx context.Context, limit, window int, floor int64) error {
+func (c *txClaim) more(ctx context.Context, limit, window int, floor int64, split []int64) error {
 	var full bool
 	if err := c.conn.QueryRow(ctx, c.s.q.windowFull, window, floor).Scan(&full); err != nil || !full {
 		return err
 	}
-	rows, err := c.conn.Query(ctx, c.s.q.txHeads, limit-len(c.recs), min(limit, maxRun))
+	rows, err := c.conn.Query(ctx, c.s.q.txHeads, limit-len(c.recs), min(limit, maxRun), split)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,212 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/postgres"
+)
+
+// splitRows writes aggs aggregates of per rows each.
+func splitRows(t *testing.T, s *postgres.Store, aggs, per int) {
+	t.Helper()
+	_, err := s.Pool().Exec(context.Background(), `INSERT INTO `+s.Tables().Outbox+`
+		(event_id, aggregate_type, aggregate_id, event_type, payload)
+		SELECT gen_random_uuid()::text, 'T', 'a' || (g % $1::int), 'E', '{}' FROM generate_series(0, $1::int * $2::int - 1) g ORDER BY g`, aggs, per)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// claimAggs claims up to limit rows with a transaction claim and returns
+// the claim and the aggregates it holds.
+func claimAggs(t *testing.T, s *postgres.Store, limit int) (store.Claim, map[string]int) {
+	t.Helper()
+	c, err := s.ClaimTx(context.Background(), limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aggs := map[string]int{}
+	for _, r := range c.Records() {
+		aggs[r.AggregateID]++
+	}
+	return c, aggs
+}
+
+func split(t *testing.T, s *postgres.Store) func() {
+	t.Helper()
+	leave, err := s.Split(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leave
+}
+
+// Two split stores on one table (two relays) claim disjoint aggregates,
+// each its share: neither claim meets the other's rows. Without the split,
+// the first claim takes rows of every aggregate.
+func TestSplitClaimsDisjointAggregates(t *testing.T) {
+	for _, kind := range []string{"transaction", "lease"} {
+		t.Run(kind, func(t *testing.T) {
+			a := migratedStore(t, postgres.Options{})
+			b, err := postgres.New(a.Pool(), postgres.Options{Tables: a.Tables()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			defer split(t, a)()
+			defer split(t, b)()
+			const aggs, per = 40, 5
+			splitRows(t, a, aggs, per)
+
+			claim := func(s *postgres.Store) map[string]int {
+				if kind == "transaction" {
+					c, got := claimAggs(t, s, 1000)
+					t.Cleanup(c.Abort)
+					return got
+				}
+				recs, err := s.Claim(context.Background(), store.ClaimRequest{Lease: fmt.Sprintf("%p", s), Limit: 1000, LeaseFor: time.Minute})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := map[string]int{}
+				for _, r := range recs {
+					got[r.AggregateID]++
+				}
+				return got
+			}
+			ga := claim(a)
+			gb := claim(b)
+			t.Logf("first store: %d aggregates, second: %d", len(ga), len(gb))
+			if len(ga) == 0 || len(gb) == 0 || len(ga) == aggs || len(gb) == aggs {
+				t.Fatalf("split claims took %d and %d of %d aggregates, want each a share", len(ga), len(gb), aggs)
+			}
+			for agg, n := range ga {
+				if _, both := gb[agg]; both {
+					t.Fatalf("aggregate %s claimed by both stores", agg)
+				}
+				if n != per {
+					t.Fatalf("aggregate %s: %d of its %d rows claimed, want all", agg, n, per)
+				}
+			}
+			if len(ga)+len(gb) != aggs {
+				t.Fatalf("the two shares cover %d of %d aggregates", len(ga)+len(gb), aggs)
+			}
+		})
+	}
+}
+
+// A member that leaves, closes, or loses its connection hands its share to
+// the others at their next claim: no timeout to wait out.
+func TestSplitShareTakenOverAtOnce(t *testing.T) {
+	for _, how := range []string{"leave", "close", "connection killed"} {
+		t.Run(how, func(t *testing.T) {
+			a := migratedStore(t, postgres.Options{})
+			b, err := postgres.New(a.Pool(), postgres.Options{Tables: a.Tables()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			defer split(t, a)()
+			leaveB := split(t, b)
+			defer leaveB()
+			const aggs = 40
+			splitRows(t, a, aggs, 2)
+			c, got := claimAggs(t, a, 1000)
+			c.Abort()
+			if len(got) == aggs {
+				t.Fatalf("with two members, one claim took all %d aggregates", aggs)
+			}
+			switch how {
+			case "leave":
+				leaveB()
+			case "close":
+				b.Close()
+			case "connection killed":
+				// The member connection is the one holding the table's
+				// advisory lock that is not the first store's.
+				if _, err := a.Pool().Exec(context.Background(), `SELECT pg_terminate_backend(l.pid) FROM pg_locks l
+					WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.objid = 1 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Leave and Close return after the lock is released; a killed
+			// backend releases it as it exits.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				c, got = claimAggs(t, a, 1000)
+				c.Abort()
+				if len(got) == aggs || time.Now().After(deadline) {
+					break
+				}
+				if how != "connection killed" {
+					t.Fatalf("after the other member's %s, a claim took %d of %d aggregates, want all at once", how, len(got), aggs)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if len(got) != aggs {
+				t.Fatalf("after the other member's %s, claims take %d of %d aggregates", how, len(got), aggs)
+			}
+		})
+	}
+}
+
+// A member whose connection was lost claims every aggregate meanwhile, and
+// takes a member lock again once it can: the split comes back.
+func TestSplitRejoinsAfterLostConnection(t *testing.T) {
+	a := migratedStore(t, postgres.Options{})
+	b, err := postgres.New(a.Pool(), postgres.Options{Tables: a.Tables()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	defer split(t, a)()
+	defer split(t, b)()
+	const aggs = 40
+	splitRows(t, a, aggs, 2)
+	if _, err := a.Pool().Exec(context.Background(), `SELECT pg_terminate_backend(l.pid) FROM pg_locks l
+		WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.objid = 0 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`); err != nil {
+		t.Fatal(err)
+	}
+	// The first store's lock (slot 0) is gone: its claims see that it is no
+	// member and take every aggregate, until its keeper rejoins.
+	phase := func(what string, ok func(n int) bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			c, got := claimAggs(t, a, 1000)
+			c.Abort()
+			if ok(len(got)) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("10 s after its member connection was killed, claims take %d of %d aggregates, want %s", len(got), aggs, what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	phase("all while it is no member", func(n int) bool { return n == aggs })
+	phase("a share again once it rejoined", func(n int) bool { return n > 0 && n < aggs })
+}
+
+// NoSplit keeps a store's claims on every aggregate (a pooler in
+// transaction mode cannot keep the session lock).
+func TestNoSplit(t *testing.T) {
+	a := migratedStore(t, postgres.Options{NoSplit: true})
+	b, err := postgres.New(a.Pool(), postgres.Options{Tables: a.Tables()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	defer split(t, a)()
+	defer split(t, b)()
+	splitRows(t, a, 40, 2)
+	c, got := claimAggs(t, a, 1000)
+	c.Abort()
+	if len(got) != 40 {
+		t.Fatalf("a NoSplit store claimed %d of 40 aggregates", len(got))
+	}
+}
