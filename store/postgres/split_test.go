@@ -36,6 +36,19 @@ func claimAggs(t *testing.T, s *postgres.Store, limit int) (store.Claim, map[str
 	return c, aggs
 }
 
+// twoStores opens a migrated store with opts and a second store on its table
+// (a second relay's), closed when t ends.
+func twoStores(t *testing.T, opts postgres.Options) (a, b *postgres.Store) {
+	t.Helper()
+	a = migratedStore(t, opts)
+	b, err := postgres.New(a.Pool(), postgres.Options{Tables: a.Tables()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return a, b
+}
+
 func split(t *testing.T, s *postgres.Store) func() {
 	t.Helper()
 	leave, err := s.Split(context.Background())
@@ -51,12 +64,7 @@ func split(t *testing.T, s *postgres.Store) func() {
 func TestSplitClaimsDisjointAggregates(t *testing.T) {
 	for _, kind := range []string{"transaction", "lease"} {
 		t.Run(kind, func(t *testing.T) {
-			a := migratedStore(t, postgres.Options{})
-			b, err := postgres.New(a.Pool(), postgres.Options{Tables: a.Tables()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
+			a, b := twoStores(t, postgres.Options{})
 			defer split(t, a)()
 			defer split(t, b)()
 			const aggs, per = 40, 5
@@ -104,12 +112,7 @@ func TestSplitClaimsDisjointAggregates(t *testing.T) {
 func TestSplitShareTakenOverAtOnce(t *testing.T) {
 	for _, how := range []string{"leave", "close", "connection killed"} {
 		t.Run(how, func(t *testing.T) {
-			a := migratedStore(t, postgres.Options{})
-			b, err := postgres.New(a.Pool(), postgres.Options{Tables: a.Tables()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
+			a, b := twoStores(t, postgres.Options{})
 			defer split(t, a)()
 			leaveB := split(t, b)
 			defer leaveB()
@@ -157,12 +160,7 @@ func TestSplitShareTakenOverAtOnce(t *testing.T) {
 // A member whose connection was lost claims every aggregate meanwhile, and
 // takes a member lock again once it can: the split comes back.
 func TestSplitRejoinsAfterLostConnection(t *testing.T) {
-	a := migratedStore(t, postgres.Options{})
-	b, err := postgres.New(a.Pool(), postgres.Options{Tables: a.Tables()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := twoStores(t, postgres.Options{})
 	defer split(t, a)()
 	defer split(t, b)()
 	const aggs = 40
@@ -195,12 +193,7 @@ func TestSplitRejoinsAfterLostConnection(t *testing.T) {
 // NoSplit keeps a store's claims on every aggregate (a pooler in
 // transaction mode cannot keep the session lock).
 func TestNoSplit(t *testing.T) {
-	a := migratedStore(t, postgres.Options{NoSplit: true})
-	b, err := postgres.New(a.Pool(), postgres.Options{Tables: a.Tables()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := twoStores(t, postgres.Options{NoSplit: true})
 	defer split(t, a)()
 	defer split(t, b)()
 	splitRows(t, a, 40, 2)
