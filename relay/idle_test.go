@@ -24,6 +24,11 @@ func (c *countingStore) ClaimTx(ctx context.Context, limit int) (store.Claim, er
 	return c.Store.ClaimTx(ctx, limit)
 }
 
+func (c *countingStore) ClaimTxChained(ctx context.Context, limit int) (store.ChainedClaim, error) {
+	c.claims.Add(1)
+	return c.Store.ClaimTxChained(ctx, limit)
+}
+
 func (c *countingStore) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Record, error) {
 	c.claims.Add(1)
 	return c.Store.Claim(ctx, req)

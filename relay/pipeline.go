@@ -27,14 +27,14 @@ func (r *Relay) runLen(lane []item) int {
 }
 
 // settleRun records the results of the first n events of lane and returns
-// what is left of the lane to publish; nil when the lane is parked. The
-// confirmed events before the first retryable failure are SENT; that one
-// goes to RETRY and every later event of the lane is released, even one the
-// broker confirmed: it must not count as delivered before the failed one
-// (its copy, if the broker kept it, is a duplicate the inbox absorbs). A
-// permanent failure, or a retryable one past MaxAttempts, goes DEAD and does
-// not block the aggregate.
-func (r *Relay) settleRun(lane []item, n int, errs []error, out *outcome) []item {
+// what is left of the lane to publish, and whether the lane is parked (then
+// nothing is left). The confirmed events before the first retryable failure
+// are SENT; that one goes to RETRY and every later event of the lane is
+// released, even one the broker confirmed: it must not count as delivered
+// before the failed one (its copy, if the broker kept it, is a duplicate the
+// inbox absorbs). A permanent failure, or a retryable one past MaxAttempts,
+// goes DEAD and does not block the aggregate.
+func (r *Relay) settleRun(lane []item, n int, errs []error, out *outcome) ([]item, bool) {
 	for j, it := range lane[:n] {
 		switch err := errs[j]; {
 		case err == nil:
@@ -49,9 +49,9 @@ func (r *Relay) settleRun(lane []item, n int, errs []error, out *outcome) []item
 				for _, later := range lane[j+1:] {
 					out.release = append(out.release, later.rec.ID)
 				}
-				return nil
+				return nil, true
 			}
 		}
 	}
-	return lane[n:]
+	return lane[n:], false
 }

@@ -10,7 +10,9 @@
 // failure parks its lane (the row goes to RETRY, the rest of the lane is
 // released) and the other lanes go on. Rows are marked SENT only after the
 // broker confirmed them; a crash in between re-publishes them, which the
-// consumer's inbox absorbs.
+// consumer's inbox absorbs. With a store that chains claims
+// (store.ChainClaimer) one aggregate can be in several batches at once;
+// chain.go keeps their order.
 package relay
 
 import (
@@ -31,12 +33,16 @@ import (
 
 // Relay runs the delivery loop. Create it with New and run it with Run.
 type Relay struct {
-	cfg  Config
-	txc  store.TxClaimer // nil: lease claims
-	log  *slog.Logger
-	seq  atomic.Uint64
-	ctrs counters
-	obs  *observer
+	cfg Config
+	txc store.TxClaimer // nil: lease claims
+	// chain is set when txc can claim behind this relay's batches in
+	// flight (chain.go); chains links those batches per aggregate.
+	chain  store.ChainClaimer
+	chains chains
+	log    *slog.Logger
+	seq    atomic.Uint64
+	ctrs   counters
+	obs    *observer
 	// tracer is nil when tracing is off: no per-message tracing work.
 	tracer trace.Tracer
 
@@ -52,6 +58,7 @@ func New(cfg Config) (*Relay, error) {
 	r := &Relay{cfg: cfg, log: cfg.Logger.With("relay", cfg.ID), pipelined: broker.PipelinesPerKey(cfg.Publisher)}
 	if txc, ok := cfg.Store.(store.TxClaimer); ok && cfg.Claims != ClaimLease {
 		r.txc = txc
+		r.chain, _ = txc.(store.ChainClaimer)
 	}
 	r.obs = newObserver(r)
 	if cfg.TracerProvider != nil {
@@ -66,8 +73,9 @@ func New(cfg Config) (*Relay, error) {
 //
 // Claims run one at a time on this goroutine; up to Workers claimed batches
 // are published and marked concurrently. That is safe for order because a
-// claim never takes rows of an aggregate whose earlier row is leased, and
-// that includes the leases of this relay's own batches in flight.
+// claim never takes rows of an aggregate whose earlier row is leased or
+// held, except behind this relay's own batches in flight with a store that
+// chains claims, and then chain.go keeps the order between the batches.
 func (r *Relay) Run(ctx context.Context) error {
 	r.log.Info("relay started", "claims", r.claimKind(), "batch", r.cfg.BatchSize, "workers", r.cfg.Workers, "poll", r.cfg.PollInterval, "idle_poll_max", r.cfg.IdlePollMax, "lease", r.cfg.Lease, "topic", string(r.cfg.Topic))
 	defer func() {
@@ -118,6 +126,10 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		}
 		_, endsBefore, _ := fl.state()
+		var prior map[string][]*link
+		if r.chain != nil {
+			prior = r.chains.before()
+		}
 		b, err := r.claim(work)
 		if err != nil {
 			<-slots
@@ -136,6 +148,14 @@ func (r *Relay) Run(ctx context.Context) error {
 		if len(b.recs) == 0 {
 			<-slots
 		} else {
+			if r.chain != nil {
+				b.links = r.chains.join(b.recs, prior, b.tx.(store.ChainedClaim))
+				for _, l := range b.links {
+					if l.prev != nil {
+						r.ctrs.Chained.Add(1)
+					}
+				}
+			}
 			fl.start()
 			wg.Add(1)
 			r.obs.batchStarted()
@@ -143,6 +163,7 @@ func (r *Relay) Run(ctx context.Context) error {
 				defer wg.Done()
 				defer fl.end()
 				defer func() { <-slots }()
+				defer r.chains.leave(b.links)
 				err := r.deliver(work, b, ctx.Done())
 				r.obs.batchDone(err)
 				if err != nil {
@@ -226,6 +247,9 @@ type batch struct {
 	tx       store.Claim // set for transaction-held claims
 	recs     []store.Record
 	deadline time.Time
+	// links: this batch's place in each aggregate's chain (chain.go); nil
+	// without chained claims.
+	links map[string]*link
 }
 
 func (r *Relay) claimKind() string {
@@ -243,7 +267,12 @@ func (r *Relay) claim(ctx context.Context) (batch, error) {
 	if r.txc != nil {
 		// The transaction holds the rows for as long as it is open; the
 		// deadline below only bounds how long it stays open.
-		if b.tx, err = r.txc.ClaimTx(ctx, r.cfg.BatchSize); err == nil {
+		if r.chain != nil {
+			b.tx, err = r.chain.ClaimTxChained(ctx, r.cfg.BatchSize)
+		} else {
+			b.tx, err = r.txc.ClaimTx(ctx, r.cfg.BatchSize)
+		}
+		if err == nil {
 			recs = b.tx.Records()
 		}
 	} else {
@@ -283,14 +312,29 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 	var out outcome
 	lanes, order := r.lanes(b.recs, &out)
 	deadline := b.deadline
-
-	releaseRest := func(why string) {
-		for _, k := range order {
-			for _, it := range lanes[k] {
-				out.release = append(out.release, it.rec.ID)
-			}
+	// With chained claims a lane first waits for the batch before it in its
+	// aggregate (chain.go); after is set once that one published it all.
+	var after map[string]bool
+	if b.links != nil {
+		after = make(map[string]bool, len(order))
+		r.chainCut(b.links, lanes, &out)
+		order = r.live(order, lanes)
+	}
+	giveBack := func(k string) {
+		for _, it := range lanes[k] {
+			out.release = append(out.release, it.rec.ID)
 		}
-		r.log.Info("releasing the rest of the batch", "why", why, "rows", len(out.release))
+		lanes[k] = nil
+		if l := b.links[k]; l != nil {
+			r.endLane(l, false)
+		}
+	}
+	releaseRest := func(why string) {
+		n := len(out.release)
+		for _, k := range order {
+			giveBack(k)
+		}
+		r.log.Info("releasing the rest of the batch", "why", why, "rows", len(out.release)-n)
 	}
 	for len(order) > 0 {
 		if time.Until(deadline) < r.cfg.PublishTimeout/4 {
@@ -301,14 +345,32 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 			releaseRest("shutting down")
 			break
 		}
+		ready, waitFor := order, (<-chan struct{})(nil)
+		if after != nil {
+			ready, waitFor = r.chainReady(b.links, after, order, func(k string) {
+				r.ctrs.ChainGiven.Add(int64(len(lanes[k])))
+				giveBack(k)
+			})
+			if len(ready) == 0 && waitFor == nil {
+				// Every lane left was given back.
+				order = nil
+				break
+			}
+		}
+		if len(ready) == 0 {
+			r.ctrs.ChainWaits.Add(1)
+			waitChain(waitFor, stop, time.Until(deadline)-r.cfg.PublishTimeout/4)
+			order = r.live(order, lanes)
+			continue
+		}
 		// One run per lane: its head, or with a publisher that keeps per-key
 		// order in flight, its next same-topic events.
-		runs := make([]int, len(order))
+		runs := make([]int, len(ready))
 		// Head-only rounds send one message per lane; pipelined runs grow
 		// from there.
-		msgs := make([]broker.Message, 0, len(order))
-		created := make([]time.Time, 0, len(order))
-		for i, k := range order {
+		msgs := make([]broker.Message, 0, len(ready))
+		created := make([]time.Time, 0, len(ready))
+		for i, k := range ready {
 			runs[i] = r.runLen(lanes[k])
 			for _, it := range lanes[k][:runs[i]] {
 				msgs = append(msgs, it.msg)
@@ -316,24 +378,47 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 			}
 		}
 		errs := r.publishRound(ctx, deadline, msgs, created)
-		next := order[:0]
 		at := 0
-		for i, k := range order {
+		for i, k := range ready {
 			n := runs[i]
-			lanes[k] = r.settleRun(lanes[k], n, errs[at:at+n], &out)
+			rest, parked := r.settleRun(lanes[k], n, errs[at:at+n], &out)
+			lanes[k] = rest
 			at += n
-			if len(lanes[k]) > 0 {
-				next = append(next, k)
+			if l := b.links[k]; l != nil && len(rest) == 0 {
+				r.endLane(l, !parked)
 			}
 		}
-		order = next
+		order = r.live(order, lanes)
+	}
+	// Aggregates whose rows all went to DEAD before publishing have no lane.
+	for _, l := range b.links {
+		r.endLane(l, true)
 	}
 	markStart := time.Now()
 	defer func() { r.ctrs.MarkNanos.Add(int64(time.Since(markStart))) }()
 	if b.tx != nil {
-		return r.finish(ctx, b.tx, out, b.recs)
+		var back map[string]bool
+		if b.links != nil {
+			back = r.chainBeforeFinish(b, &out)
+		}
+		err := r.finish(ctx, b.tx, &out, b.recs)
+		if b.links != nil {
+			r.chainFinished(b, &out, back, err)
+		}
+		return err
 	}
 	return r.mark(ctx, b.lease, out, b.recs)
+}
+
+// live keeps the lanes of order that still have events, in order.
+func (r *Relay) live(order []string, lanes map[string][]item) []string {
+	next := order[:0]
+	for _, k := range order {
+		if len(lanes[k]) > 0 {
+			next = append(next, k)
+		}
+	}
+	return next
 }
 
 // lanes groups rows by aggregate, keeping id order inside each lane. Rows
@@ -430,7 +515,7 @@ func (r *Relay) mark(ctx context.Context, lease string, out outcome, recs []stor
 // finish records a transaction-held batch's outcome and commits; released
 // rows are simply not named. If the commit fails nothing is recorded: the
 // rows come back unchanged and are delivered again.
-func (r *Relay) finish(ctx context.Context, tx store.Claim, out outcome, recs []store.Record) error {
+func (r *Relay) finish(ctx context.Context, tx store.Claim, out *outcome, recs []store.Record) error {
 	var err error
 	if itx, ok := tx.(store.IsolatingClaim); ok {
 		byID := recordsByID(recs)

@@ -18,6 +18,9 @@ type counters struct {
 
 	IdleWaits  atomic.Int64 // short claims with nothing of this relay in flight
 	BatchWaits atomic.Int64 // short claims that waited for a batch of this relay to end
+	ChainWaits atomic.Int64 // batches that waited for an earlier batch's events of an aggregate
+	Chained    atomic.Int64 // lanes claimed behind an earlier batch of their aggregate
+	ChainGiven atomic.Int64 // rows handed back because an earlier batch of their aggregate did not send its own
 
 	// Time spent per phase, in nanoseconds, summed over batches.
 	ClaimNanos   atomic.Int64
@@ -43,6 +46,14 @@ type Stats struct {
 	// backlog drains with BatchWaits only.
 	IdleWaits, BatchWaits int64
 
+	// Chained claims (a store.ChainClaimer): Chained counts lanes claimed
+	// behind an earlier batch of this relay that held rows of the same
+	// aggregate, ChainWaits the times a batch had nothing to publish until
+	// such an earlier batch published its own, and ChainGiven the rows
+	// handed back because an earlier batch did not send all of its rows of
+	// their aggregate (they are delivered again, in order).
+	Chained, ChainWaits, ChainGiven int64
+
 	// Time spent per phase, summed over batches: where a relay's time goes
 	// (claims run one at a time; publishes and marks of up to Workers
 	// batches overlap).
@@ -57,6 +68,7 @@ func (r *Relay) Stats() Stats {
 		Claimed: c.Claimed.Load(), Published: c.Published.Load(), Retried: c.Retried.Load(), Dead: c.Dead.Load(),
 		Released: c.Released.Load(), LeaseLost: c.LeaseLost.Load(), Errors: c.Errors.Load(),
 		IdleWaits: c.IdleWaits.Load(), BatchWaits: c.BatchWaits.Load(),
+		Chained: c.Chained.Load(), ChainWaits: c.ChainWaits.Load(), ChainGiven: c.ChainGiven.Load(),
 		ClaimTime: time.Duration(c.ClaimNanos.Load()), PublishTime: time.Duration(c.PublishNanos.Load()),
 		MarkTime: time.Duration(c.MarkNanos.Load()),
 	}

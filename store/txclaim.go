@@ -16,6 +16,38 @@ type TxClaimer interface {
 	ClaimTx(ctx context.Context, limit int) (Claim, error)
 }
 
+// ChainClaimer is a TxClaimer that can also claim behind itself: its
+// ClaimTxChained may return the later rows of an aggregate whose earlier
+// rows this store's other open claims hold (still deliverable, and taken by
+// nothing else), so one aggregate's events can be in several claims at
+// once. Every other rule of ClaimTx holds.
+//
+// The caller keeps the order: a chained claim's rows of an aggregate may be
+// published only after the earlier claims' rows of it were, and may count
+// as sent only if every earlier claim's rows of it were sent and committed.
+// Where an earlier claim handed some back or failed them, the later claim
+// must hand its rows of that aggregate back too. An earlier claim here is
+// any claim of this store that was open when the chained claim started.
+// (The relay does all of this; see relay/chain.go.)
+//
+// A claim that will hand rows back (a failed publish, a shutdown, an earlier
+// claim that did not send its own) says so at once with HandBack, before it
+// ends: later chained claims then stop at those rows instead of taking the
+// rows behind them, which would have to go back as well.
+type ChainClaimer interface {
+	TxClaimer
+	ClaimTxChained(ctx context.Context, limit int) (ChainedClaim, error)
+}
+
+// ChainedClaim is a claim of ClaimTxChained.
+type ChainedClaim interface {
+	Claim
+	// HandBack marks records of this claim that will not count as sent:
+	// later chained claims no longer take the rows behind them. Safe to call
+	// from any goroutine, before Finish or Abort.
+	HandBack(ids []int64)
+}
+
 // Claim is an open transaction holding the row locks of its records. Exactly
 // one of Finish and Abort ends it; a claim with no records is already ended.
 type Claim interface {

@@ -19,6 +19,7 @@ type queries struct {
 	claim      string // lease, fallback: head-based
 	claimScan  string // lease, fast path: window scan
 	txClaim    string // transaction-held, fast path
+	txChain    string // transaction-held, fast path, behind this store's held rows
 	txHeads    string // transaction-held, fallback
 	windowFull string
 	floorProbe string // format: %s is the id sequence
@@ -84,9 +85,23 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 	// aggregate whose first row lies below the floor (low) gives, instead of
 	// its window rows, its run from that first row: its deliverable prefix,
 	// held rows counting as not deliverable, at most maxRun rows.
-	belowFloor := func(held, floor string) string {
+	//
+	// A chained claim (chain) does not probe the aggregates whose earlier
+	// rows this store holds: the claim that took those probed it, and the
+	// probe reads every index entry of the aggregate's delivered rows that
+	// VACUUM has not removed yet, which for a hot aggregate is most of its
+	// history (25 ms a claim at 500k rows into a Zipf backlog with
+	// autovacuum off). An id written by hand below the floor into such an
+	// aggregate after its earlier rows were claimed is found by the look
+	// below the floor (floor.go) instead.
+	belowFloor := func(held, floor string, chain bool) string {
 		if floor == "" {
 			return `, cand AS (SELECT * FROM cand0)`
+		}
+		notHeldAgg := ""
+		if chain {
+			notHeldAgg = `
+	WHERE NOT EXISTS (SELECT 1 FROM win h WHERE h.held AND h.aggregate_type = a.aggregate_type AND h.aggregate_id = a.aggregate_id)`
 		}
 		return `, low AS (
 	SELECT a.aggregate_type, a.aggregate_id, f.id AS first_id
@@ -95,7 +110,7 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 		SELECT e.id FROM ` + table + ` e
 		WHERE e.aggregate_type = a.aggregate_type AND e.aggregate_id = a.aggregate_id
 		  AND e.id < ` + floor + ` AND ` + u("e") + `
-		ORDER BY e.aggregate_type, e.aggregate_id, e.id LIMIT 1) f
+		ORDER BY e.aggregate_type, e.aggregate_id, e.id LIMIT 1) f` + notHeldAgg + `
 ), cand AS (
 	SELECT c.* FROM cand0 c
 	WHERE NOT EXISTS (SELECT 1 FROM low l WHERE l.aggregate_type = c.aggregate_type AND l.aggregate_id = c.aggregate_id)
@@ -144,23 +159,35 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 	// an xmax that is not an xid (a MultiXact id from shared locks, which
 	// txbox never takes) can only ever look busy for a moment. txid_
 	// functions: PostgreSQL 12 has no pg_snapshot_ ones.
-	scanCand := func(held, floor string) string {
+	//
+	// chain (txChain): a held row still deliverable does not end its
+	// aggregate's run; it is only not taken again. The claim then takes the
+	// rows behind this store's batches in flight, so one hot aggregate can
+	// be in several claims at once. Its caller keeps their order
+	// (store.ChainClaimer): a held row that its claim hands back or fails
+	// makes the later claim's rows of that aggregate go back too.
+	scanCand := func(held, floor string, chain bool) string {
+		heldOK := "false"
+		if chain {
+			heldOK = "w.dok"
+		}
 		return `running AS (
 	SELECT ARRAY(SELECT (x % 4294967296)::text::xid FROM txid_snapshot_xip(s) x) AS xids,
 		age((txid_snapshot_xmax(s) % 4294967296)::text::xid) AS newer
 	FROM txid_current_snapshot() s
 ), win0 AS (
-	SELECT w.id, w.aggregate_type, w.aggregate_id,
-		coalesce(` + d("w") + `, false)
-		AND (w.xmax = '0'::xid
+	SELECT w.id, w.aggregate_type, w.aggregate_id, w.dok,
+		w.dok AND (w.xmax = '0'::xid
 			OR NOT (age(w.xmax) BETWEEN -1000 AND (SELECT newer FROM running)
 				OR w.xmax = ANY((SELECT xids FROM running)::xid[]))) AS ok
-	FROM ` + table + ` w
-	WHERE ` + u("w") + above("w", floor) + `
-	ORDER BY w.id
-	LIMIT $2
+	FROM (SELECT w.id, w.aggregate_type, w.aggregate_id, w.xmax, coalesce(` + d("w") + `, false) AS dok
+		FROM ` + table + ` w
+		WHERE ` + u("w") + above("w", floor) + `
+		ORDER BY w.id
+		LIMIT $2) w
 ), win AS (
-	SELECT w.id, w.aggregate_type, w.aggregate_id, w.ok AND h.id IS NULL AS ok
+	SELECT w.id, w.aggregate_type, w.aggregate_id, h.id IS NULL AND w.ok AS take, h.id IS NOT NULL AS held,
+		CASE WHEN h.id IS NULL THEN w.ok ELSE ` + heldOK + ` END AS ok
 	FROM win0 w LEFT JOIN unnest(` + held + `::bigint[]) AS h(id) ON h.id = w.id
 	WHERE ` + inSplit("w") + `
 ), bad AS (
@@ -168,8 +195,8 @@ func buildQueries(table, sent string, deleteSent bool) queries {
 ), cand0 AS (
 	SELECT w.id, w.aggregate_type, w.aggregate_id
 	FROM win w LEFT JOIN bad b ON b.aggregate_type = w.aggregate_type AND b.aggregate_id = w.aggregate_id
-	WHERE w.ok AND (b.first_id IS NULL OR w.id < b.first_id)
-)` + belowFloor(held, floor)
+	WHERE w.take AND (b.first_id IS NULL OR w.id < b.first_id)
+)` + belowFloor(held, floor, chain)
 	}
 
 	// The fallback's candidates, for when the window is full of rows that
@@ -260,12 +287,14 @@ WHERE t.id = ANY(ARRAY(SELECT id FROM final))
 RETURNING ` + prefixed("t", cols)
 	// Every claim looks only at this store's share of the aggregates
 	// (split.go); the split argument is the last parameter.
-	q.claimScan = `WITH ` + splitSQL("$5") + `, ` + scanCand(`'{}'`, ``) + lockTail + lease
+	q.claimScan = `WITH ` + splitSQL("$5") + `, ` + scanCand(`'{}'`, ``, false) + lockTail + lease
 	q.claim = `WITH ` + splitSQL("$5") + `, ` + headCand + lockTail + lease
 
 	// A transaction-held claim returns the locked rows as they are; the
 	// open transaction is the lease.
-	q.txClaim = `WITH ` + splitSQL("$5") + `, ` + scanCand(`$3`, `$4`) + lockTail + `
+	q.txClaim = `WITH ` + splitSQL("$5") + `, ` + scanCand(`$3`, `$4`, false) + lockTail + `
+SELECT * FROM final ORDER BY id`
+	q.txChain = `WITH ` + splitSQL("$5") + `, ` + scanCand(`$3`, `$4`, true) + lockTail + `
 SELECT * FROM final ORDER BY id`
 	q.txHeads = `WITH ` + splitSQL("$3") + `, ` + headCand + lockTail + `
 SELECT * FROM final ORDER BY id`

@@ -19,15 +19,48 @@ import (
 // round trips. The rows are not written to claim them; a relay that dies
 // drops its connection, and PostgreSQL releases the rows with it.
 func (s *Store) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
+	c, err := s.claimTxRetry(ctx, limit, s.q.txClaim)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ClaimTxChained implements store.ChainClaimer: ClaimTx that also takes the
+// rows behind this store's other open claims (claim.go, chain).
+func (s *Store) ClaimTxChained(ctx context.Context, limit int) (store.ChainedClaim, error) {
+	c, err := s.claimTxRetry(ctx, limit, s.q.txChain)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// HandBack implements store.ChainedClaim: the rows leave this store's held
+// list, so later claims see them as locked by another transaction (claim.go,
+// busy), which ends their aggregate's run there.
+func (c *txClaim) HandBack(ids []int64) {
+	h := &c.s.held
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c.back == nil {
+		c.back = make(map[int64]bool, len(ids))
+	}
+	for _, id := range ids {
+		c.back[id] = true
+	}
+}
+
+func (s *Store) claimTxRetry(ctx context.Context, limit int, query string) (*txClaim, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("postgres: claim: need limit > 0")
 	}
-	c, err := s.claimTx(ctx, limit)
+	c, err := s.claimTx(ctx, limit, query)
 	if err == nil && c.void {
 		// The claim read from a floor the table's TRUNCATE made void (the
 		// floor is reset now): what it took may skip rows below that floor.
 		c.drop()
-		c, err = s.claimTx(ctx, limit)
+		c, err = s.claimTx(ctx, limit, query)
 		if err == nil && c.void {
 			c.drop()
 			return nil, fmt.Errorf("postgres: claim: the outbox table was truncated twice during the claim; claim again")
@@ -44,7 +77,7 @@ func (s *Store) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
 	return c, nil
 }
 
-func (s *Store) claimTx(ctx context.Context, limit int) (*txClaim, error) {
+func (s *Store) claimTx(ctx context.Context, limit int, query string) (*txClaim, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim: %w", err)
@@ -68,7 +101,7 @@ func (s *Store) claimTx(ctx context.Context, limit int) (*txClaim, error) {
 	b.Queue("BEGIN")
 	b.Queue(planClaim)
 	split := s.splitArg()
-	b.Queue(s.q.txClaim, limit, window, held, floor, split)
+	b.Queue(query, limit, window, held, floor, split)
 	if s.floor.on {
 		b.Queue(s.q.floorProbe, floor, chk.marker, chk.vxids, chk.since, s.q.table)
 	}
@@ -234,6 +267,9 @@ type txClaim struct {
 	// keepOnRefusal: Finish keeps the connection after a refused mark, for
 	// FinishIsolating.
 	keepOnRefusal bool
+	// back: rows handed back early (HandBack); guarded by the store's
+	// heldRows.mu.
+	back map[int64]bool
 }
 
 func (c *txClaim) Records() []store.Record { return c.recs }
@@ -344,7 +380,9 @@ func (h *heldRows) ids() []int64 {
 	out := []int64{}
 	for c := range h.claims {
 		for _, r := range c.recs {
-			out = append(out, r.ID)
+			if !c.back[r.ID] {
+				out = append(out, r.ID)
+			}
 		}
 	}
 	return out

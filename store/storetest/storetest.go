@@ -57,6 +57,7 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentMigrate", testConcurrentMigrate},
 		{"BadBytesInLastError", testBadBytesInLastError},
 		{"TxClaims", runTxClaims},
+		{"ChainClaims", runChainClaims},
 		{"ReusedIDs", testReusedIDs},
 		{"Count", testCount},
 		{"RefusedMarkIsIsolated", testRefusedMark},
