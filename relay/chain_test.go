@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,6 +108,26 @@ func (c *commitLog) watch(cl store.Claim, err error) (store.Claim, error) {
 	}
 	c.mu.Unlock()
 	return w, nil
+}
+
+// drained waits until the relay delivered all n events and nothing is left
+// to claim, then checks first-delivery order and the commits.
+func (c *commitLog) drained(t *testing.T, r *relay.Relay, b *membroker.Broker, n int, d time.Duration) relay.Stats {
+	t.Helper()
+	waitFor(t, d, "the backlog delivered", func() bool { return distinct(b.Messages()) == n && claimable(t, c.Store) == 0 })
+	checkOrder(t, b.Messages(), n)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.violation != nil {
+		t.Fatal(c.violation)
+	}
+	return r.Stats()
+}
+
+func (c *commitLog) mostShared() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.maxShared
 }
 
 func aggsOf(recs []store.Record) map[string]bool {
@@ -221,23 +242,17 @@ func TestChainedClaimsOneAggregate(t *testing.T) {
 			n := writeLearn(t, s, log, []string{"hot", "warm"}, 400)
 			b := membroker.New()
 			r, _, _ := run(t, relay.Config{Store: log.storeView(), Publisher: slowPublisher{b, time.Millisecond}, BatchSize: 50, Workers: 3})
-			waitFor(t, 60*time.Second, "the backlog delivered", func() bool { return distinct(b.Messages()) == n && claimable(t, s) == 0 })
-			checkOrder(t, b.Messages(), n)
-			log.mu.Lock()
-			defer log.mu.Unlock()
-			if log.violation != nil {
-				t.Fatal(log.violation)
-			}
-			st := r.Stats()
-			t.Logf("most claims holding one aggregate at once: %d; chained lanes %d, chain waits %d", log.maxShared, st.Chained, st.ChainWaits)
+			st := log.drained(t, r, b, n, 60*time.Second)
+			maxShared := log.mostShared()
+			t.Logf("most claims holding one aggregate at once: %d; chained lanes %d, chain waits %d", maxShared, st.Chained, st.ChainWaits)
 			if hide {
-				if log.maxShared != 1 || st.Chained != 0 {
-					t.Fatalf("without chaining, %d claims held one aggregate at once (chained %d); want 1", log.maxShared, st.Chained)
+				if maxShared != 1 || st.Chained != 0 {
+					t.Fatalf("without chaining, %d claims held one aggregate at once (chained %d); want 1", maxShared, st.Chained)
 				}
 				return
 			}
-			if log.maxShared < 2 || st.Chained == 0 {
-				t.Fatalf("chained claims: at most %d claims held one aggregate at once (chained lanes %d); want 2 or more", log.maxShared, st.Chained)
+			if maxShared < 2 || st.Chained == 0 {
+				t.Fatalf("chained claims: at most %d claims held one aggregate at once (chained lanes %d); want 2 or more", maxShared, st.Chained)
 			}
 		})
 	}
@@ -248,7 +263,7 @@ func TestChainedClaimsOneAggregate(t *testing.T) {
 // behind is sure to see an earlier batch that gave its rows up.
 type gate struct {
 	broker.Publisher
-	r      func() *relay.Relay
+	r      atomic.Pointer[relay.Relay]
 	failID string
 	once   sync.Once
 }
@@ -262,7 +277,7 @@ func (g *gate) Publish(ctx context.Context, msgs []broker.Message) []error {
 		}
 		g.once.Do(func() {
 			deadline := time.Now().Add(10 * time.Second)
-			for g.r().Stats().Chained == 0 && time.Now().Before(deadline) {
+			for (g.r.Load() == nil || g.r.Load().Stats().Chained == 0) && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond)
 			}
 			errs[i] = fmt.Errorf("%w: injected", txbox.ErrBrokerUnavailable)
@@ -293,25 +308,11 @@ func TestChainedClaimBehindAFailure(t *testing.T) {
 	}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].ID < recs[j].ID })
 	b := membroker.New()
-	var r *relay.Relay
-	g := &gate{Publisher: b, r: func() *relay.Relay { return r }, failID: recs[20].EventID}
-	r, err = relay.New(relay.Config{Store: log, Publisher: g, BatchSize: 50, Workers: 2, PollInterval: 10 * time.Millisecond,
+	g := &gate{Publisher: b, failID: recs[20].EventID}
+	r, _, _ := run(t, relay.Config{Store: log, Publisher: g, BatchSize: 50, Workers: 2,
 		BackoffBase: 50 * time.Millisecond, BackoffMax: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = r.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	waitFor(t, 60*time.Second, "the backlog delivered", func() bool { return distinct(b.Messages()) == n && claimable(t, s) == 0 })
-	checkOrder(t, b.Messages(), n)
-	log.mu.Lock()
-	defer log.mu.Unlock()
-	if log.violation != nil {
-		t.Fatal(log.violation)
-	}
-	st := r.Stats()
+	g.r.Store(r)
+	st := log.drained(t, r, b, n, 60*time.Second)
 	t.Logf("chained lanes %d, rows handed back behind the failure %d, retried %d", st.Chained, st.ChainGiven, st.Retried)
 	if st.ChainGiven == 0 {
 		t.Fatal("no row was handed back behind the failed batch: the test did not exercise a chain")
@@ -335,14 +336,7 @@ func TestChainedClaimBehindAFailedCommit(t *testing.T) {
 	// The first claim holding "hot" fails at its commit.
 	log.failCommitOf("hot")
 	r, _, _ := run(t, relay.Config{Store: log, Publisher: slowPublisher{b, 2 * time.Millisecond}, BatchSize: 50, Workers: 2})
-	waitFor(t, 60*time.Second, "the backlog delivered", func() bool { return distinct(b.Messages()) == n && claimable(t, s) == 0 })
-	checkOrder(t, b.Messages(), n)
-	log.mu.Lock()
-	defer log.mu.Unlock()
-	if log.violation != nil {
-		t.Fatal(log.violation)
-	}
-	st := r.Stats()
+	st := log.drained(t, r, b, n, 60*time.Second)
 	t.Logf("chained lanes %d, rows handed back behind the failed commit %d, messages %d for %d events", st.Chained, st.ChainGiven, len(b.Messages()), n)
 	if st.ChainGiven == 0 {
 		t.Fatal("no row was handed back behind the failed commit: the test did not exercise a chain")
@@ -384,14 +378,7 @@ func TestChainedClaimsUnderFaults(t *testing.T) {
 	b := membroker.New()
 	r, _, _ := run(t, relay.Config{Store: log, Publisher: flaky{b, 40}, BatchSize: 25, Workers: 4,
 		BackoffBase: 5 * time.Millisecond, BackoffMax: 5 * time.Millisecond, MaxAttempts: 1000})
-	waitFor(t, 90*time.Second, "the backlog delivered", func() bool { return distinct(b.Messages()) == n && claimable(t, s) == 0 })
-	checkOrder(t, b.Messages(), n)
-	log.mu.Lock()
-	defer log.mu.Unlock()
-	if log.violation != nil {
-		t.Fatal(log.violation)
-	}
-	st := r.Stats()
+	st := log.drained(t, r, b, n, 90*time.Second)
 	t.Logf("chained lanes %d, chain waits %d, rows handed back behind others %d, retried %d, commits %d, messages %d for %d events",
 		st.Chained, st.ChainWaits, st.ChainGiven, st.Retried, log.commits, len(b.Messages()), n)
 	if st.Chained == 0 || st.ChainGiven == 0 {
