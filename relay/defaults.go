@@ -5,7 +5,7 @@ import "time"
 // The defaults of Config: one source for the library and the CLI's flags.
 const (
 	DefaultSource       = "txbox"
-	DefaultBatchSize    = 500
+	DefaultBatchSize    = 1000
 	DefaultWorkers      = 2
 	DefaultPollInterval = 50 * time.Millisecond
 	// DefaultIdlePollMax caps an idle relay's back-off: while its claims

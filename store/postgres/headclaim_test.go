@@ -86,7 +86,16 @@ func TestHeadClaimBehindDeepHeldAggregate(t *testing.T) {
 // deliver that aggregate in id order all the same, the explicit row first,
 // never its later rows before it, and at once: the look below the floor
 // (floor.go) is an hour away here, so the claim itself must find the row.
+// The aggregate's rows above the floor may be among a claim's first rows,
+// or behind more rows of others than one claim takes (a claim probes below
+// the floor only for the aggregates of the rows it can take).
 func TestFloorExplicitIDKeepsAggregateOrder(t *testing.T) {
+	for _, ahead := range []int{0, 150} {
+		t.Run(fmt.Sprintf("%d rows ahead", ahead), func(t *testing.T) { floorExplicitID(t, ahead) })
+	}
+}
+
+func floorExplicitID(t *testing.T, ahead int) {
 	s := floorStore(t, time.Hour, nil)
 	ctx := context.Background()
 	writeRows(t, s, "a", 200)
@@ -99,6 +108,9 @@ func TestFloorExplicitIDKeepsAggregateOrder(t *testing.T) {
 	if _, err := s.Pool().Exec(ctx, `INSERT INTO `+s.Tables().Outbox+` (id, event_id, aggregate_type, aggregate_id, event_type, payload)
 		VALUES (-7, $1, 'T', 'x', 'E', '{}')`, txbox.NewID()); err != nil {
 		t.Fatal(err)
+	}
+	if ahead > 0 {
+		writeRows(t, s, "b", ahead)
 	}
 	writeRows(t, s, "x", 5)
 	var order []int64
