@@ -173,12 +173,23 @@ func (e *benchEnv) waitStream(ctx context.Context, want int, timeout, stall time
 		}
 		switch {
 		case time.Since(start) > timeout:
-			return 0, fmt.Errorf("timed out after %v: %d of %d in the stream", timeout, n, want)
+			return 0, &timedOut{after: time.Since(start), n: int(n), want: want}
 		case time.Since(lastMove) > stall:
 			return 0, fmt.Errorf("stalled for %v: %d of %d in the stream", stall, n, want)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// timedOut is waitStream's error when the drain passed its timeout: how far
+// it got, so that a capped run (wmsweep --cap) can report its rate so far.
+type timedOut struct {
+	after   time.Duration
+	n, want int
+}
+
+func (t *timedOut) Error() string {
+	return fmt.Sprintf("timed out after %v: %d of %d in the stream", t.after.Round(time.Second), t.n, t.want)
 }
 
 // child is a process the bench started: a relay or a forwarder.
