@@ -35,11 +35,11 @@ type Config struct {
 	// Workers is how many claimed batches are published and marked at
 	// once; claims themselves run one at a time. Default DefaultWorkers.
 	Workers int
-	// PollInterval is how long a relay waits before claiming again after a
-	// claim that found nothing, when no wake-up arrives; on an idle relay
-	// the wait grows from it up to IdlePollMax. It also bounds a busy
-	// relay's wait for one of its own batches to end. Default
-	// DefaultPollInterval.
+	// PollInterval is the time from the start of a claim that found
+	// nothing to the next claim, when no wake-up arrives (the pause after
+	// a claim is never under half of it); on an idle relay it grows up to
+	// IdlePollMax. It also bounds a busy relay's wait for one of its own
+	// batches to end. Default DefaultPollInterval.
 	PollInterval time.Duration
 	// IdlePollMax caps an idle relay's back-off. While its claims keep
 	// finding nothing (and nothing of its own is in flight), each wait
@@ -47,7 +47,8 @@ type Config struct {
 	// work, a wake-up or the end of one of its batches sets it back to
 	// PollInterval. It is the longest a row written without a wake-up waits
 	// on an idle relay. Equal to PollInterval: no back-off. Default
-	// DefaultIdlePollMax, or PollInterval when that is longer.
+	// min(DefaultIdlePollMax, 2 x PollInterval), or PollInterval when
+	// that is longer.
 	IdlePollMax time.Duration
 	// Wakeup, when set, makes an idle relay claim at once on a receive
 	// (push wake-ups such as PostgreSQL LISTEN); polling stays the fallback.
@@ -122,7 +123,10 @@ func (c *Config) withDefaults() {
 		c.PollInterval = DefaultPollInterval
 	}
 	if c.IdlePollMax == 0 {
-		c.IdlePollMax = max(DefaultIdlePollMax, c.PollInterval)
+		// Twice a short poll interval at most: a user who asks for 10ms
+		// polls asks for rows to wait about that long, after a quiet spell
+		// too, not DefaultIdlePollMax.
+		c.IdlePollMax = max(c.PollInterval, min(DefaultIdlePollMax, 2*c.PollInterval))
 	}
 	if c.Lease == 0 {
 		c.Lease = DefaultLease

@@ -28,6 +28,13 @@ func TestWithDefaults(t *testing.T) {
 	if c.PollInterval != relay.DefaultPollInterval || c.IdlePollMax != relay.DefaultIdlePollMax {
 		t.Fatalf("PollInterval %v, IdlePollMax %v: want the defaults", c.PollInterval, c.IdlePollMax)
 	}
+	// A short poll interval set alone keeps its back-off within twice
+	// itself: the rows after a quiet spell wait about what was asked for.
+	for poll, want := range map[time.Duration]time.Duration{10 * time.Millisecond: 20 * time.Millisecond, 30 * time.Millisecond: 60 * time.Millisecond, 80 * time.Millisecond: relay.DefaultIdlePollMax} {
+		if got := (relay.Config{PollInterval: poll}).WithDefaults().IdlePollMax; got != want {
+			t.Errorf("IdlePollMax with a %v poll interval = %v, want %v", poll, got, want)
+		}
+	}
 	slow := relay.Config{PollInterval: 2 * time.Second}
 	if got := slow.WithDefaults().IdlePollMax; got != 2*time.Second {
 		t.Fatalf("IdlePollMax with a 2s poll interval = %v, want 2s", got)

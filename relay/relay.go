@@ -130,6 +130,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if r.chain != nil {
 			prior = r.chains.before()
 		}
+		claimStart := time.Now()
 		b, err := r.claim(work)
 		if err != nil {
 			<-slots
@@ -175,7 +176,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if len(b.recs) == r.cfg.BatchSize {
 			continue
 		}
-		if !r.waitAfterShortClaim(ctx, &fl, endsBefore, &idle) {
+		if !r.waitAfterShortClaim(ctx, &fl, endsBefore, &idle, time.Since(claimStart)) {
 			return nil
 		}
 	}
@@ -202,7 +203,14 @@ func (r *Relay) Run(ctx context.Context) error {
 // rows (Run). The back-off lengthens only waits taken with nothing
 // claimable and nothing in flight: a relay with work claims at once or
 // waits for its own batches, as before.
-func (r *Relay) waitAfterShortClaim(ctx context.Context, fl *flight, endsBefore uint64, idle *time.Duration) bool {
+//
+// The poll interval runs from the start of the short claim, not its end
+// (afterPoll): the claim saw every row committed before its snapshot, so a
+// row committed just after it waits one interval for the next claim, not
+// an interval plus the claim's own time. That time is the gap between the
+// relay's tail latency at --poll-interval 10ms and a forwarder's that
+// queries a plainer table (BENCHMARKS.md, issue 21).
+func (r *Relay) waitAfterShortClaim(ctx context.Context, fl *flight, endsBefore uint64, idle *time.Duration, claimTook time.Duration) bool {
 	n, ends, next := fl.state()
 	switch {
 	case ends != endsBefore:
@@ -211,11 +219,11 @@ func (r *Relay) waitAfterShortClaim(ctx context.Context, fl *flight, endsBefore 
 	case n > 0:
 		r.ctrs.BatchWaits.Add(1)
 		*idle = r.cfg.PollInterval
-		_, ok := r.wait(ctx, r.cfg.PollInterval, next)
+		_, ok := r.wait(ctx, afterPoll(r.cfg.PollInterval, claimTook), next)
 		return ok
 	default:
 		r.ctrs.IdleWaits.Add(1)
-		woke, ok := r.wait(ctx, *idle, nil)
+		woke, ok := r.wait(ctx, afterPoll(*idle, claimTook), nil)
 		if woke == wokeByPoll {
 			*idle = min(*idle*2, r.cfg.IdlePollMax)
 		} else {
@@ -223,6 +231,14 @@ func (r *Relay) waitAfterShortClaim(ctx context.Context, fl *flight, endsBefore 
 		}
 		return ok
 	}
+}
+
+// afterPoll is what is left of a poll wait of d once the claim before it
+// took claimTook, but never under half of d: a claim slower than its
+// interval (a table bloated by an operator's mistake) must not turn an
+// idle relay into one that claims back to back.
+func afterPoll(d, claimTook time.Duration) time.Duration {
+	return max(d-claimTook, d/2)
 }
 
 // sleep waits d, a wake-up, the end of a batch, or ctx; it returns false

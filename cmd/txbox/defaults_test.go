@@ -59,7 +59,7 @@ func TestRelayFlagDefaultsAreTheLibrarys(t *testing.T) {
 		"--batch-size":      "(default " + itoa(relay.DefaultBatchSize) + ")",
 		"--workers":         "(default " + itoa(relay.DefaultWorkers) + ")",
 		"--poll-interval":   "(default " + relay.DefaultPollInterval.String() + ")",
-		"--idle-poll-max":   "(default max(" + relay.DefaultIdlePollMax.String() + ", --poll-interval))",
+		"--idle-poll-max":   "(default min(" + relay.DefaultIdlePollMax.String() + ", 2 x --poll-interval), or --poll-interval if that is longer)",
 		"--lease":           "(default " + relay.DefaultLease.String() + ")",
 		"--max-attempts":    "(default " + itoa(relay.DefaultMaxAttempts) + ")",
 		"--backoff-max":     "(default " + relay.DefaultBackoffMax.String() + ")",

@@ -128,7 +128,7 @@ func newRelay(g *globals) *cobra.Command {
 	f.IntVar(&cfg.BatchSize, "batch-size", relay.DefaultBatchSize, "rows per claim (--mode cdc: events published and recorded before the slot's position is confirmed)")
 	f.IntVar(&cfg.Workers, "workers", relay.DefaultWorkers, "claimed batches published concurrently")
 	f.DurationVar(&cfg.PollInterval, "poll-interval", relay.DefaultPollInterval, "wait before claiming again after a claim that found nothing (without a wake-up)")
-	f.DurationVar(&cfg.IdlePollMax, "idle-poll-max", 0, fmt.Sprintf("an idle relay's longest wait between claims: while claims find nothing the wait doubles from --poll-interval up to this; equal to --poll-interval: no back-off (default max(%v, --poll-interval))", relay.DefaultIdlePollMax))
+	f.DurationVar(&cfg.IdlePollMax, "idle-poll-max", 0, fmt.Sprintf("an idle relay's longest wait between claims: while claims find nothing the wait doubles from --poll-interval up to this; equal to --poll-interval: no back-off (default min(%v, 2 x --poll-interval), or --poll-interval if that is longer)", relay.DefaultIdlePollMax))
 	f.StringVar(&claims, "claims", string(relay.ClaimAuto), "auto: hold claimed rows with the claim's open transaction where the database can (PostgreSQL), else a lease; lease: always a lease written into the rows (PgBouncer statement pooling)")
 	f.DurationVar(&cfg.Lease, "lease", relay.DefaultLease, "how long claimed rows stay reserved (with transaction claims: how long one claim may stay open)")
 	f.DurationVar(&cfg.PublishTimeout, "publish-timeout", 0, fmt.Sprintf("bound on one publish round, at most half the lease (default min(%v, lease/3))", relay.DefaultPublishTimeout))

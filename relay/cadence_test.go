@@ -1,0 +1,95 @@
+package relay_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	membroker "github.com/txbox/txbox/broker/mem"
+	"github.com/txbox/txbox/relay"
+	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/postgres"
+)
+
+// slowClaims makes every claim take at least delay and records when each
+// one started, so a test reads the relay's claim cadence off the store.
+type slowClaims struct {
+	*postgres.Store
+	delay  time.Duration
+	mu     sync.Mutex
+	starts []time.Time
+}
+
+func (s *slowClaims) started() {
+	s.mu.Lock()
+	s.starts = append(s.starts, time.Now())
+	s.mu.Unlock()
+	time.Sleep(s.delay)
+}
+
+func (s *slowClaims) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
+	s.started()
+	return s.Store.ClaimTx(ctx, limit)
+}
+
+func (s *slowClaims) ClaimTxChained(ctx context.Context, limit int) (store.ChainedClaim, error) {
+	s.started()
+	return s.Store.ClaimTxChained(ctx, limit)
+}
+
+func (s *slowClaims) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Record, error) {
+	s.started()
+	return s.Store.Claim(ctx, req)
+}
+
+// gaps returns the times between the starts of consecutive claims after
+// the first few (the relay's start-up), sorted.
+func (s *slowClaims) gaps(t *testing.T, n int) []time.Duration {
+	t.Helper()
+	waitFor(t, 20*time.Second, "enough claims", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.starts) >= n+3
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var g []time.Duration
+	for i := 3; i < n+3; i++ {
+		g = append(g, s.starts[i].Sub(s.starts[i-1]))
+	}
+	slices.Sort(g)
+	return g
+}
+
+// TestPollIntervalRunsFromClaimStart (issue 21): on an idle relay the poll
+// interval runs from the start of the claim that found nothing, so a row
+// committed just after that claim's snapshot waits one interval for the
+// next claim, not an interval plus the claim's time. A claim slower than
+// half the interval still leaves half of it as a pause, so a slow claim
+// does not turn an idle relay into one that claims back to back.
+func TestPollIntervalRunsFromClaimStart(t *testing.T) {
+	eachClaims(t, func(t *testing.T, claims relay.ClaimMode) {
+		const poll = 100 * time.Millisecond
+		t.Run("claim shorter than half the interval", func(t *testing.T) {
+			s := &slowClaims{Store: openPG(t), delay: 40 * time.Millisecond}
+			run(t, relay.Config{Store: s, Publisher: membroker.New(), Claims: claims, PollInterval: poll, IdlePollMax: poll})
+			g := s.gaps(t, 9)
+			// One interval start to start (100ms); counted from the claim's
+			// end it would be 140ms.
+			if med := g[len(g)/2]; med > poll+25*time.Millisecond {
+				t.Fatalf("median time between idle claims' starts %v (all %v), want about PollInterval %v: the wait must not add the claim's 40ms", med, g, poll)
+			}
+		})
+		t.Run("claim longer than half the interval", func(t *testing.T) {
+			s := &slowClaims{Store: openPG(t), delay: 160 * time.Millisecond}
+			run(t, relay.Config{Store: s, Publisher: membroker.New(), Claims: claims, PollInterval: poll, IdlePollMax: poll})
+			g := s.gaps(t, 5)
+			// 160ms of claim and at least half the interval (50ms) of pause.
+			if g[0] < 205*time.Millisecond {
+				t.Fatalf("shortest time between idle claims' starts %v (all %v), want the claim's 160ms + half the interval", g[0], g)
+			}
+		})
+	})
+}
