@@ -23,7 +23,7 @@ func TestWithDefaults(t *testing.T) {
 	if err := short.ValidateSettings(); err != nil {
 		t.Fatal(err)
 	}
-	// The idle back-off's cap: DefaultIdlePollMax, or a longer PollInterval
+	// The idle back-off's cap: DefaultIdlePollMax at the default poll, or a longer PollInterval
 	// (no back-off) so that a slow poll set alone stays valid.
 	if c.PollInterval != relay.DefaultPollInterval || c.IdlePollMax != relay.DefaultIdlePollMax {
 		t.Fatalf("PollInterval %v, IdlePollMax %v: want the defaults", c.PollInterval, c.IdlePollMax)

@@ -207,9 +207,8 @@ func (r *Relay) Run(ctx context.Context) error {
 // The poll interval runs from the start of the short claim, not its end
 // (afterPoll): the claim saw every row committed before its snapshot, so a
 // row committed just after it waits one interval for the next claim, not
-// an interval plus the claim's own time. That time is the gap between the
-// relay's tail latency at --poll-interval 10ms and a forwarder's that
-// queries a plainer table (BENCHMARKS.md, issue 21).
+// an interval plus the claim's own time: at --poll-interval 10ms a claim
+// of about 1.5 ms was part of the relay's p99 (BENCHMARKS.md, issue 21).
 func (r *Relay) waitAfterShortClaim(ctx context.Context, fl *flight, endsBefore uint64, idle *time.Duration, claimTook time.Duration) bool {
 	n, ends, next := fl.state()
 	switch {

@@ -127,7 +127,7 @@ func newRelay(g *globals) *cobra.Command {
 	f.BoolVar(&g.deleteSent, "delete-sent", false, "delete rows once the broker confirmed them instead of moving them to the <outbox>_sent archive (MySQL, PostgreSQL) or keeping them as SENT (SQLite)")
 	f.IntVar(&cfg.BatchSize, "batch-size", relay.DefaultBatchSize, "rows per claim (--mode cdc: events published and recorded before the slot's position is confirmed)")
 	f.IntVar(&cfg.Workers, "workers", relay.DefaultWorkers, "claimed batches published concurrently")
-	f.DurationVar(&cfg.PollInterval, "poll-interval", relay.DefaultPollInterval, "wait before claiming again after a claim that found nothing (without a wake-up)")
+	f.DurationVar(&cfg.PollInterval, "poll-interval", relay.DefaultPollInterval, "time from the start of a claim that found nothing to the next claim, without a wake-up (the pause is at least half of it)")
 	f.DurationVar(&cfg.IdlePollMax, "idle-poll-max", 0, fmt.Sprintf("an idle relay's longest wait between claims: while claims find nothing the wait doubles from --poll-interval up to this; equal to --poll-interval: no back-off (default min(%v, 2 x --poll-interval), or --poll-interval if that is longer)", relay.DefaultIdlePollMax))
 	f.StringVar(&claims, "claims", string(relay.ClaimAuto), "auto: hold claimed rows with the claim's open transaction where the database can (PostgreSQL), else a lease; lease: always a lease written into the rows (PgBouncer statement pooling)")
 	f.DurationVar(&cfg.Lease, "lease", relay.DefaultLease, "how long claimed rows stay reserved (with transaction claims: how long one claim may stay open)")
