@@ -1,52 +1,17 @@
 package relay_test
 
 import (
-	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/relay"
-	"github.com/txbox/txbox/store"
-	"github.com/txbox/txbox/store/postgres"
 )
-
-// slowClaims makes every claim take at least delay and records when each
-// one started, so a test reads the relay's claim cadence off the store.
-type slowClaims struct {
-	*postgres.Store
-	delay  time.Duration
-	mu     sync.Mutex
-	starts []time.Time
-}
-
-func (s *slowClaims) started() {
-	s.mu.Lock()
-	s.starts = append(s.starts, time.Now())
-	s.mu.Unlock()
-	time.Sleep(s.delay)
-}
-
-func (s *slowClaims) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
-	s.started()
-	return s.Store.ClaimTx(ctx, limit)
-}
-
-func (s *slowClaims) ClaimTxChained(ctx context.Context, limit int) (store.ChainedClaim, error) {
-	s.started()
-	return s.Store.ClaimTxChained(ctx, limit)
-}
-
-func (s *slowClaims) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Record, error) {
-	s.started()
-	return s.Store.Claim(ctx, req)
-}
 
 // gaps returns the times between the starts of consecutive claims after
 // the first few (the relay's start-up), sorted.
-func (s *slowClaims) gaps(t *testing.T, n int) []time.Duration {
+func (s *countingStore) gaps(t *testing.T, n int) []time.Duration {
 	t.Helper()
 	waitFor(t, 20*time.Second, "enough claims", func() bool {
 		s.mu.Lock()
@@ -73,7 +38,7 @@ func TestPollIntervalRunsFromClaimStart(t *testing.T) {
 	eachClaims(t, func(t *testing.T, claims relay.ClaimMode) {
 		const poll = 100 * time.Millisecond
 		t.Run("claim shorter than half the interval", func(t *testing.T) {
-			s := &slowClaims{Store: openPG(t), delay: 20 * time.Millisecond}
+			s := &countingStore{Store: openPG(t), delay: 20 * time.Millisecond}
 			run(t, relay.Config{Store: s, Publisher: membroker.New(), Claims: claims, PollInterval: poll, IdlePollMax: poll})
 			g := s.gaps(t, 9)
 			// One interval start to start (100ms, while the claim takes
@@ -84,7 +49,7 @@ func TestPollIntervalRunsFromClaimStart(t *testing.T) {
 			}
 		})
 		t.Run("claim longer than half the interval", func(t *testing.T) {
-			s := &slowClaims{Store: openPG(t), delay: 160 * time.Millisecond}
+			s := &countingStore{Store: openPG(t), delay: 160 * time.Millisecond}
 			run(t, relay.Config{Store: s, Publisher: membroker.New(), Claims: claims, PollInterval: poll, IdlePollMax: poll})
 			g := s.gaps(t, 5)
 			// 160ms of claim and at least half the interval (50ms) of pause.

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,24 +14,37 @@ import (
 	"github.com/txbox/txbox/store/postgres"
 )
 
-// countingStore counts the claims that reach the store, of either kind.
+// countingStore counts the claims that reach the store, of either kind,
+// records when each started, and makes each take at least delay (the
+// claim cadence tests, cadence_test.go).
 type countingStore struct {
 	*postgres.Store
 	claims atomic.Int64
+	delay  time.Duration
+	mu     sync.Mutex
+	starts []time.Time
+}
+
+func (c *countingStore) started() {
+	c.claims.Add(1)
+	c.mu.Lock()
+	c.starts = append(c.starts, time.Now())
+	c.mu.Unlock()
+	time.Sleep(c.delay)
 }
 
 func (c *countingStore) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
-	c.claims.Add(1)
+	c.started()
 	return c.Store.ClaimTx(ctx, limit)
 }
 
 func (c *countingStore) ClaimTxChained(ctx context.Context, limit int) (store.ChainedClaim, error) {
-	c.claims.Add(1)
+	c.started()
 	return c.Store.ClaimTxChained(ctx, limit)
 }
 
 func (c *countingStore) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Record, error) {
-	c.claims.Add(1)
+	c.started()
 	return c.Store.Claim(ctx, req)
 }
 

@@ -130,7 +130,6 @@ func (r *Relay) Run(ctx context.Context) error {
 		if r.chain != nil {
 			prior = r.chains.before()
 		}
-		claimStart := time.Now()
 		b, err := r.claim(work)
 		if err != nil {
 			<-slots
@@ -176,7 +175,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if len(b.recs) == r.cfg.BatchSize {
 			continue
 		}
-		if !r.waitAfterShortClaim(ctx, &fl, endsBefore, &idle, time.Since(claimStart)) {
+		if !r.waitAfterShortClaim(ctx, &fl, endsBefore, &idle, b.took) {
 			return nil
 		}
 	}
@@ -262,6 +261,7 @@ type batch struct {
 	tx       store.Claim // set for transaction-held claims
 	recs     []store.Record
 	deadline time.Time
+	took     time.Duration // the claim's own time, which the poll wait after it counts (afterPoll)
 	// links: this batch's place in each aggregate's chain (chain.go); nil
 	// without chained claims.
 	links map[string]*link
@@ -293,8 +293,9 @@ func (r *Relay) claim(ctx context.Context) (batch, error) {
 	} else {
 		recs, err = r.cfg.Store.Claim(ctx, store.ClaimRequest{Lease: b.lease, Limit: r.cfg.BatchSize, LeaseFor: r.cfg.Lease})
 	}
-	r.ctrs.ClaimNanos.Add(int64(time.Since(claimedAt)))
-	r.obs.claimed(time.Since(claimedAt), len(recs), err)
+	b.took = time.Since(claimedAt)
+	r.ctrs.ClaimNanos.Add(int64(b.took))
+	r.obs.claimed(b.took, len(recs), err)
 	if err != nil {
 		return b, err
 	}
