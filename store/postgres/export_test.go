@@ -18,3 +18,9 @@ func Floor(s *Store) int64 {
 	defer s.floor.mu.Unlock()
 	return s.floor.safe
 }
+
+// Fallbacks is the number of transaction claims that ran the fallback claim.
+func Fallbacks(s *Store) int64 { return s.fallbacks.Load() }
+
+// SplitMembers is the number of relays the store last counted on its table.
+func SplitMembers(s *Store) int { return s.splitMembers() }

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,8 +59,11 @@ type Store struct {
 	q      queries
 	held   heldRows // rows of this store's open transaction claims
 	split  splitter // membership among the relays of the table (split.go)
-	floor  floorTracker
-	inbox  *pgxtx.Inbox // begins inbox transactions (inbox.New)
+	// fallbacks counts the transaction claims that ran the fallback claim
+	// (txclaim.go, more), for tests.
+	fallbacks atomic.Int64
+	floor     floorTracker
+	inbox     *pgxtx.Inbox // begins inbox transactions (inbox.New)
 	// Work that runs beside the claims (the floor's rescan); Close stops it.
 	bgCtx  context.Context
 	bgStop context.CancelFunc

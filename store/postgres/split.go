@@ -44,7 +44,27 @@ type splitter struct {
 	// arg is the claim's split argument: {key, slot, backend pid} while this
 	// store holds its member lock, empty otherwise.
 	arg atomic.Pointer[[]int64]
+	// members is the number of members last counted (at joining, then at
+	// every check of the member connection): only a hint for sizing a
+	// claim's window (txclaim.go), since each claim counts them again.
+	members atomic.Int64
 }
+
+// splitMembers is how many relays share the table's aggregates, as last
+// counted; 1 when this store is not a member.
+func (s *Store) splitMembers() int {
+	if s.split.arg.Load() == nil {
+		return 1
+	}
+	return max(1, int(s.split.members.Load()))
+}
+
+// countMembersSQL counts the member locks of a table's key, as splitSQL
+// does for each claim.
+const countMembersSQL = `SELECT count(*) FROM pg_locks l
+	WHERE l.locktype = 'advisory' AND l.granted
+		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND l.classid::int8 = $1 AND l.objsubid = 2`
 
 // splitKey is the advisory-lock key of a table's members: one key per
 // table, so relays of two outboxes in one database do not split with each
@@ -140,6 +160,12 @@ func (s *Store) joinSplit(ctx context.Context) (*pgx.Conn, error) {
 			return nil, fmt.Errorf("postgres: split: %w", err)
 		}
 		if got {
+			var n int64
+			if err := conn.QueryRow(ctx, countMembersSQL, key).Scan(&n); err != nil {
+				_ = conn.Close(context.Background())
+				return nil, fmt.Errorf("postgres: split: %w", err)
+			}
+			s.split.members.Store(n)
 			s.split.arg.Store(&[]int64{key, slot, pid})
 			s.log.Debug("txbox: split: member", "table", s.q.table, "slot", slot)
 			return conn, nil
@@ -177,9 +203,14 @@ func (s *Store) keepSplit(ctx context.Context, conn *pgx.Conn, done chan struct{
 			s.log.Info("txbox: split: rejoined the relays of the table", "table", s.q.table)
 			continue
 		}
+		// Counting the members doubles as the connection's check.
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := conn.Ping(pctx)
+		var n int64
+		err := conn.QueryRow(pctx, countMembersSQL, splitKey(s.q.table)).Scan(&n)
 		cancel()
+		if err == nil {
+			s.split.members.Store(n)
+		}
 		if err != nil && ctx.Err() == nil {
 			s.split.arg.Store(nil)
 			_ = conn.Close(context.Background())

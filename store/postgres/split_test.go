@@ -203,3 +203,47 @@ func TestNoSplit(t *testing.T) {
 		t.Fatalf("a NoSplit store claimed %d of 40 aggregates", len(got))
 	}
 }
+
+// A member's claim window is as many times wider as there are members: its
+// share of the window, less its own rows in flight, still holds a batch, so
+// a claim behind its own batches does not come back short and run the
+// fallback (whose scan grows with the backlog). Sized for one relay, the
+// third claim below got about 250 rows of its share and ran the fallback.
+func TestSplitWindowCoversTheShare(t *testing.T) {
+	a, b := twoStores(t, postgres.Options{})
+	defer split(t, a)()
+	defer split(t, b)()
+	if n := postgres.SplitMembers(b); n != 2 {
+		t.Fatalf("the second member counted %d members at joining, want 2", n)
+	}
+	// The first member counts again at its next connection check.
+	deadline := time.Now().Add(5 * time.Second)
+	for postgres.SplitMembers(a) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first member still counts %d members after 5 s, want 2", postgres.SplitMembers(a))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	const aggs, per, limit = 1000, 6, 500
+	splitRows(t, a, aggs, per)
+	ctx := context.Background()
+	for range 2 { // two batches in flight
+		c, err := b.ClaimTxChained(ctx, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Abort()
+	}
+	before := postgres.Fallbacks(b)
+	c, err := b.ClaimTxChained(ctx, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Abort()
+	if got := len(c.Records()); got != limit {
+		t.Fatalf("a claim behind two batches in flight took %d rows, want %d", got, limit)
+	}
+	if n := postgres.Fallbacks(b) - before; n != 0 {
+		t.Fatalf("a claim behind two batches in flight ran the fallback claim (%d), want its window to hold a batch of its share", n)
+	}
+}

@@ -89,9 +89,16 @@ func (s *Store) claimTx(ctx context.Context, limit int, query string) (*txClaim,
 	c := &txClaim{s: s, conn: conn}
 	// The window covers this store's rows in flight, which sit at the front
 	// and cannot be taken, and a margin for other processes' claims and
-	// blocked aggregates; the fallback below covers the rest.
+	// blocked aggregates; the fallback below covers the rest. Split among
+	// n relays (split.go), this store keeps 1/n of the window, and the
+	// others' rows in flight sit at the front too, about as many as its
+	// own: so the window is n times as wide. Sized for one relay, a share
+	// of it held fewer rows than a batch once this store's batches were in
+	// flight, and each such short claim ran the fallback, whose scan grows
+	// with the backlog: two relays drained a 1M Zipf backlog at 0.43 of one
+	// relay's rate, nearly all of it in claims (BENCHMARKS.md, issue 21).
 	held := s.held.ids()
-	window := min(len(held)+limit*txScanFactor, maxWindow)
+	window := min((len(held)+limit*txScanFactor)*s.splitMembers(), maxWindow)
 	gen := s.floor.generation()
 	floor, chk, rescan := s.floor.get(time.Now())
 	if rescan {
@@ -162,6 +169,7 @@ func (c *txClaim) more(ctx context.Context, limit, window int, floor int64, spli
 	if err := c.conn.QueryRow(ctx, c.s.q.windowFull, window, floor).Scan(&full); err != nil || !full {
 		return err
 	}
+	c.s.fallbacks.Add(1)
 	rows, err := c.conn.Query(ctx, c.s.q.txHeads, limit-len(c.recs), min(limit, maxRun), split)
 	if err != nil {
 		return err
