@@ -273,18 +273,77 @@ func skewCmd(args []string) error {
 			}
 		}
 	}
-	fmt.Printf("\nskew: %d events per backlog, medians of %d runs; txbox: `txbox relay` with default flags; raw-pipelined: %d transactions in flight, batch %d; watermill: %s\n",
-		*events, *runs, *inflight, *batch, wm.describe())
-	if *useKafka {
+	printSkewTable(results, ls, order, *events, *runs, *inflight, *batch, wm, *useKafka)
+	return nil
+}
+
+// printSkewTable prints the medians of the contenders that ran, and only
+// the ratios whose both sides ran: a contender left out by --only gets no
+// column and no description, rather than a column of zeros.
+func printSkewTable(results map[string]map[string][]drainResult, ls []layout, order []string, events, runs, inflight, batch int, wm wmOpts, kafka bool) {
+	ran := map[string]bool{}
+	for _, n := range order {
+		ran[n] = true
+	}
+	var desc []string
+	if ran["txbox"] || ran["txbox-2proc"] {
+		desc = append(desc, "txbox: `txbox relay` with default flags")
+	}
+	if ran["raw-pipelined"] {
+		desc = append(desc, fmt.Sprintf("raw-pipelined: %d transactions in flight, batch %d", inflight, batch))
+	}
+	if ran["watermill"] {
+		desc = append(desc, "watermill: "+wm.describe())
+	}
+	fmt.Printf("\nskew: %d events per backlog, medians of %d runs; %s\n", events, runs, strings.Join(desc, "; "))
+	if kafka {
 		fmt.Printf("broker: franz-go's in-process fake Kafka (kfake) at %s, a topic of %d partitions per run, records keyed by aggregate id\n", kafkaAddr, kafkaPartitions)
 	}
-	fmt.Printf("| layout | txbox | txbox 2 relays | raw pipelined | watermill | txbox / 100k layout | txbox / raw | txbox / watermill | 2 relays / 1 |\n|---|---|---|---|---|---|---|---|---|\n")
 	m := func(l, n string) float64 { return medianOf(results[l][n], drainResult.rate) }
-	spread := m("100000 aggregates", "txbox")
-	for _, l := range ls {
-		t := m(l.name, "txbox")
-		fmt.Printf("| %s | %.0f | %.0f | %.0f | %.0f | %s | %s | %s | %s |\n", l.name, t, m(l.name, "txbox-2proc"), m(l.name, "raw-pipelined"), m(l.name, "watermill"),
-			ratio(t, spread), ratio(t, m(l.name, "raw-pipelined")), ratio(t, m(l.name, "watermill")), ratio(m(l.name, "txbox-2proc"), t))
+	type column struct {
+		head string
+		cell func(l string) string
 	}
-	return nil
+	rate := func(n string) func(string) string {
+		return func(l string) string { return fmt.Sprintf("%.0f", m(l, n)) }
+	}
+	var cols []column
+	for _, c := range []struct{ name, head string }{{"txbox", "txbox"}, {"txbox-2proc", "txbox 2 relays"}, {"raw-pipelined", "raw pipelined"}, {"watermill", "watermill"}} {
+		if ran[c.name] {
+			cols = append(cols, column{c.head, rate(c.name)})
+		}
+	}
+	hasSpread := false
+	for _, l := range ls {
+		hasSpread = hasSpread || l.name == "100000 aggregates"
+	}
+	if ran["txbox"] && hasSpread {
+		spread := m("100000 aggregates", "txbox")
+		cols = append(cols, column{"txbox / 100k layout", func(l string) string { return ratio(m(l, "txbox"), spread) }})
+	}
+	for _, c := range []struct{ a, b, head string }{
+		{"txbox", "raw-pipelined", "txbox / raw"},
+		{"txbox", "watermill", "txbox / watermill"},
+		{"txbox-2proc", "txbox", "2 relays / 1"},
+	} {
+		if ran[c.a] && ran[c.b] {
+			cols = append(cols, column{c.head, func(l string) string { return ratio(m(l, c.a), m(l, c.b)) }})
+		}
+	}
+	fmt.Print("| layout |")
+	for _, c := range cols {
+		fmt.Printf(" %s |", c.head)
+	}
+	fmt.Print("\n|---|")
+	for range cols {
+		fmt.Print("---|")
+	}
+	fmt.Println()
+	for _, l := range ls {
+		fmt.Printf("| %s |", l.name)
+		for _, c := range cols {
+			fmt.Printf(" %s |", c.cell(l.name))
+		}
+		fmt.Println()
+	}
 }
