@@ -59,12 +59,9 @@ func (s *Store) splitMembers() int {
 	return max(1, int(s.split.members.Load()))
 }
 
-// countMembersSQL counts the member locks of a table's key, as splitSQL
-// does for each claim.
-const countMembersSQL = `SELECT count(*) FROM pg_locks l
-	WHERE l.locktype = 'advisory' AND l.granted
-		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		AND l.classid::int8 = $1 AND l.objsubid = 2`
+// countMembersSQL counts the members as each claim does (splitSQL), given
+// the split argument of the member connection that runs it.
+var countMembersSQL = `WITH ` + splitSQL("$1") + ` SELECT n FROM split`
 
 // splitKey is the advisory-lock key of a table's members: one key per
 // table, so relays of two outboxes in one database do not split with each
@@ -160,13 +157,14 @@ func (s *Store) joinSplit(ctx context.Context) (*pgx.Conn, error) {
 			return nil, fmt.Errorf("postgres: split: %w", err)
 		}
 		if got {
+			arg := []int64{key, slot, pid}
 			var n int64
-			if err := conn.QueryRow(ctx, countMembersSQL, key).Scan(&n); err != nil {
+			if err := conn.QueryRow(ctx, countMembersSQL, arg).Scan(&n); err != nil {
 				_ = conn.Close(context.Background())
 				return nil, fmt.Errorf("postgres: split: %w", err)
 			}
 			s.split.members.Store(n)
-			s.split.arg.Store(&[]int64{key, slot, pid})
+			s.split.arg.Store(&arg)
 			s.log.Debug("txbox: split: member", "table", s.q.table, "slot", slot)
 			return conn, nil
 		}
@@ -206,7 +204,7 @@ func (s *Store) keepSplit(ctx context.Context, conn *pgx.Conn, done chan struct{
 		// Counting the members doubles as the connection's check.
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		var n int64
-		err := conn.QueryRow(pctx, countMembersSQL, splitKey(s.q.table)).Scan(&n)
+		err := conn.QueryRow(pctx, countMembersSQL, s.splitArg()).Scan(&n)
 		cancel()
 		if err == nil {
 			s.split.members.Store(n)
