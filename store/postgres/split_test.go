@@ -208,7 +208,7 @@ func TestNoSplit(t *testing.T) {
 // share of the window, less its own rows in flight, still holds a batch, so
 // a claim behind its own batches does not come back short and run the
 // fallback (whose scan grows with the backlog). Sized for one relay, the
-// third claim below got about 250 rows of its share and ran the fallback.
+// third claim below got 249 of its 500 rows.
 func TestSplitWindowCoversTheShare(t *testing.T) {
 	a, b := twoStores(t, postgres.Options{})
 	defer split(t, a)()
