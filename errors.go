@@ -9,14 +9,27 @@ var (
 	// ErrInvalidEvent: the envelope is missing a field or holds bad data.
 	ErrInvalidEvent = errors.New("txbox: invalid event")
 
-	// ErrPermanent marks a failure that retrying cannot fix (unroutable
-	// destination, payload over the broker's limit, undecodable row). The
-	// relay sends such a row to DEAD at once instead of spending its attempts.
+	// ErrPermanent marks a failure of the event itself that retrying cannot
+	// fix (unroutable destination, payload over the broker's limit,
+	// undecodable row). The relay sends such a row to DEAD at once instead
+	// of spending its attempts.
 	ErrPermanent = errors.New("txbox: permanent failure")
 
-	// ErrBrokerUnavailable: the broker could not be reached or did not
-	// confirm in time. Always retryable.
+	// ErrBrokerUnavailable marks a failure of the way out, not of the event:
+	// the broker could not be reached, lost the connection, did not confirm
+	// in time, or refused for a reason of its own state (no stream for the
+	// subject, not authorised, stream or disk full). The relay spends none
+	// of the event's attempts on it and never makes it DEAD for it: it
+	// pauses, probes, and delivers the event, in its aggregate's order,
+	// once the broker takes it again, however long that is.
 	ErrBrokerUnavailable = errors.New("txbox: broker unavailable")
+
+	// ErrDatabaseUnavailable is ErrBrokerUnavailable's twin for a database:
+	// it could not be reached, lost the connection, is read-only, failing
+	// over or shutting down. The inbox consumer spends none of an event's
+	// attempts on it (a handler whose database is down does not park the
+	// event); the relay's claims and marks wait for it.
+	ErrDatabaseUnavailable = errors.New("txbox: database unavailable")
 
 	// ErrNotFound: no row matched.
 	ErrNotFound = errors.New("txbox: not found")
@@ -39,23 +52,43 @@ func (e permanentError) Is(target error) bool { return target == ErrPermanent }
 
 // Unavailable wraps err so that errors.Is(err, ErrBrokerUnavailable) holds
 // while the original error stays reachable with errors.Is/As. Broker
-// adapters return it for every failure that a later attempt may not meet
-// (connection lost, no confirm in time, broker shutting down); the relay
-// retries such a message without spending its attempts. Unlike Permanent the
-// message says so, "txbox: broker unavailable: <err>", because an operator
-// reading a bare "EOF" in a log cannot tell it will be retried.
+// adapters return it for every failure of the way out (connection lost, no
+// confirm in time, broker shutting down, no stream for the subject, not
+// authorised, stream full); the relay retries such a message without
+// spending its attempts. Unlike Permanent the message says so, "txbox:
+// broker unavailable: <err>", because an operator reading a bare "EOF" in
+// a log cannot tell it will be retried.
 func Unavailable(err error) error {
-	if err == nil || errors.Is(err, ErrBrokerUnavailable) {
-		return err
-	}
-	return unavailableError{err}
+	return wrapOutage(err, ErrBrokerUnavailable)
 }
 
-type unavailableError struct{ err error }
+// DatabaseUnavailable wraps err so that errors.Is(err,
+// ErrDatabaseUnavailable) holds, as Unavailable does for a broker. A store
+// returns it for a database that cannot be reached or written; a handler
+// may return it for a database of its own.
+func DatabaseUnavailable(err error) error {
+	return wrapOutage(err, ErrDatabaseUnavailable)
+}
 
-func (e unavailableError) Error() string        { return ErrBrokerUnavailable.Error() + ": " + e.err.Error() }
-func (e unavailableError) Unwrap() []error      { return []error{e.err, ErrBrokerUnavailable} }
-func (e unavailableError) Is(target error) bool { return target == ErrBrokerUnavailable }
+// IsOutage reports whether err is a failure of the way out (the broker or
+// a database unavailable) rather than of the event: one that must spend
+// none of the event's attempts.
+func IsOutage(err error) bool {
+	return errors.Is(err, ErrBrokerUnavailable) || errors.Is(err, ErrDatabaseUnavailable)
+}
+
+func wrapOutage(err, kind error) error {
+	if err == nil || errors.Is(err, kind) {
+		return err
+	}
+	return outageError{err, kind}
+}
+
+type outageError struct{ err, kind error }
+
+func (e outageError) Error() string        { return e.kind.Error() + ": " + e.err.Error() }
+func (e outageError) Unwrap() []error      { return []error{e.err, e.kind} }
+func (e outageError) Is(target error) bool { return target == e.kind }
 
 // ConfigError names the setting that is wrong. Its message is one line meant
 // for an operator: "txbox: config TXBOX_DB (--db): scheme "foo" not supported".

@@ -23,6 +23,7 @@ func TestPermanentAndUnavailable(t *testing.T) {
 	}{
 		{"Permanent", txbox.Permanent, txbox.ErrPermanent, txbox.ErrBrokerUnavailable, "nats: publish: EOF"},
 		{"Unavailable", txbox.Unavailable, txbox.ErrBrokerUnavailable, txbox.ErrPermanent, "txbox: broker unavailable: nats: publish: EOF"},
+		{"DatabaseUnavailable", txbox.DatabaseUnavailable, txbox.ErrDatabaseUnavailable, txbox.ErrBrokerUnavailable, "txbox: database unavailable: nats: publish: EOF"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.wrap(cause)
@@ -45,6 +46,16 @@ func TestPermanentAndUnavailable(t *testing.T) {
 			var target interface{ Timeout() bool }
 			_ = errors.As(err, &target) // must not panic on the multi-unwrap
 		})
+	}
+	for _, err := range []error{txbox.Unavailable(cause), txbox.DatabaseUnavailable(cause), fmt.Errorf("handler: %w", txbox.DatabaseUnavailable(cause))} {
+		if !txbox.IsOutage(err) {
+			t.Errorf("IsOutage(%v) = false", err)
+		}
+	}
+	for _, err := range []error{cause, txbox.Permanent(cause), nil} {
+		if txbox.IsOutage(err) {
+			t.Errorf("IsOutage(%v) = true", err)
+		}
 	}
 	if err := txbox.Unavailable(context.DeadlineExceeded); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("deadline lost: %v", err)

@@ -89,6 +89,20 @@ type Failure struct {
 	Error string        // stored in last_error (truncated by the store)
 	Dead  bool          // true: straight to DEAD; false: RETRY after Delay
 	Delay time.Duration // from now, database clock
+	// Outage: the way out failed, not the row (the broker unreachable, no
+	// stream for its subject): RETRY after Delay with retry_count left as
+	// it is, so an outage of any length spends none of the row's attempts.
+	// Dead must be false.
+	Outage bool
+}
+
+// Spends is the attempts the failure adds to retry_count: 0 for an outage,
+// else 1.
+func (f Failure) Spends() int32 {
+	if f.Outage {
+		return 0
+	}
+	return 1
 }
 
 // Stats is the outbox at a glance.

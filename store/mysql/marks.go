@@ -86,13 +86,13 @@ func (s *Store) MarkFailed(ctx context.Context, lease string, fs []store.Failure
 			var err error
 			msg := sqlstore.Truncate(f.Error, 2000)
 			if f.Dead {
-				res, err = tx.ExecContext(ctx, `UPDATE `+s.q.table+` SET status = 'DEAD', retry_count = retry_count + 1,
+				res, err = tx.ExecContext(ctx, `UPDATE `+s.q.table+` SET status = 'DEAD', retry_count = retry_count + ?,
 					next_retry_at = NULL, last_error = ?, locked_by = NULL, locked_until = NULL
-					WHERE id = ?`+fence, msg, f.ID, lease)
+					WHERE id = ?`+fence, f.Spends(), msg, f.ID, lease)
 			} else {
-				res, err = tx.ExecContext(ctx, `UPDATE `+s.q.table+` SET status = 'RETRY', retry_count = retry_count + 1,
+				res, err = tx.ExecContext(ctx, `UPDATE `+s.q.table+` SET status = 'RETRY', retry_count = retry_count + ?,
 					next_retry_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, last_error = ?, locked_by = NULL, locked_until = NULL
-					WHERE id = ?`+fence, max(f.Delay, 0).Microseconds(), msg, f.ID, lease)
+					WHERE id = ?`+fence, f.Spends(), max(f.Delay, 0).Microseconds(), msg, f.ID, lease)
 			}
 			if err != nil {
 				return err

@@ -133,8 +133,7 @@ func (s *Store) RecordDelivered(ctx context.Context, d Delivered) error {
 		b.Queue(s.q.txSent, d.Sent)
 	}
 	if len(d.DeadRows) > 0 {
-		ids, dead, delay, msgs := failureArrays(d.DeadRows)
-		b.Queue(s.q.txFailed, ids, dead, delay, msgs)
+		b.Queue(s.q.txFailed, failureArgs(d.DeadRows)...)
 	}
 	for _, r := range d.DeadMessages {
 		// A row id from the outbox's own sequence; a copy left by an earlier

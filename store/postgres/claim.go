@@ -344,12 +344,12 @@ SELECT id, event_id, aggregate_type, aggregate_id, aggregate_version, event_type
 
 	failed := `UPDATE ` + table + ` t SET
 		status = CASE WHEN f.dead THEN 'DEAD' ELSE 'RETRY' END,
-		retry_count = t.retry_count + 1,
+		retry_count = t.retry_count + f.spend,
 		next_retry_at = CASE WHEN f.dead THEN NULL ELSE now() + f.delay_ms * interval '1 millisecond' END,
 		last_error = f.err, locked_by = NULL, locked_until = NULL
-	FROM unnest($1::bigint[], $2::bool[], $3::bigint[], $4::text[]) AS f(id, dead, delay_ms, err)
+	FROM unnest($1::bigint[], $2::bool[], $3::bigint[], $4::text[], $5::int[]) AS f(id, dead, delay_ms, err, spend)
 	WHERE t.id = f.id`
-	q.markFailed = failed + ` AND t.locked_by = $5 AND t.status = 'PROCESSING'`
+	q.markFailed = failed + ` AND t.locked_by = $6 AND t.status = 'PROCESSING'`
 	q.txFailed = failed
 	q.release = `UPDATE ` + table + ` SET status = CASE WHEN retry_count > 0 THEN 'RETRY' ELSE 'PENDING' END,
 		next_retry_at = CASE WHEN retry_count > 0 THEN now() ELSE NULL END,

@@ -95,8 +95,7 @@ func (c *txClaim) isolate(ctx context.Context, sent []int64, failures []store.Fa
 		}
 	}
 	if len(fs) > 0 {
-		fids, dead, delay, msgs := failureArrays(fs)
-		if err := c.underSavepoint(ctx, c.s.q.txFailed, fids, dead, delay, msgs); err != nil && !errors.Is(err, store.ErrRefused) {
+		if err := c.underSavepoint(ctx, c.s.q.txFailed, failureArgs(fs)...); err != nil && !errors.Is(err, store.ErrRefused) {
 			return err
 		} // refused too: those rows are handed back unchanged
 	}

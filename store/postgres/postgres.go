@@ -211,23 +211,25 @@ func (s *Store) MarkFailed(ctx context.Context, lease string, fs []store.Failure
 	if len(fs) == 0 {
 		return 0, nil
 	}
-	ids, dead, delay, msgs := failureArrays(fs)
-	tag, err := s.pool.Exec(ctx, s.q.markFailed, ids, dead, delay, msgs, lease)
+	tag, err := s.pool.Exec(ctx, s.q.markFailed, append(failureArgs(fs), lease)...)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: mark failed: %w", err)
 	}
 	return tag.RowsAffected(), nil
 }
 
-func failureArrays(fs []store.Failure) (ids []int64, dead []bool, delay []int64, msgs []string) {
-	ids = make([]int64, len(fs))
-	dead = make([]bool, len(fs))
-	delay = make([]int64, len(fs))
-	msgs = make([]string, len(fs))
+// failureArgs are the arrays the failure marks unnest ($1..$5): ids, dead,
+// delays, errors, and the attempts each failure spends (0 for an outage).
+func failureArgs(fs []store.Failure) []any {
+	ids := make([]int64, len(fs))
+	dead := make([]bool, len(fs))
+	delay := make([]int64, len(fs))
+	msgs := make([]string, len(fs))
+	spend := make([]int32, len(fs))
 	for i, f := range fs {
-		ids[i], dead[i], delay[i], msgs[i] = f.ID, f.Dead, f.Delay.Milliseconds(), sqlstore.Truncate(f.Error, 2000)
+		ids[i], dead[i], delay[i], msgs[i], spend[i] = f.ID, f.Dead, f.Delay.Milliseconds(), sqlstore.Truncate(f.Error, 2000), f.Spends()
 	}
-	return ids, dead, delay, msgs
+	return []any{ids, dead, delay, msgs, spend}
 }
 
 func (s *Store) Release(ctx context.Context, lease string, ids []int64) (int64, error) {

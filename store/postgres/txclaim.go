@@ -295,8 +295,7 @@ func (c *txClaim) Finish(ctx context.Context, sent []int64, failures []store.Fai
 		b.Queue(c.s.q.txSent, sent)
 	}
 	if len(failures) > 0 {
-		ids, dead, delay, msgs := failureArrays(failures)
-		b.Queue(c.s.q.txFailed, ids, dead, delay, msgs)
+		b.Queue(c.s.q.txFailed, failureArgs(failures)...)
 	}
 	b.Queue("COMMIT")
 	br := c.conn.SendBatch(ctx, b)

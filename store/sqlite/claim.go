@@ -103,10 +103,10 @@ RETURNING ` + cols
 	}
 	q.markFailed = `UPDATE ` + table + ` AS t SET
 		status = CASE WHEN f.dead THEN 'DEAD' ELSE 'RETRY' END,
-		retry_count = t.retry_count + 1,
+		retry_count = t.retry_count + f.spend,
 		next_retry_at = CASE WHEN f.dead THEN NULL ELSE ?3 + f.delay END,
 		last_error = f.err, locked_by = NULL, locked_until = NULL
-	FROM (SELECT value ->> 'id' AS id, value ->> 'dead' AS dead, value ->> 'delay' AS delay, value ->> 'err' AS err
+	FROM (SELECT value ->> 'id' AS id, value ->> 'dead' AS dead, value ->> 'delay' AS delay, value ->> 'err' AS err, value ->> 'spend' AS spend
 		FROM json_each(?1)) AS f
 	WHERE t.id = f.id AND t.locked_by = ?2 AND t.status = 'PROCESSING'`
 	q.release = `UPDATE ` + table + ` SET status = CASE WHEN retry_count > 0 THEN 'RETRY' ELSE 'PENDING' END,

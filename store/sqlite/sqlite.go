@@ -293,6 +293,7 @@ type failureJSON struct {
 	Dead  int    `json:"dead"`
 	Delay int64  `json:"delay"` // microseconds
 	Err   string `json:"err"`
+	Spend int32  `json:"spend"` // attempts spent: 0 for an outage
 }
 
 func (s *Store) MarkFailed(ctx context.Context, lease string, fs []store.Failure) (int64, error) {
@@ -309,7 +310,7 @@ func (s *Store) MarkFailed(ctx context.Context, lease string, fs []store.Failure
 		if f.Dead {
 			dead = 1
 		}
-		if err := appendJSON(&b, failureJSON{ID: f.ID, Dead: dead, Delay: max(f.Delay, 0).Microseconds(), Err: sqlstore.Truncate(f.Error, 2000)}); err != nil {
+		if err := appendJSON(&b, failureJSON{ID: f.ID, Dead: dead, Delay: max(f.Delay, 0).Microseconds(), Err: sqlstore.Truncate(f.Error, 2000), Spend: f.Spends()}); err != nil {
 			return 0, err
 		}
 	}

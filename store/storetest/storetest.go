@@ -42,6 +42,7 @@ func Run(t *testing.T, h Harness) {
 		{"ForeignProducer", testForeignProducer},
 		{"LeaseBlocksAggregate", testLeaseBlocksAggregate},
 		{"RetryBlocksOnlyItsAggregate", testRetryBlocksAggregate},
+		{"OutageSpendsNoAttempt", testOutageSpendsNoAttempt},
 		{"LeaseExpiryRescue", testLeaseExpiry},
 		{"Fencing", testFencing},
 		{"ClockJumpWhileLeased", testClockJumpWhileLeased},
