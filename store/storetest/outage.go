@@ -73,4 +73,3 @@ func testOutageSpendsNoAttempt(t *testing.T, h Harness) {
 		t.Fatalf("a1 waits an hour and a2 behind it; claimed %v", eventIDs(got))
 	}
 }
-
