@@ -78,6 +78,14 @@ type Config struct {
 	// Defaults DefaultBackoffBase and DefaultBackoffMax.
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
+	// OutageProbeMax caps the wait between probes of a broker that is out
+	// (unreachable, not confirming, no stream for a subject): such a
+	// failure spends no attempt, pauses claiming, and is probed at
+	// intervals doubling from BackoffBase up to this, so a broker that
+	// comes back is used within one interval. It also caps how long the
+	// events of a destination that refuses publishes wait between tries.
+	// Default DefaultOutageProbeMax.
+	OutageProbeMax time.Duration
 
 	Logger *slog.Logger // default slog.Default()
 
@@ -143,6 +151,9 @@ func (c *Config) withDefaults() {
 	if c.BackoffMax == 0 {
 		c.BackoffMax = DefaultBackoffMax
 	}
+	if c.OutageProbeMax == 0 {
+		c.OutageProbeMax = DefaultOutageProbeMax
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -191,6 +202,8 @@ func (c Config) ValidateSettings() error {
 		return bad("BackoffBase", "%v must be positive", c.BackoffBase)
 	case c.BackoffMax < c.BackoffBase:
 		return bad("BackoffMax", "%v is below BackoffBase %v", c.BackoffMax, c.BackoffBase)
+	case c.OutageProbeMax < 10*time.Millisecond:
+		return bad("OutageProbeMax", "%v is below 10ms", c.OutageProbeMax)
 	case c.Claims != "" && c.Claims != ClaimAuto && c.Claims != ClaimLease:
 		return bad("Claims", "%q: want auto or lease", c.Claims)
 	case len(c.ID) > 100:

@@ -22,6 +22,9 @@ const (
 	DefaultMaxAttempts    = 10
 	DefaultBackoffBase    = time.Second
 	DefaultBackoffMax     = 300 * time.Second
+	// DefaultOutageProbeMax caps the interval between probes of a broker
+	// that is out: a broker back from maintenance is used within 30 s.
+	DefaultOutageProbeMax = 30 * time.Second
 )
 
 // ClaimMode chooses how claimed rows are reserved (Config.Claims).

@@ -24,9 +24,10 @@ func (r *Relay) Alive() error {
 }
 
 // Ready samples the backlog now and reports whether the relay is serving:
-// the database answers, the broker confirms publishes, the oldest pending
-// row is younger than MaxPendingAge, and, while a backlog exists, something
-// was published within StallAfter. The error wraps ErrNotReady and names
+// the database answers, the broker takes publishes (no outage of the
+// broker or of a destination: outage.go), the oldest pending row is
+// younger than MaxPendingAge, and, while a backlog exists, something was
+// published within StallAfter. The error wraps ErrNotReady and names
 // the first failed check.
 func (r *Relay) Ready(ctx context.Context) error {
 	r.obs.sample(ctx)
@@ -44,8 +45,21 @@ func (o *observer) readyLocked() error {
 	if o.sampleErr != nil {
 		return notReady("database: %v", o.sampleErr)
 	}
-	if !o.brokerUp.Load() {
-		return notReady("broker: the last publish round failed")
+	o.dbMu.Lock()
+	dbDown, dbErr := o.dbDown, o.dbErr
+	o.dbMu.Unlock()
+	if !dbDown.IsZero() {
+		return notReady("database: unavailable for %v: %v", time.Since(dbDown).Round(time.Second), dbErr)
+	}
+	switch st := o.r.out.state(); {
+	case !st.brokerSince.IsZero():
+		return notReady("broker: outage for %v, publishing paused, events keep their attempts (next probe in %v): %v",
+			time.Since(st.brokerSince).Round(time.Second), max(time.Until(st.nextProbe), 0).Round(time.Second), st.brokerCause)
+	case !st.known:
+		return notReady("broker: not reached yet")
+	case st.dests > 0:
+		return notReady("broker: %d destination(s) refuse publishes, their events wait (topic %q for %v): %v",
+			st.dests, st.destTopic, time.Since(st.destSince).Round(time.Second), st.destCause)
 	}
 	if cfg.MaxPendingAge > 0 && o.backlog.OldestAge > cfg.MaxPendingAge {
 		return notReady("oldest pending event is %v old (max %v)", o.backlog.OldestAge.Round(time.Second), cfg.MaxPendingAge)

@@ -2,14 +2,12 @@ package relay
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/store"
 )
@@ -33,7 +31,13 @@ type observer struct {
 	beat        atomic.Int64 // unix ns: the claim loop went round
 	lastRound   atomic.Int64 // unix ns: a publish round ended
 	lastPublish atomic.Int64 // unix ns: the broker last confirmed a message
-	brokerUp    atomic.Bool
+
+	// The database's state as the claims and samples see it: down from
+	// the first failure to the next success, unknown until either.
+	dbMu    sync.Mutex
+	dbKnown bool
+	dbDown  time.Time // zero: up
+	dbErr   error
 
 	mu         sync.Mutex
 	backlog    store.Backlog
@@ -54,7 +58,9 @@ func newObserver(r *Relay) *observer {
 	o := &observer{r: r, started: time.Now()}
 	o.sampler, _ = r.cfg.Store.(store.BacklogSampler)
 	o.pinger, _ = r.cfg.Publisher.(broker.Pinger)
-	o.brokerUp.Store(true)
+	if o.sampler != nil {
+		r.out.backlog = func() int64 { o.mu.Lock(); defer o.mu.Unlock(); return o.backlog.Unsent() }
+	}
 	o.beat.Store(o.started.UnixNano())
 	if r.cfg.Metrics != nil {
 		o.register(r.cfg.Metrics)
@@ -99,9 +105,10 @@ func (o *observer) register(reg prometheus.Registerer) {
 	}
 	cs := []prometheus.Collector{
 		o.claimSeconds, o.claimRows, o.publishRound, o.commitDelay, o.inFlight, o.markFailures, o.claimFailures, o.sampleErrors, wakes,
-		fromCtr("txbox_relay_published_total", "Publish outcomes: delivered (the broker confirmed), retried (row to RETRY), dead (row to DEAD).", prometheus.Labels{"outcome": "delivered"}, &c.Published),
-		fromCtr("txbox_relay_published_total", "Publish outcomes: delivered (the broker confirmed), retried (row to RETRY), dead (row to DEAD).", prometheus.Labels{"outcome": "retried"}, &c.Retried),
-		fromCtr("txbox_relay_published_total", "Publish outcomes: delivered (the broker confirmed), retried (row to RETRY), dead (row to DEAD).", prometheus.Labels{"outcome": "dead"}, &c.Dead),
+		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "delivered"}, &c.Published),
+		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "retried"}, &c.Retried),
+		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "deferred"}, &c.Deferred),
+		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "dead"}, &c.Dead),
 		fromCtr("txbox_relay_claimed_total", "Rows claimed.", nil, &c.Claimed),
 		fromCtr("txbox_relay_released_total", "Claimed rows handed back unpublished (shutdown, lease nearly spent, an earlier row of the aggregate failed).", nil, &c.Released),
 		fromCtr("txbox_relay_lease_lost_total", "Marks refused because another relay took the rows over after the lease ran out.", nil, &c.LeaseLost),
@@ -119,7 +126,13 @@ func (o *observer) register(reg prometheus.Registerer) {
 			return float64(o.sampledAt.UnixNano()) / 1e9
 		}),
 		gauge("txbox_relay_last_publish_timestamp_seconds", "When the broker last confirmed a message (unix time; 0: not yet).", nil, func() float64 { return float64(o.lastPublish.Load()) / 1e9 }),
-		gauge("txbox_relay_broker_up", "1 while the broker confirms publishes; 0 after a round in which every message failed for a reason other than the message itself, or, while idle, a failed ping of a broker that can be pinged (NATS).", nil, boolGauge(o.brokerUp.Load)),
+		gauge("txbox_relay_broker_up", "1 while the broker takes publishes; 0 until the first publish or ping succeeded, and during a broker outage (a publish round that confirmed nothing and failed for the way out, or a failed ping of an idle relay's broker) until a publish is confirmed again.", nil, boolGauge(func() bool { return o.r.out.state().brokerUp() })),
+		gauge("txbox_relay_destinations_down", "Destinations (rendered topics) refusing publishes for an outage of their own (no stream for the subject) while the broker takes others; their events wait without spending attempts.", nil, func() float64 { return float64(o.r.out.state().dests) }),
+		gauge("txbox_relay_database_up", "1 while the relay's claims and backlog samples succeed; 0 until the first success and after a failure, until the next success.", nil, boolGauge(func() bool {
+			o.dbMu.Lock()
+			defer o.dbMu.Unlock()
+			return o.dbKnown && o.dbDown.IsZero()
+		})),
 		gauge("txbox_relay_ready", "1 when the relay is ready (see /readyz): database answers, broker confirms, oldest pending age and stall within bounds.", nil, boolGauge(func() bool {
 			o.mu.Lock()
 			defer o.mu.Unlock()
@@ -133,6 +146,7 @@ func (o *observer) register(reg prometheus.Registerer) {
 
 // claimed records one claim.
 func (o *observer) claimed(took time.Duration, rows int, err error) {
+	o.database(err, "claims")
 	if o.claimSeconds == nil {
 		return
 	}
@@ -151,27 +165,50 @@ func (o *observer) claimed(took time.Duration, rows int, err error) {
 // message, errs its outcome.
 func (o *observer) published(start time.Time, created []time.Time, errs []error) {
 	now := time.Now()
-	ok, brokerFailures := 0, 0
+	ok := false
 	for i, err := range errs {
-		switch {
-		case err == nil:
-			ok++
+		if err == nil {
+			ok = true
 			if o.commitDelay != nil {
 				o.commitDelay.Observe(now.Sub(created[i]).Seconds())
 			}
-		case !errors.Is(err, txbox.ErrPermanent):
-			brokerFailures++
 		}
 	}
 	if o.publishRound != nil {
 		o.publishRound.Observe(now.Sub(start).Seconds())
 	}
 	o.lastRound.Store(now.UnixNano())
-	if ok > 0 {
+	if ok {
 		o.lastPublish.Store(now.UnixNano())
-		o.brokerUp.Store(true)
-	} else if brokerFailures > 0 {
-		o.brokerUp.Store(false)
+	}
+}
+
+// database records the outcome of a statement of the relay's own (a claim,
+// a backlog sample): the first failure logs that the database is
+// unavailable, the next success that it is back and for how long it was
+// not; failures in between log at debug level, so an outage of an hour is
+// two lines, not one per retry.
+func (o *observer) database(err error, what string) {
+	now := time.Now()
+	o.dbMu.Lock()
+	o.dbKnown = true
+	was := o.dbDown
+	switch {
+	case err != nil && was.IsZero():
+		o.dbDown, o.dbErr = now, err
+	case err != nil:
+		o.dbErr = err
+	default:
+		o.dbDown, o.dbErr = time.Time{}, nil
+	}
+	o.dbMu.Unlock()
+	switch {
+	case err != nil && was.IsZero():
+		o.r.log.Warn("database unavailable: "+what+" failing, retrying; events keep their attempts", "err", err)
+	case err != nil:
+		o.r.log.Debug("database still unavailable", "what", what, "err", err)
+	case !was.IsZero():
+		o.r.log.Info("database back", "lasted", now.Sub(was).Round(time.Millisecond).String())
 	}
 }
 
@@ -192,6 +229,8 @@ func (o *observer) batchDone(err error) {
 
 // woke says what ended a wait.
 type woke int
+
+const publishedHelp = "Publish outcomes: delivered (the broker confirmed), retried (row to RETRY, an attempt spent), deferred (row to RETRY for an outage of the way out, no attempt spent), dead (row to DEAD)."
 
 const (
 	wokeByPoll   woke = iota + 1 // the wait ran its full time
@@ -255,6 +294,7 @@ func (o *observer) sample(ctx context.Context) {
 		if err != nil && ctx.Err() != nil {
 			return // shutting down
 		}
+		o.database(err, "backlog samples")
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -263,7 +303,7 @@ func (o *observer) sample(ctx context.Context) {
 		if o.sampleErrors != nil {
 			o.sampleErrors.Inc()
 		}
-		o.r.log.Warn("sampling the backlog failed", "err", err)
+		o.r.log.Debug("sampling the backlog failed", "err", err)
 	} else {
 		o.backlog, o.sampledAt = b, time.Now()
 	}
@@ -282,9 +322,7 @@ func (o *observer) pingIfIdle(ctx context.Context) {
 	if ctx.Err() != nil {
 		return // shutting down
 	}
-	if up := err == nil; up != o.brokerUp.Swap(up) && !up {
-		o.r.log.Warn("broker does not answer", "err", err)
-	}
+	o.r.out.ping(err, false)
 }
 
 // progress logs one line per ProgressEvery while the relay works: something

@@ -1,11 +1,5 @@
 package relay
 
-import (
-	"errors"
-
-	"github.com/txbox/txbox"
-)
-
 // maxRun bounds the events of one aggregate in one publish round with a
 // pipelining publisher: enough to hide the round trip, small enough that a
 // failure early in the run wastes little.
@@ -28,29 +22,27 @@ func (r *Relay) runLen(lane []item) int {
 
 // settleRun records the results of the first n events of lane and returns
 // what is left of the lane to publish, and whether the lane is parked (then
-// nothing is left). The confirmed events before the first retryable failure
-// are SENT; that one goes to RETRY and every later event of the lane is
-// released, even one the broker confirmed: it must not count as delivered
-// before the failed one (its copy, if the broker kept it, is a duplicate the
-// inbox absorbs). A permanent failure, or a retryable one past MaxAttempts,
-// goes DEAD and does not block the aggregate.
+// nothing is left). The confirmed events before the first failure that
+// keeps the event (an outage, or an attempt with attempts left) are SENT;
+// that one goes to RETRY and every later event of the lane is released,
+// even one the broker confirmed: it must not count as delivered before the
+// failed one (its copy, if the broker kept it, is a duplicate the inbox
+// absorbs). A permanent failure, or one past MaxAttempts, goes DEAD and does
+// not block the aggregate.
 func (r *Relay) settleRun(lane []item, n int, errs []error, out *outcome) ([]item, bool) {
 	for j, it := range lane[:n] {
-		switch err := errs[j]; {
-		case err == nil:
+		if errs[j] == nil {
 			out.sent = append(out.sent, it.rec.ID)
-		case errors.Is(err, txbox.ErrPermanent):
-			out.failures = append(out.failures, r.failure(it.rec, err, true))
-		default:
-			f := r.failure(it.rec, err, false)
-			out.failures = append(out.failures, f)
-			if !f.Dead {
-				// The aggregate waits for this row: hand its later rows back.
-				for _, later := range lane[j+1:] {
-					out.release = append(out.release, later.rec.ID)
-				}
-				return nil, true
+			continue
+		}
+		f := r.failure(it.rec, errs[j], it.msg.Topic)
+		out.failures = append(out.failures, f)
+		if !f.Dead {
+			// The aggregate waits for this row: hand its later rows back.
+			for _, later := range lane[j+1:] {
+				out.release = append(out.release, later.rec.ID)
 			}
+			return nil, true
 		}
 	}
 	return lane[n:], false

@@ -48,7 +48,7 @@ func (r *Relay) markSentIsolating(ctx context.Context, lease string, ids []int64
 // refusedMark is the failure recorded for a published row whose mark the
 // database refused.
 func (r *Relay) refusedMark(rec store.Record, err error) store.Failure {
-	f := r.failure(rec, fmt.Errorf("published, but marking it sent failed: %w", err), false)
+	f := r.failure(rec, fmt.Errorf("published, but marking it sent failed: %w", err), "")
 	if !f.Dead {
 		// failure logs a retry at debug level; this one an operator must see.
 		r.log.Warn("published, but marking it sent was refused; it will be published again", "event_id", rec.EventID,

@@ -26,6 +26,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/internal/backoff"
 	"github.com/txbox/txbox/store"
@@ -43,6 +44,7 @@ type Relay struct {
 	seq    atomic.Uint64
 	ctrs   counters
 	obs    *observer
+	out    *outages // outages of the way out (outage.go)
 	// tracer is nil when tracing is off: no per-message tracing work.
 	tracer trace.Tracer
 
@@ -60,6 +62,10 @@ func New(cfg Config) (*Relay, error) {
 		r.txc = txc
 		r.chain, _ = txc.(store.ChainClaimer)
 	}
+	_, pingable := cfg.Publisher.(broker.Pinger)
+	// A publisher that cannot be pinged was connected when it was handed
+	// over; one that can is up once its first ping answers.
+	r.out = newOutages(r.log, cfg.BackoffBase, cfg.OutageProbeMax, !pingable)
 	r.obs = newObserver(r)
 	if cfg.TracerProvider != nil {
 		r.tracer = cfg.TracerProvider.Tracer(tracerName)
@@ -116,6 +122,9 @@ func (r *Relay) Run(ctx context.Context) error {
 	idle := r.cfg.PollInterval
 	for {
 		r.obs.beat.Store(time.Now().UnixNano())
+		if !r.awaitProbe(ctx) {
+			return nil
+		}
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
@@ -134,7 +143,6 @@ func (r *Relay) Run(ctx context.Context) error {
 		if err != nil {
 			<-slots
 			r.ctrs.Errors.Add(1)
-			r.log.Warn("claim failed", "err", err, "retry_in", errDelay)
 			if !sleep(ctx, errDelay, nil, nil) {
 				return nil
 			}
@@ -445,7 +453,7 @@ func (r *Relay) lanes(recs []store.Record, out *outcome) (map[string][]item, []s
 	for _, rec := range recs {
 		it, err := r.item(rec)
 		if err != nil {
-			out.failures = append(out.failures, r.failure(rec, err, true))
+			out.failures = append(out.failures, r.failure(rec, txbox.Permanent(err), ""))
 			continue
 		}
 		k := laneKey(rec)
@@ -470,13 +478,25 @@ func (r *Relay) item(rec store.Record) (item, error) {
 // laneKey is a record's aggregate: the unit of order.
 func laneKey(rec store.Record) string { return rec.AggregateType + "\x00" + rec.AggregateID }
 
-func (r *Relay) failure(rec store.Record, err error, permanent bool) store.Failure {
+// failure is the outcome of a row whose publish failed with err, by whose
+// fault: a failure of the event itself (ErrPermanent: DEAD at once; any
+// other error: an attempt spent, DEAD after MaxAttempts), or of the way out
+// (outage.go), which spends no attempt and never makes the row DEAD: it
+// goes back to RETRY with its retry_count as it was, after topic's probe
+// interval. Rows that never reached the broker (they cannot become a
+// message) pass an empty topic and a permanent error.
+func (r *Relay) failure(rec store.Record, err error, topic string) store.Failure {
 	attempt := rec.RetryCount + 1
 	f := store.Failure{ID: rec.ID, Error: err.Error()}
 	switch {
-	case permanent:
+	case errors.Is(err, txbox.ErrPermanent):
 		f.Dead = true
 		f.Error = "permanent: " + f.Error
+	case isOutage(err):
+		f.Outage = true
+		f.Delay = r.out.deferFor(topic)
+		r.log.Debug("publish failed for an outage, will retry without spending an attempt", eventAttrs(rec, "attempts_spent", rec.RetryCount, "delay", f.Delay, "err", err)...)
+		return f
 	case attempt >= r.cfg.MaxAttempts:
 		f.Dead = true
 		f.Error = fmt.Sprintf("gave up after %d attempts: %s", attempt, f.Error)
@@ -513,6 +533,8 @@ func (r *Relay) mark(ctx context.Context, lease string, out outcome, recs []stor
 				// Not marked: the rows come back when their lease ends.
 			case f.Dead:
 				r.ctrs.Dead.Add(1)
+			case f.Outage:
+				r.ctrs.Deferred.Add(1)
 			default:
 				r.ctrs.Retried.Add(1)
 			}
@@ -549,9 +571,12 @@ func (r *Relay) finish(ctx context.Context, tx store.Claim, out *outcome, recs [
 		return err
 	}
 	for _, f := range out.failures {
-		if f.Dead {
+		switch {
+		case f.Dead:
 			r.ctrs.Dead.Add(1)
-		} else {
+		case f.Outage:
+			r.ctrs.Deferred.Add(1)
+		default:
 			r.ctrs.Retried.Add(1)
 		}
 	}

@@ -63,14 +63,17 @@ func write(t *testing.T, s *postgres.Store, evs ...txbox.Event) {
 	}
 }
 
-// faulty fails every publish of the aggregates in fail (retryable) and
-// delegates the rest.
+// faulty fails every publish of the aggregates in fail, and of the topics
+// in failTopic, with err (nil: an outage of the way out, as an adapter
+// reports it) and delegates the rest.
 type faulty struct {
 	broker.Publisher
-	mu    sync.Mutex
-	fail  map[string]bool
-	delay time.Duration
-	calls atomic.Int64
+	mu        sync.Mutex
+	fail      map[string]bool
+	failTopic map[string]bool
+	err       error
+	delay     time.Duration
+	calls     atomic.Int64
 }
 
 func (f *faulty) Publish(ctx context.Context, msgs []broker.Message) []error {
@@ -86,8 +89,11 @@ func (f *faulty) Publish(ctx context.Context, msgs []broker.Message) []error {
 	errs := make([]error, len(msgs))
 	f.mu.Lock()
 	for i, m := range msgs {
-		if f.fail[m.Event.AggregateID] {
-			errs[i] = fmt.Errorf("%w: injected", txbox.ErrBrokerUnavailable)
+		if f.fail[m.Event.AggregateID] || f.failTopic[m.Topic] {
+			errs[i] = f.err
+			if errs[i] == nil {
+				errs[i] = fmt.Errorf("%w: injected", txbox.ErrBrokerUnavailable)
+			}
 			continue
 		}
 		pass = append(pass, m)
@@ -193,7 +199,9 @@ func TestFailingAggregateBlocksOnlyItself(t *testing.T) {
 func testFailingAggregateBlocksOnlyItself(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
 	b := membroker.New()
-	f := &faulty{Publisher: b, fail: map[string]bool{"bad": true}}
+	// A failure of the event's own (the broker refuses it), which spends
+	// attempts; an outage would spend none (outage_test.go).
+	f := &faulty{Publisher: b, fail: map[string]bool{"bad": true}, err: errors.New("injected: refused")}
 	var evs []txbox.Event
 	for i := range 5 {
 		evs = append(evs, txbox.MustEvent("Order", "bad", "E", map[string]int{"i": i}), txbox.MustEvent("Order", fmt.Sprintf("good-%d", i), "E", nil))
@@ -264,19 +272,25 @@ func testPermanentErrorGoesDead(t *testing.T, claims relay.ClaimMode) {
 	}
 }
 
+// TestGivesUpAfterMaxAttempts: a failure of the event's own (here the
+// broker refusing it, for no reason the adapter calls permanent) spends an
+// attempt each time, and after MaxAttempts the row is DEAD. A broker outage
+// does neither: TestBrokerOutageSpendsNoAttempts.
 func TestGivesUpAfterMaxAttempts(t *testing.T) { eachClaims(t, testGivesUpAfterMaxAttempts) }
 
 func testGivesUpAfterMaxAttempts(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
-	b := membroker.New()
-	b.SetDown(true)
+	f := &faulty{Publisher: membroker.New(), fail: map[string]bool{"o-1": true}, err: errors.New("injected: the broker refused the message")}
 	e := txbox.MustEvent("Order", "o-1", "E", nil)
 	write(t, s, e)
-	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, MaxAttempts: 3, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, Claims: claims})
+	r, _, _ := run(t, relay.Config{Store: s, Publisher: f, MaxAttempts: 3, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, Claims: claims})
 	waitFor(t, 10*time.Second, "dead after 3 attempts", func() bool { return r.Stats().Dead == 1 })
 	recs, _ := s.List(context.Background(), store.Filter{EventIDs: []string{e.ID}})
 	if recs[0].Status != txbox.StatusDead || recs[0].RetryCount != 3 || !strings.Contains(recs[0].LastError, "after 3 attempts") {
 		t.Fatalf("%+v", recs[0])
+	}
+	if st := r.Stats(); st.Retried != 2 || st.Deferred != 0 {
+		t.Fatalf("retried %d, deferred %d: want 2 attempts spent before the third went DEAD, none deferred", st.Retried, st.Deferred)
 	}
 }
 

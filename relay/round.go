@@ -11,7 +11,7 @@ import (
 // loop and DeliverOrdered both do: one span per message, the publish
 // bounded by PublishTimeout (and by deadline, when set: a lease's end),
 // the publish time counted, a miscounting publisher's results replaced,
-// and the outcome observed. created are the messages' rows' creation
+// outages of the way out tracked (outage.go), and the outcome observed. created are the messages' rows' creation
 // times, for the commit-to-publish metric.
 func (r *Relay) publishRound(ctx context.Context, deadline time.Time, msgs []broker.Message, created []time.Time) []error {
 	spans := r.startSpans(ctx, msgs)
@@ -28,6 +28,7 @@ func (r *Relay) publishRound(ctx context.Context, deadline time.Time, msgs []bro
 		errs = miscounted(r.log, len(errs), len(msgs))
 	}
 	endSpans(spans, errs)
+	r.out.round(msgs, errs)
 	r.obs.published(pubStart, created, errs)
 	return errs
 }

@@ -9,7 +9,8 @@ import (
 type counters struct {
 	Claimed   atomic.Int64 // rows claimed
 	Published atomic.Int64 // rows confirmed by the broker
-	Retried   atomic.Int64 // rows sent to RETRY
+	Retried   atomic.Int64 // rows sent to RETRY, an attempt spent
+	Deferred  atomic.Int64 // rows sent to RETRY by an outage, no attempt spent
 	Dead      atomic.Int64 // rows sent to DEAD
 	Released  atomic.Int64 // rows handed back unpublished
 	LeaseLost atomic.Int64 // marks refused because another relay took the row
@@ -32,7 +33,8 @@ type counters struct {
 type Stats struct {
 	Claimed   int64     // rows claimed
 	Published int64     // rows confirmed by the broker
-	Retried   int64     // rows sent to RETRY
+	Retried   int64     // rows sent to RETRY, an attempt spent
+	Deferred  int64     // rows sent to RETRY by an outage of the way out, no attempt spent
 	Dead      int64     // rows sent to DEAD
 	Released  int64     // rows handed back unpublished
 	LeaseLost int64     // marks refused because another relay took the row
@@ -65,7 +67,7 @@ type Stats struct {
 func (r *Relay) Stats() Stats {
 	c := &r.ctrs
 	s := Stats{
-		Claimed: c.Claimed.Load(), Published: c.Published.Load(), Retried: c.Retried.Load(), Dead: c.Dead.Load(),
+		Claimed: c.Claimed.Load(), Published: c.Published.Load(), Retried: c.Retried.Load(), Deferred: c.Deferred.Load(), Dead: c.Dead.Load(),
 		Released: c.Released.Load(), LeaseLost: c.LeaseLost.Load(), Errors: c.Errors.Load(),
 		IdleWaits: c.IdleWaits.Load(), BatchWaits: c.BatchWaits.Load(),
 		Chained: c.Chained.Load(), ChainWaits: c.ChainWaits.Load(), ChainGiven: c.ChainGiven.Load(),

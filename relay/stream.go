@@ -52,7 +52,7 @@ func (r *Relay) DeliverOrdered(ctx context.Context, recs []store.Record) (Outcom
 	for _, rec := range recs {
 		it, err := r.item(rec)
 		if err != nil {
-			out.failures = append(out.failures, r.failure(rec, err, true))
+			out.failures = append(out.failures, r.failure(rec, txbox.Permanent(err), ""))
 			continue
 		}
 		st.items = append(st.items, it)
@@ -62,7 +62,7 @@ func (r *Relay) DeliverOrdered(ctx context.Context, recs []store.Record) (Outcom
 	for i := range st.rest {
 		st.rest[i] = i
 	}
-	attempts := map[int64]int{}
+	attempts := map[int64]*tally{}
 	result := func() Outcome { return Outcome{Sent: out.sent, Dead: out.failures} }
 	for len(st.rest) > 0 {
 		if err := ctx.Err(); err != nil {
@@ -84,6 +84,10 @@ func (r *Relay) DeliverOrdered(ctx context.Context, recs []store.Record) (Outcom
 	r.ctrs.Dead.Add(int64(len(out.failures)))
 	return result(), nil
 }
+
+// tally counts a streamed event's failed publishes: all of them, which
+// space its retries, and those that spent one of its attempts.
+type tally struct{ tries, spent int }
 
 // orderedStream is what DeliverOrdered has left to publish: rest holds
 // indexes into items, in stream order, so a round moves ints, not
@@ -133,7 +137,7 @@ func (st *orderedStream) roundPick(pipelined bool) []int {
 // every later picked event of its aggregate (confirmed or not: their
 // copies are duplicates the inbox absorbs); the rest of the round is
 // settled as it came back.
-func (r *Relay) settleOrdered(st *orderedStream, pick []int, errs []error, attempts map[int64]int, out *outcome) time.Duration {
+func (r *Relay) settleOrdered(st *orderedStream, pick []int, errs []error, attempts map[int64]*tally, out *outcome) time.Duration {
 	blocked := map[string]bool{}
 	var wait time.Duration
 	drop := make([]int, 0, len(pick)) // positions in rest, ascending
@@ -148,22 +152,32 @@ func (r *Relay) settleOrdered(st *orderedStream, pick []int, errs []error, attem
 			out.sent = append(out.sent, it.rec.ID)
 			delete(attempts, it.rec.ID)
 		case errors.Is(err, txbox.ErrPermanent):
-			out.failures = append(out.failures, r.failure(it.rec, err, true))
+			out.failures = append(out.failures, r.failure(it.rec, err, ""))
 		default:
-			attempts[it.rec.ID]++
-			a := attempts[it.rec.ID]
-			outage := errors.Is(err, txbox.ErrBrokerUnavailable) || errors.Is(err, context.DeadlineExceeded)
-			if !outage && a >= r.cfg.MaxAttempts {
-				rec := it.rec
-				rec.RetryCount = a - 1
-				out.failures = append(out.failures, r.failure(rec, err, false))
-				break
+			// An outage of the way out spends no attempt: the stream waits
+			// for the broker however long it is away.
+			n := attempts[it.rec.ID]
+			if n == nil {
+				n = &tally{}
+				attempts[it.rec.ID] = n
 			}
-			r.ctrs.Retried.Add(1)
-			d := backoff.Delay(a, r.cfg.BackoffBase, min(r.cfg.BackoffMax, streamRetryCap))
+			n.tries++
+			if !isOutage(err) {
+				n.spent++
+				if n.spent >= r.cfg.MaxAttempts {
+					rec := it.rec
+					rec.RetryCount = n.spent - 1
+					out.failures = append(out.failures, r.failure(rec, err, ""))
+					break
+				}
+				r.ctrs.Retried.Add(1)
+			} else {
+				r.ctrs.Deferred.Add(1)
+			}
+			d := backoff.Delay(n.tries, r.cfg.BackoffBase, min(r.cfg.BackoffMax, streamRetryCap))
 			wait = max(wait, d)
 			blocked[k] = true
-			r.log.Debug("stream publish failed, will retry", eventAttrs(it.rec, "attempt", a, "delay", d, "err", err)...)
+			r.log.Debug("stream publish failed, will retry", eventAttrs(it.rec, "attempts_spent", n.spent, "delay", d, "err", err)...)
 			continue
 		}
 		drop = append(drop, at)
