@@ -96,6 +96,7 @@ func Run(t *testing.T, st Store, br Broker) {
 		{"RelaySIGKILLDuringBacklog", RelayKilledDuringBacklog},
 		{"TwoRelayProcesses", TwoRelayProcesses},
 		{"BrokerDown", BrokerDown},
+		{"DatabaseDown", DatabaseDown},
 		{"PoisonRowDeadAndReplay", PoisonRowDeadAndReplay},
 		{"StatsCommand", StatsCommand},
 		{"InboxDuplicateDeliveries", InboxDuplicateDeliveries},
@@ -165,8 +166,15 @@ func relayArgs(t *testing.T, st Store, s store.Store, d *Destination, extra ...s
 // when the test ends.
 func inProcess(t *testing.T, st Store, s store.Store, d *Destination, cfg relay.Config) *relay.Relay {
 	t.Helper()
+	return inProcessAt(t, st, s, st.URL(t, s), d, cfg)
+}
+
+// inProcessAt is inProcess for a store reached at url (a CDC relay's
+// replication connection uses it).
+func inProcessAt(t *testing.T, st Store, s store.Store, url string, d *Destination, cfg relay.Config) *relay.Relay {
+	t.Helper()
 	if isCDC(st) {
-		return inProcessCDC(t, s, st.URL(t, s), d, cfg)
+		return inProcessCDC(t, s, url, d, cfg)
 	}
 	cfg.Store, cfg.Publisher, cfg.Topic, cfg.Claims = s, d.Publisher(t), broker.Topic(d.Topic), claims(st)
 	if cfg.PollInterval == 0 {
@@ -429,15 +437,7 @@ func BrokerDown(t *testing.T, st Store, br Broker) {
 	end := time.Now().Add(downFor)
 	notReady := ""
 	for time.Now().Before(end) {
-		recs, err := s.List(ctx, store.Filter{EventIDs: ids})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, rec := range recs {
-			if rec.Status == txbox.StatusDead || rec.RetryCount != 0 {
-				t.Fatalf("broker down: %s is %s with retry_count %d (%s): an outage must spend no attempt", rec.EventID, rec.Status, rec.RetryCount, rec.LastError)
-			}
-		}
+		checkNoAttemptSpent(t, s, ids, "broker down")
 		if err := r.Ready(ctx); err != nil && strings.Contains(err.Error(), "broker") {
 			notReady = err.Error()
 		}
@@ -463,25 +463,146 @@ func BrokerDown(t *testing.T, st Store, br Broker) {
 	if extra := checkOrder(t, "after the outage", seen, append(append([]txbox.Event{}, warm...), evs...)); extra > 0 && d.DedupeWindow > 0 {
 		t.Fatalf("%d duplicate copies in a broker that drops republished ids", extra)
 	}
-	if isCDC(st) {
-		return
+	if !isCDC(st) {
+		waitSentUnspent(t, s, ids)
 	}
+}
+
+// Reopener is a Store whose tables can be opened again at another URL
+// (storeenv.Postgres, storeenv.MySQL): the relay's own way to its
+// database, which a test can cut while writers go on.
+type Reopener interface {
+	Reopen(t *testing.T, s store.Store, url string) store.Store
+}
+
+// reopener is st's Reopener, looking through LeaseClaims and CDC.
+func reopener(st Store) (Reopener, bool) {
+	switch w := st.(type) {
+	case LeaseClaims:
+		return reopener(w.Store)
+	case CDC:
+		return reopener(w.Store)
+	}
+	r, ok := st.(Reopener)
+	return r, ok
+}
+
+// DatabaseDown: the relay's database goes away (its connections cut, new
+// ones refused) in the middle of a backlog, for many times the whole retry
+// schedule, while the producers, who reach it their own way, go on
+// writing. Publishes whose marks fail come back unchanged; nothing goes
+// DEAD, no retry_count moves, the relay says the database is why it is not
+// ready, and once the database is back every event is delivered, each
+// aggregate in order.
+func DatabaseDown(t *testing.T, st Store, br Broker) {
+	ro, ok := reopener(st)
+	if !ok {
+		t.Skip("embedded database: no server to lose; the relay's database-down scenario needs one")
+	}
+	d := br.Setup(t)
+	s := migrated(t, st)
+	url, proxy := testenv.ProxyURL(t, st.URL(t, s))
+	rs := ro.Reopen(t, s, url)
+	warm := backlog(20, 5)
+	write(t, st, s, 100, warm)
+	r := inProcessAt(t, st, rs, url, d, relay.Config{BackoffBase: 100 * time.Millisecond, BackoffMax: 200 * time.Millisecond, MaxAttempts: 3,
+		OutageProbeMax: time.Second, PublishTimeout: 500 * time.Millisecond, Lease: 3 * time.Second, BatchSize: 50, MetricsInterval: 200 * time.Millisecond})
+	waitStored(t, d, warm, 20*time.Second)
+	evs := backlog(2000, 20)
+	write(t, st, s, 500, evs[:1000])
+	// Cut while the backlog drains, so batches in flight lose their marks.
+	waitSome(t, d, evs[:1000], 50, 20*time.Second)
+	proxy.Cut()
+	write(t, st, s, 500, evs[1000:])
+	ctx := context.Background()
+	ids := make([]string, len(evs))
+	for i, e := range evs {
+		ids[i] = e.ID
+	}
+	end := time.Now().Add(6 * time.Second)
+	notReady := ""
+	for time.Now().Before(end) {
+		if err := r.Ready(ctx); err != nil && strings.Contains(err.Error(), "database") {
+			notReady = err.Error()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	checkNoAttemptSpent(t, s, ids, "database down")
+	if notReady == "" {
+		t.Fatal("the relay never said it was not ready while its database was down")
+	}
+	if st := r.Stats(); st.Dead != 0 || st.Retried != 0 {
+		t.Fatalf("database down: dead %d, retried %d: want none", st.Dead, st.Retried)
+	}
+	proxy.Restore()
+	seen := waitStored(t, d, evs, 60*time.Second)
+	checkOrder(t, "after the database outage", seen, append(append([]txbox.Event{}, warm...), evs...))
+	if !isCDC(st) {
+		waitSentUnspent(t, s, ids)
+	}
+	checkNoAttemptSpent(t, s, ids, "after the database outage")
+}
+
+// waitSome waits until at least n of want are stored.
+func waitSome(t *testing.T, d *Destination, want []txbox.Event, n int, timeout time.Duration) {
+	t.Helper()
+	ids := map[string]bool{}
+	for _, e := range want {
+		ids[e.ID] = true
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		got := 0
+		for _, s := range d.Stored(t) {
+			if ids[s.EventID] {
+				got++
+			}
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d events stored after %v", got, n, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkNoAttemptSpent fails if a row of ids is DEAD or has spent an
+// attempt, wherever it is (outbox or archive).
+func checkNoAttemptSpent(t *testing.T, s store.Store, ids []string, when string) {
+	t.Helper()
+	recs, err := s.List(context.Background(), store.Filter{EventIDs: ids, Limit: len(ids)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range recs {
+		if rec.Status == txbox.StatusDead || rec.RetryCount != 0 {
+			t.Fatalf("%s: %s is %s with retry_count %d (%s): an outage must spend no attempt", when, rec.EventID, rec.Status, rec.RetryCount, rec.LastError)
+		}
+	}
+}
+
+// waitSentUnspent waits until every row of ids is SENT, and fails if one
+// spent an attempt.
+func waitSentUnspent(t *testing.T, s store.Store, ids []string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		sent, err := s.List(ctx, store.Filter{EventIDs: ids, Status: txbox.StatusSent})
+		sent, err := s.List(context.Background(), store.Filter{EventIDs: ids, Status: txbox.StatusSent, Limit: len(ids)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(sent) == len(evs) {
+		if len(sent) == len(ids) {
 			for _, rec := range sent {
 				if rec.RetryCount != 0 {
 					t.Fatalf("%s delivered with retry_count %d: the outage spent attempts", rec.EventID, rec.RetryCount)
 				}
 			}
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d rows SENT 10 s after they reached the broker", len(sent), len(evs))
+			t.Fatalf("%d of %d rows SENT 10 s after they reached the broker", len(sent), len(ids))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -42,6 +42,8 @@ var Skips = []AllowedSkip{
 		"the inbox fast paths (store.InboxProcessedAcquirer, store.InboxBatchInserter) are PostgreSQL's"},
 
 	// End-to-end scenarios that need something of the broker.
+	{`internal/scenario`, `TestSQLiteNATS/DatabaseDown`,
+		"SQLite is a file in the relay's own process: there is no server or connection to lose"},
 	{`internal/scenario`, `TestPostgresRedis/PoisonRowDeadAndReplay`,
 		"Redis accepts every stream name: no event type makes an invalid destination, so no poison row"},
 }
