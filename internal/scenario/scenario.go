@@ -711,4 +711,3 @@ func StatsCommand(t *testing.T, st Store, _ Broker) {
 		}
 	}
 }
-
