@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,7 +56,8 @@ var (
 )
 
 func newObserver(r *Relay) *observer {
-	o := &observer{r: r, started: time.Now()}
+	// Not ready until the first sample says otherwise.
+	o := &observer{r: r, started: time.Now(), lastReady: fmt.Errorf("%w: starting", ErrNotReady)}
 	o.sampler, _ = r.cfg.Store.(store.BacklogSampler)
 	o.pinger, _ = r.cfg.Publisher.(broker.Pinger)
 	if o.sampler != nil {

@@ -189,6 +189,13 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
+// Observe samples the backlog, pings an idle relay's broker, and keeps the
+// metrics, readiness and progress log current, every MetricsInterval until
+// ctx ends. Run does this itself; a caller that publishes through
+// DeliverOrdered instead (a change data capture reader) runs Observe
+// beside it.
+func (r *Relay) Observe(ctx context.Context) { r.obs.watch(ctx) }
+
 // waitAfterShortClaim decides what a claim that came back short waits for.
 // Short means the table holds nothing more that this relay may take now,
 // but the rows held back may be the later rows of aggregates whose earlier

@@ -165,9 +165,16 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	r.log.Info("cdc relay started", "publication", r.cfg.Store.Publication(), "batch", r.cfg.BatchSize)
 	go r.watchLag(ctx)
+	go r.rel.Observe(ctx)
 	standby := false
+	// failing: a session ended in an error and the ones after it failed at
+	// once. A database away for an hour then logs this line once (the
+	// relay's backlog samples log when the database goes and comes back),
+	// not once per retry.
+	failing := false
 	for ctx.Err() == nil {
 		r.beat()
+		began := time.Now()
 		err := r.session(ctx)
 		switch {
 		case ctx.Err() != nil:
@@ -175,10 +182,14 @@ func (r *Relay) Run(ctx context.Context) error {
 			if !standby {
 				r.log.Info("slot is active: another relay reads it; waiting as standby", "retry", r.cfg.StandbyRetry)
 			}
-			standby = true
+			standby, failing = true, false
+		case err != nil && failing && time.Since(began) < time.Second:
+			r.log.Debug("cdc session failed again", "err", err)
 		case err != nil:
-			standby = false
+			standby, failing = false, true
 			r.log.Warn("cdc session ended; reading again from the slot's confirmed position", "err", err, "retry_in", r.cfg.StandbyRetry)
+		default:
+			failing = false
 		}
 		select {
 		case <-ctx.Done():
