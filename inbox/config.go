@@ -23,10 +23,19 @@ type Config struct {
 	Subscriber broker.Subscriber
 
 	// MaxAttempts failed attempts park an event (DEAD). Default
-	// DefaultMaxAttempts.
+	// DefaultMaxAttempts. A failure that is an outage is no attempt: the
+	// handler's error says a database (or broker) is unavailable
+	// (txbox.IsOutage: wrapped with txbox.DatabaseUnavailable or
+	// txbox.Unavailable), or the store recognises its database's
+	// unavailability in it (store.OutageClassifier: a lost connection, a
+	// read-only or shutting-down server). Such a delivery is sent back
+	// without recording anything, however long the outage lasts.
 	MaxAttempts int
 	// BackoffBase and BackoffMax shape the redelivery delay after a failed
-	// attempt. Defaults DefaultBackoffBase and DefaultBackoffMax.
+	// attempt. Defaults DefaultBackoffBase and DefaultBackoffMax. During an
+	// outage the delay starts at BackoffBase and doubles with each receive
+	// that meets it, up to BackoffMax but never above 30s, so the end of an
+	// outage is noticed soon.
 	BackoffBase, BackoffMax time.Duration
 
 	// VersionGuard drops an event whose aggregate version is not above the

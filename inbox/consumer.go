@@ -15,7 +15,11 @@
 // error rolls everything back, the attempt and its error are recorded in a
 // short transaction of their own, and the event is redelivered with backoff;
 // after MaxAttempts it is parked (DEAD) and acknowledged so the stream keeps
-// flowing, until an operator replays it.
+// flowing, until an operator replays it. An outage is not the event's
+// failure: when the consumer's database, or one the handler needs, is
+// unavailable, the delivery is sent back without spending an attempt (see
+// Config.MaxAttempts), and the outage is logged when it starts and when it
+// ends.
 package inbox
 
 import (
@@ -45,6 +49,7 @@ type Consumer struct {
 	ctrs    counters
 	held    map[string]held // Ordered: deliveries waiting for a predecessor; Run's goroutine only
 	obs     *observer
+	out     outage // the outage in progress, if any
 
 	// Optional capabilities of the dialect (the PostgreSQL store's has both).
 	acqDone  store.InboxProcessedAcquirer
@@ -74,6 +79,7 @@ func newConsumer(cfg Config, d store.InboxDialect, admin store.InboxAdmin, db tx
 		return nil, err
 	}
 	c := &Consumer{cfg: cfg, log: cfg.Logger.With("consumer", cfg.Name), dialect: d, admin: admin, db: db, handle: h, held: map[string]held{}}
+	c.out.up.Store(true)
 	c.obs = newObserver(c)
 	c.acqDone, _ = d.(store.InboxProcessedAcquirer)
 	c.batchIns, _ = d.(store.InboxBatchInserter)
@@ -105,6 +111,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 			continue
 		}
 		c.handleBatch(context.WithoutCancel(ctx), ds)
+		if c.ownDown() {
+			// The consumer's database is down: every delivery of the round
+			// was sent back; the next receive would only send more back.
+			sleep(ctx, c.out.own)
+		}
 	}
 	c.expireHeld(context.WithoutCancel(ctx), true)
 	return nil
@@ -114,6 +125,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 // fails, the later events of that aggregate in the batch are sent back too,
 // unprocessed, so they do not overtake it.
 func (c *Consumer) handleBatch(ctx context.Context, ds []broker.Delivery) {
+	c.newRound()
 	if c.cfg.TxBatch > 1 {
 		c.handleSharedTx(ctx, ds)
 		return
@@ -183,6 +195,10 @@ func (c *Consumer) parkUndecodable(ctx context.Context, d broker.Delivery, cause
 	}
 	payload, _ := json.Marshal(map[string]any{"topic": raw.Topic, "headers": raw.Headers, "body": string(raw.Body)})
 	ev := txbox.Event{ID: id, Type: store.UndecodableType, AggregateType: "unknown", AggregateID: sqlstore.Truncate(raw.Topic, 128), Payload: payload}
+	if c.ownDown() {
+		c.settle(ctx, d, false, c.sendBack(id))
+		return
+	}
 	tx, _, commit, rollback, err := c.db.begin(ctx)
 	if err == nil {
 		_, _, err = c.dialect.InboxFail(ctx, tx, c.cfg.Name, ev, "undecodable: "+cause.Error(), 1, txbox.StatusRetry)
@@ -193,10 +209,11 @@ func (c *Consumer) parkUndecodable(ctx context.Context, d broker.Delivery, cause
 		}
 	}
 	if err != nil {
-		c.log.Warn("parking an undecodable message failed; it will come back", "err", err)
-		c.settle(ctx, d, false, c.backoff(1))
+		// It comes back, and is parked then.
+		c.settle(ctx, d, false, c.storeFailed(ev, inPark, err, 0))
 		return
 	}
+	c.outageOver(id)
 	c.ctrs.Undecodable.Add(1)
 	c.log.Warn("undecodable message parked", "inbox_id", id, "topic", raw.Topic, "err", cause)
 	c.settle(ctx, d, true, 0)
@@ -206,11 +223,17 @@ func (c *Consumer) parkUndecodable(ctx context.Context, d broker.Delivery, cause
 // messages were acknowledged when they were parked, so the inbox itself
 // carries them: a failure sets them back to REPLAY, not RETRY.
 func (c *Consumer) replays(ctx context.Context) {
+	c.newRound()
 	rows, err := c.admin.InboxList(ctx, store.InboxFilter{Consumer: c.cfg.Name, Status: txbox.StatusReplay, Limit: c.cfg.BatchSize})
 	if err != nil {
-		c.log.Warn("looking for replays failed", "err", err)
+		if c.isOutage(err) {
+			c.outageMet(inReplays, err) // an idle consumer learns of it here
+		} else {
+			c.log.Warn("looking for replays failed", "err", err)
+		}
 		return
 	}
+	c.outageOver("")
 	for _, r := range rows {
 		if ack, _ := c.process(ctx, r.Event, txbox.StatusReplay); ack {
 			c.ctrs.Replayed.Add(1)

@@ -26,19 +26,22 @@ const waitMarker = time.Duration(-1)
 // run is process; with canWait, an Ordered event whose predecessor is
 // missing is neither failed nor settled, and run returns waitMarker.
 func (c *Consumer) run(ctx context.Context, ev txbox.Event, again txbox.Status, canWait bool) (ack bool, delay time.Duration) {
+	if c.ownDown() {
+		// The consumer's database was found down in this round: this event
+		// would meet it too.
+		return false, c.sendBack(ev.ID)
+	}
 	began := time.Now()
 	tx, native, commit, rollback, err := c.db.begin(ctx)
 	if err != nil {
-		c.log.Warn("begin failed", eventAttrs(ev, "err", err)...)
-		return false, c.backoff(1)
+		return false, c.storeFailed(ev, inBegin, err, 0)
 	}
 	st := c.apply(ctx, tx, native, ev, false)
 	if st.kind == stepCommit {
 		err := commit()
 		c.obs.txDone(began)
 		if err != nil {
-			c.log.Warn("commit failed", eventAttrs(ev, "err", err)...)
-			return false, c.backoff(1)
+			return false, c.storeFailed(ev, inCommit, err, 0)
 		}
 	} else {
 		_ = rollback()
@@ -54,14 +57,17 @@ const (
 	stepCommit  stepKind = iota // processed or skipped as stale: commit, then acknowledge
 	stepAck                     // duplicate or parked: nothing to commit; acknowledge
 	stepFail                    // handler error or a gap: roll back, record the attempt
+	stepOutage                  // the handler met an outage: roll back, redeliver, record nothing
 	stepRefused                 // the store refuses the event's data: roll back, park it
 	stepInfra                   // any other store error: roll back, redeliver
 )
 
 type step struct {
 	kind     stepKind
-	attempts int   // failed attempts before this one
-	err      error // the handler's, the gap's, or the store's
+	attempts int    // failed attempts before this one
+	err      error  // the handler's, the gap's, or the store's
+	where    string // stepInfra: the statement that failed ("": logged already, or none)
+	behind   bool   // held back, unapplied, behind a failed event of its aggregate
 	stale    string
 	dup      bool
 	gap      bool
@@ -86,13 +92,13 @@ func (c *Consumer) apply(ctx context.Context, tx store.Tx, native any, ev txbox.
 		state, attempts, err = c.dialect.InboxAcquire(ctx, tx, c.cfg.Name, ev)
 	}
 	if err != nil {
-		c.log.Warn("inbox acquire failed", eventAttrs(ev, "err", err)...)
 		if errors.Is(err, txbox.ErrInvalidEvent) {
 			// The store refuses this event's data and always will; any
 			// other error (connection, deadlock) is redelivered.
+			c.log.Warn("inbox acquire failed", eventAttrs(ev, "err", err)...)
 			return step{kind: stepRefused, err: err}
 		}
-		return step{kind: stepInfra, err: err}
+		return step{kind: stepInfra, err: err, where: inAcquire}
 	}
 	switch state {
 	case store.InboxDuplicate:
@@ -106,22 +112,27 @@ func (c *Consumer) apply(ctx context.Context, tx store.Tx, native any, ev txbox.
 		case err != nil && errors.Is(err, txbox.ErrInvalidEvent): // as for InboxAcquire
 			return step{kind: stepRefused, err: err}
 		case err != nil:
-			return step{kind: stepInfra, err: err}
+			return step{kind: stepInfra, err: err, where: inGuard}
 		case gap != nil:
 			return step{kind: stepFail, attempts: attempts, err: gap, gap: true}
 		case stale != "":
 			if err := c.dialect.InboxDone(ctx, tx, c.cfg.Name, ev.ID, txbox.StatusSkipped, stale); err != nil {
-				return step{kind: stepInfra, err: err}
+				return step{kind: stepInfra, err: err, where: inDone}
 			}
 			return step{kind: stepCommit, stale: stale}
 		}
 	}
 	if herr := c.safeHandle(ctx, native, ev); herr != nil {
+		if c.isOutage(herr) {
+			// Its database (or a broker) is down, not the event wrong: no
+			// attempt is spent, however long the outage lasts.
+			return step{kind: stepOutage, err: herr}
+		}
 		return step{kind: stepFail, attempts: attempts, err: herr}
 	}
 	if !marked {
 		if err := c.dialect.InboxDone(ctx, tx, c.cfg.Name, ev.ID, txbox.StatusProcessed, ""); err != nil {
-			return step{kind: stepInfra, err: err}
+			return step{kind: stepInfra, err: err, where: inDone}
 		}
 	}
 	return step{kind: stepCommit}
@@ -138,21 +149,29 @@ func (c *Consumer) settleStep(ctx context.Context, ev txbox.Event, st step, agai
 		} else {
 			c.ctrs.Processed.Add(1)
 		}
+		c.outageOver(ev.ID)
 		return true, 0
 	case stepAck:
 		if st.dup {
 			c.ctrs.Duplicates.Add(1)
 		}
+		c.outageOver(ev.ID)
 		return true, 0
 	case stepFail:
 		if st.gap && canWait {
 			return false, waitMarker
 		}
 		return c.fail(ctx, ev, st.attempts, st.err, again)
+	case stepOutage:
+		c.log.Debug("handler met an outage; no attempt spent", eventAttrs(ev, "err", st.err)...)
+		return false, c.outageWait(ev.ID, inHandler, st.err)
 	case stepRefused:
 		return c.parkRefused(ctx, ev, st.err)
 	default:
-		return false, c.backoff(1)
+		if st.where == "" {
+			return false, c.backoff(1)
+		}
+		return false, c.storeFailed(ev, st.where, st.err, 0)
 	}
 }
 
@@ -199,7 +218,7 @@ func (c *Consumer) fail(ctx context.Context, ev txbox.Event, prior int, herr err
 	c.ctrs.Failed.Add(1)
 	tx, _, commit, rollback, err := c.db.begin(ctx)
 	if err != nil {
-		return false, c.backoff(prior + 1)
+		return false, c.storeFailed(ev, inRecord, err, c.backoff(prior+1))
 	}
 	attempts, parked, err := c.dialect.InboxFail(ctx, tx, c.cfg.Name, ev, herr.Error(), c.cfg.MaxAttempts, again)
 	if err == nil {
@@ -208,9 +227,9 @@ func (c *Consumer) fail(ctx context.Context, ev txbox.Event, prior int, herr err
 		_ = rollback()
 	}
 	if err != nil {
-		c.log.Warn("recording a failed attempt failed", eventAttrs(ev, "err", err)...)
-		return false, c.backoff(prior + 1)
+		return false, c.storeFailed(ev, inRecord, err, c.backoff(prior+1))
 	}
+	c.outageOver(ev.ID)
 	if parked {
 		c.ctrs.Parked.Add(1)
 		c.log.Warn("event parked after its last attempt", eventAttrs(ev, "attempts", attempts, "err", herr)...)

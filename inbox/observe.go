@@ -52,6 +52,14 @@ func newObserver(c *Consumer) *observer {
 		ctr("txbox_inbox_skipped_total", "Events skipped by the version guard as stale.", &k.Stale),
 		ctr("txbox_inbox_held_total", "Ordered: events held back to wait for their predecessor.", &k.Gaps),
 		ctr("txbox_inbox_replayed_total", "Parked events applied again on an operator's replay request.", &k.Replayed),
+		ctr("txbox_inbox_outage_waits_total", "Deliveries sent back for an outage (a database unavailable), spending no attempt.", &k.OutageWaits),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "txbox_inbox_database_up", Help: "0 from the first failure that met an outage (the consumer's database, or one its handler needs, unavailable) until a delivery sent back for it gets through; else 1.", ConstLabels: labels},
+			func() float64 {
+				if c.out.up.Load() {
+					return 1
+				}
+				return 0
+			}),
 	} {
 		reg.MustRegister(col)
 	}

@@ -28,17 +28,44 @@ func (c *Consumer) handleSharedTx(ctx context.Context, ds []broker.Delivery) {
 		}
 		items = append(items, item{d, ev})
 	}
+	// blocked holds the delay of each aggregate with an event sent back in
+	// this batch: its later events go back with it, unapplied, so they do
+	// not overtake it, in this transaction or a later one.
+	blocked := map[string]time.Duration{}
+	key := func(ev txbox.Event) string { return ev.AggregateType + "\x00" + ev.AggregateID }
 	for len(items) > 0 {
-		n := min(len(items), c.cfg.TxBatch)
-		chunk := items[:n]
-		items = items[n:]
-		evs := make([]txbox.Event, n)
+		var chunk []item
+		for len(items) > 0 && len(chunk) < c.cfg.TxBatch {
+			it := items[0]
+			items = items[1:]
+			switch delay, ok := blocked[key(it.ev)]; {
+			case ok:
+				c.settle(ctx, it.d, false, delay)
+			case c.ownDown():
+				c.settle(ctx, it.d, false, c.sendBack(it.ev.ID))
+			default:
+				chunk = append(chunk, it)
+			}
+		}
+		if len(chunk) == 0 {
+			continue
+		}
+		evs := make([]txbox.Event, len(chunk))
 		for i, it := range chunk {
 			evs[i] = it.ev
 		}
 		steps := c.applyShared(ctx, evs)
 		for i, it := range chunk {
+			if delay, ok := blocked[key(it.ev)]; ok && steps[i].behind {
+				c.settle(ctx, it.d, false, delay)
+				continue
+			}
 			ack, delay := c.settleStep(ctx, it.ev, steps[i], txbox.StatusRetry, false)
+			if !ack {
+				if _, ok := blocked[key(it.ev)]; !ok {
+					blocked[key(it.ev)] = delay
+				}
+			}
 			c.settle(ctx, it.d, ack, delay)
 		}
 	}
@@ -55,9 +82,16 @@ func (c *Consumer) handleSharedTx(ctx context.Context, ds []broker.Delivery) {
 // statement.
 func (c *Consumer) applyShared(ctx context.Context, evs []txbox.Event) []step {
 	steps := make([]step, len(evs))
-	all := func(err error) []step {
+	// all sends every event back when the transaction as a whole failed:
+	// each waits as for an outage when it is one; else the failure is
+	// logged once, not once per event.
+	all := func(where string, err error) []step {
+		if !c.isOutage(err) {
+			c.log.Warn(where+" of a shared transaction failed", "events", len(evs), "err", err)
+			where = ""
+		}
 		for i := range steps {
-			steps[i] = step{kind: stepInfra, err: err}
+			steps[i] = step{kind: stepInfra, err: err, where: where}
 		}
 		return steps
 	}
@@ -65,7 +99,7 @@ func (c *Consumer) applyShared(ctx context.Context, evs []txbox.Event) []step {
 	defer c.obs.txDone(began)
 	tx, native, sp, commit, rollback, err := c.db.beginShared(ctx)
 	if err != nil {
-		return all(err)
+		return all(inBegin, err)
 	}
 	var fresh []bool
 	if c.batchIns != nil {
@@ -76,7 +110,7 @@ func (c *Consumer) applyShared(ctx context.Context, evs []txbox.Event) []step {
 			_ = rollback()
 			fresh = nil
 			if tx, native, sp, commit, rollback, err = c.db.beginShared(ctx); err != nil {
-				return all(err)
+				return all(inBegin, err)
 			}
 		}
 	}
@@ -87,7 +121,7 @@ func (c *Consumer) applyShared(ctx context.Context, evs []txbox.Event) []step {
 		key := ev.AggregateType + "\x00" + ev.AggregateID
 		if failed[key] {
 			// An earlier event of this aggregate failed: do not overtake it.
-			steps[i] = step{kind: stepInfra, err: errors.New("held back behind a failed event of its aggregate")}
+			steps[i] = step{kind: stepInfra, err: errors.New("held back behind a failed event of its aggregate"), behind: true}
 			if inserted {
 				forget = append(forget, ev.ID)
 			}
@@ -95,13 +129,13 @@ func (c *Consumer) applyShared(ctx context.Context, evs []txbox.Event) []step {
 		}
 		if err := sp.mark(ctx); err != nil {
 			_ = rollback()
-			return all(err)
+			return all(inShared, err)
 		}
 		steps[i] = c.apply(ctx, tx, native, ev, inserted)
 		if k := steps[i].kind; k != stepCommit && k != stepAck {
 			if err := sp.undo(ctx); err != nil {
 				_ = rollback()
-				return all(err)
+				return all(inShared, err)
 			}
 			failed[key] = true
 			if inserted {
@@ -112,12 +146,11 @@ func (c *Consumer) applyShared(ctx context.Context, evs []txbox.Event) []step {
 	if len(forget) > 0 {
 		if err := c.batchIns.InboxForget(ctx, tx, c.cfg.Name, forget); err != nil {
 			_ = rollback()
-			return all(err)
+			return all(inShared, err)
 		}
 	}
 	if err := commit(); err != nil {
-		c.log.Warn("commit of a shared transaction failed", "events", len(evs), "err", err)
-		return all(err)
+		return all(inCommit, err)
 	}
 	return steps
 }

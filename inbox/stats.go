@@ -12,6 +12,7 @@ type counters struct {
 	Undecodable atomic.Int64
 	Replayed    atomic.Int64
 	Gaps        atomic.Int64
+	OutageWaits atomic.Int64
 }
 
 // Stats is a snapshot of a consumer's counters, cumulative since it started.
@@ -24,6 +25,7 @@ type Stats struct {
 	Undecodable int64 // messages that were not txbox events, parked raw
 	Replayed    int64 // parked events run again on request
 	Gaps        int64 // Ordered: events sent back to wait for their predecessor
+	OutageWaits int64 // deliveries sent back for an outage, spending no attempt
 }
 
 // Stats returns a snapshot of the consumer's counters. Each field is read
@@ -33,5 +35,6 @@ func (c *Consumer) Stats() Stats {
 	return Stats{
 		Processed: k.Processed.Load(), Duplicates: k.Duplicates.Load(), Stale: k.Stale.Load(), Failed: k.Failed.Load(),
 		Parked: k.Parked.Load(), Undecodable: k.Undecodable.Load(), Replayed: k.Replayed.Load(), Gaps: k.Gaps.Load(),
+		OutageWaits: k.OutageWaits.Load(),
 	}
 }

@@ -29,6 +29,7 @@ func RunInbox(t *testing.T, h Harness) {
 		{"InboxBadBytesInError", testInboxBadBytesInError},
 		{"InboxAcquireProcessed", testInboxAcquireProcessed},
 		{"InboxInsertProcessed", testInboxInsertProcessed},
+		{"InboxUnavailableIsRecognised", testInboxUnavailable},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := open(t, h)
