@@ -29,9 +29,13 @@ type Message struct {
 // whole call. Implementations may pipeline the messages, but must hand them
 // to the broker in slice order.
 //
-// An error that retrying cannot fix (invalid destination, payload too large)
-// wraps txbox.ErrPermanent; an unreachable broker wraps
-// txbox.ErrBrokerUnavailable.
+// A failure of the event that retrying cannot fix (an invalid destination
+// name, a payload too large) wraps txbox.ErrPermanent. A failure of the way
+// out wraps txbox.ErrBrokerUnavailable: the broker unreachable, no
+// confirmation in time, or a refusal for a state of the broker rather than
+// of the event (a destination missing, full or forbidden), which the same
+// event gets past once that state changes. Any other error is retryable
+// and spends one of the event's attempts.
 type Publisher interface {
 	Publish(ctx context.Context, msgs []Message) []error
 	Close() error

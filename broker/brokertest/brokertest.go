@@ -40,7 +40,19 @@ type Harness struct {
 	// InvalidTopics are destinations the broker rejects; publishing to each
 	// must fail with txbox.ErrPermanent while the other messages of the call
 	// succeed. Empty when the adapter cannot tell (the case is skipped).
+	// A destination that is valid but missing (no stream, topic or bound
+	// queue) is not one of them: see MissingDestination.
 	InvalidTopics []string
+
+	// MissingDestination returns a valid destination that does not exist
+	// yet (no stream captures the subject, no such topic, no queue bound to
+	// the routing key, no endpoint at the path), and create, which makes it
+	// exist. A publish to it must fail as an outage of the way out
+	// (txbox.ErrBrokerUnavailable, never txbox.ErrPermanent), since a
+	// destination deleted or not yet made says nothing about the event, and
+	// succeed once create has run. Nil when the broker has no destination
+	// that can be missing (the case is skipped).
+	MissingDestination func(t *testing.T) (topic string, create func(t *testing.T))
 
 	// AckWait is the ack wait of the harness's subscribers. When > 0 the
 	// suite checks that a delivery never acknowledged comes back after it.
@@ -108,6 +120,7 @@ func Run(t *testing.T, h Harness) {
 		{"NativeDedupe", testNativeDedupe},
 		{"PermanentOversize", testOversize},
 		{"PermanentInvalidTopic", testInvalidTopic},
+		{"MissingDestinationIsOutage", testMissingDestination},
 		{"ReceiveHonoursContext", testReceiveContext},
 		{"RedeliveryNak", testRedeliveryNak},
 		{"RedeliveryAckWait", testRedeliveryAckWait},

@@ -159,6 +159,53 @@ func testInvalidTopic(t *testing.T, h Harness) {
 	}
 }
 
+// testMissingDestination: a publish to a valid destination that does not
+// exist fails as an outage, not as a failure of the event, while the
+// messages for other destinations in the call are confirmed; once the
+// destination is made, the same event is confirmed. A relay that counted
+// it as the event's failure would send every event of a deleted stream or
+// topic to DEAD at its first attempt.
+func testMissingDestination(t *testing.T, h Harness) {
+	if h.MissingDestination == nil {
+		t.Skip("skipped: Harness.MissingDestination is nil (broker has no destination that can be missing)")
+	}
+	p := publisher(t, h)
+	topic := h.Topic(t)
+	missing, create := h.MissingDestination(t)
+	lost := message(missing, event("k1", 0))
+	msgs := []broker.Message{message(topic, event("k0", 0)), lost, message(topic, event("k2", 0))}
+	for i, err := range publish(t, p, msgs) {
+		switch {
+		case i == 1 && (!errors.Is(err, txbox.ErrBrokerUnavailable) || errors.Is(err, txbox.ErrPermanent)):
+			t.Errorf("missing destination %q: err = %v, want one wrapping txbox.ErrBrokerUnavailable and not txbox.ErrPermanent", missing, err)
+		case i == 1:
+			t.Logf("missing destination %q: %v", missing, err)
+		case err != nil:
+			t.Errorf("message %d, for an existing destination, next to a missing one: %v, want confirmed", i, err)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+
+	create(t)
+	deadline := time.Now().Add(recoverWithin)
+	for attempt := 1; ; attempt++ {
+		err := publish(t, p, []broker.Message{lost})[0]
+		if err == nil {
+			t.Logf("confirmed after the destination was made, at attempt %d", attempt)
+			return
+		}
+		if !errors.Is(err, txbox.ErrBrokerUnavailable) || errors.Is(err, txbox.ErrPermanent) {
+			t.Fatalf("attempt %d after the destination was made: %v, want confirmed or an outage", attempt, err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not confirmed within %v of the destination being made: %v", recoverWithin, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func checkOnlyFails(t *testing.T, p broker.Publisher, msgs []broker.Message, bad int, what string) {
 	t.Helper()
 	for i, err := range publish(t, p, msgs) {

@@ -32,11 +32,12 @@
 //
 // Publish hands every record to the client in slice order without waiting
 // between them, then waits for each acknowledgement or for ctx. Per-message
-// errors are classified: a topic name Kafka cannot accept, a missing topic
-// (unless Options.CreateTopics), a record over the topic's max.message.bytes,
-// an authorization failure on the topic are permanent (txbox.ErrPermanent);
-// an unreachable cluster, a deadline, or a partition that did not answer in
-// time is txbox.ErrBrokerUnavailable. When ctx ends, records the client still
+// errors are classified: a topic name Kafka cannot accept, a record over the
+// topic's max.message.bytes, a record the broker calls invalid are permanent
+// (txbox.ErrPermanent); a missing topic (unless Options.CreateTopics), an
+// authorization failure, an unreachable cluster, a deadline, or a partition
+// that did not answer in time is txbox.ErrBrokerUnavailable, which spends
+// none of the event's attempts. When ctx ends, records the client still
 // holds are cancelled (kgo.AllowIdempotentProduceCancellation): franz-go then
 // fails every later buffered record of the same partition too and bumps its
 // producer epoch before it produces again, so a cancelled record is never

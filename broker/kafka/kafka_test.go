@@ -81,7 +81,15 @@ func TestConformance(t *testing.T) {
 		},
 		InvalidTopics: []string{
 			"", "bt.a b", ".", "..", "bt/x", "bt.ünï", "bt.x:y", string(make([]byte, 250)),
-			fmt.Sprintf("bt.missing%d", time.Now().UnixNano()), // valid, but no such topic
+		},
+		// A valid topic name no topic has, until it is created.
+		MissingDestination: func(t *testing.T) (string, func(*testing.T)) {
+			topic := fmt.Sprintf("bt.missing%d.Order.Created", n.Add(1))
+			return topic, func(t *testing.T) {
+				if err := kc.CreateTopic(topic, 1, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
 		},
 		AckWait: ackWait,
 		// kfake fails the first produce request that arrives after n

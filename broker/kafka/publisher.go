@@ -24,8 +24,9 @@ import (
 type Options struct {
 	// CreateTopics creates a missing topic the first time a message is
 	// published to it, with Partitions and ReplicationFactor. Without it a
-	// missing topic is a permanent error for the message (the relay parks
-	// it as DEAD with the topic's name), as Kafka clusters usually run with
+	// missing topic is an outage of that destination, naming the topic
+	// (txbox.ErrBrokerUnavailable): its events wait, spending no attempt,
+	// until the topic is created, as Kafka clusters usually run with
 	// auto.create.topics.enable=false.
 	CreateTopics bool
 	// Partitions of a created topic. 0 means the broker's default
@@ -68,6 +69,7 @@ type Publisher struct {
 	topics map[string]int // topics known to exist -> their record limit
 
 	limits    sync.Map    // topic -> int32, read by franz-go's ProducerBatchMaxBytesFn
+	purging   sync.Map    // topic -> true while the client forgets it (see purge)
 	suspect   atomic.Bool // the last call found the cluster unreachable
 	closeOnce sync.Once
 }
@@ -181,9 +183,11 @@ type produced struct {
 // between them, then waits for each acknowledgement, or for ctx.
 //
 // A message that can never be sent as it is fails with txbox.ErrPermanent
-// and the others go on. Once the cluster is found unreachable, the rest of
-// the call is not handed over and fails with txbox.ErrBrokerUnavailable; so
-// do the messages still unacknowledged when ctx ends (see the package
+// and the others go on. One for a topic the cluster says is missing or
+// forbidden fails with txbox.ErrBrokerUnavailable, and the others go on
+// too. Once the cluster is found unreachable, the rest of the call is not
+// handed over and fails with txbox.ErrBrokerUnavailable; so do the
+// messages still unacknowledged when ctx ends (see the package
 // documentation for what happens to them in the client).
 //
 // A Kafka client retries an unreachable cluster internally rather than
@@ -233,10 +237,10 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) (errs []
 			continue
 		}
 		sizes[i] = recordSize(rec)
-		limit, err := p.topicLimit(ctx, m.Topic)
+		limit, unreachable, err := p.topicLimit(ctx, m.Topic)
 		if err != nil {
 			errs[i] = err
-			if errors.Is(err, txbox.ErrBrokerUnavailable) {
+			if unreachable {
 				broken = err
 			}
 			continue
@@ -324,7 +328,13 @@ func tooLarge(m broker.Message, size, limit int, cause error) error {
 	return txbox.Permanent(err)
 }
 
-// classify maps a produce failure to txbox's classes.
+// classify maps a produce failure to txbox's classes: what the record
+// itself makes impossible (its size, its topic's name, its content) is
+// permanent; what the cluster refuses for a state of its own (the topic
+// deleted or not yet visible, an ACL, a partition without a leader or
+// enough replicas until the deadline) is an outage, which spends none of
+// the event's attempts, since a topic deleted for an hour would otherwise
+// send every event to DEAD.
 func (p *Publisher) classify(m broker.Message, size int, err error) error {
 	var kerrE *kerr.Error
 	switch {
@@ -334,25 +344,51 @@ func (p *Publisher) classify(m broker.Message, size int, err error) error {
 		return tooLarge(m, size, limit, err)
 	case errors.Is(err, kerr.InvalidTopicException):
 		return txbox.Permanent(fmt.Errorf("kafka: the cluster refuses topic %q: %w", m.Topic, err))
-	case errors.Is(err, kerr.TopicAuthorizationFailed):
-		return txbox.Permanent(fmt.Errorf("kafka: not authorized to write to topic %q: %w", m.Topic, err))
 	case errors.Is(err, kerr.InvalidRecord):
 		return txbox.Permanent(fmt.Errorf("kafka: the cluster refuses event %s on %q as an invalid record: %w", m.Event.ID, m.Topic, err))
+	case notAuthorized(err):
+		return txbox.Unavailable(fmt.Errorf("kafka: not authorized to write to topic %q (ACL): %w", m.Topic, err))
 	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
-		// It existed when we looked; it may have been deleted, or a new
-		// topic is not visible everywhere yet. The next call looks again
-		// and decides.
+		// It existed when we looked; it was deleted since (and maybe
+		// created again), or a new topic is not visible everywhere yet.
+		// The next call looks again.
 		p.forget(m.Topic)
-		return fmt.Errorf("kafka: topic %q is unknown to the partition leader: %w", m.Topic, err)
+		p.purge(m.Topic)
+		return txbox.Unavailable(fmt.Errorf("kafka: topic %q is unknown to the partition leader (deleted, or not yet visible?): %w", m.Topic, err))
 	case errors.As(err, &kerrE) && !kerrE.Retriable:
-		// The cluster answered and said no for a reason that is not this
-		// message's (cluster authorization, broker configuration): retry.
+		// The cluster answered and said no for a reason not known here
+		// (a broker policy, an unsupported format): the relay's retries
+		// and attempt limit decide.
 		return fmt.Errorf("kafka: the cluster refused event %s on %q: %w", m.Event.ID, m.Topic, err)
 	default:
 		// Context ends, record timeouts, connection errors, retriable
-		// broker errors that outlasted the deadline, a closed client.
+		// broker errors that outlasted the deadline (no leader, not
+		// enough replicas, a storage error), a closed client.
 		return txbox.Unavailable(fmt.Errorf("kafka: publish event %s to %q: %w", m.Event.ID, m.Topic, err))
 	}
+}
+
+// notAuthorized reports an ACL refusal, of the topic or of the cluster
+// (the idempotent producer needs IDEMPOTENT_WRITE on it), or failed
+// authentication.
+func notAuthorized(err error) bool {
+	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) ||
+		errors.Is(err, kerr.SaslAuthenticationFailed)
+}
+
+// purge makes the client drop what it holds of topic for producing, in
+// the background, since it waits for the client's metadata loop. franz-go
+// keeps the id of a topic it produced to and fails a topic deleted and
+// created again under the same name (a new id) with UNKNOWN_TOPIC_ID until
+// the topic is purged: without this, that outage would never end.
+func (p *Publisher) purge(topic string) {
+	if _, busy := p.purging.LoadOrStore(topic, true); busy {
+		return
+	}
+	go func() {
+		defer p.purging.Delete(topic)
+		p.cl.PurgeTopicsFromProducing(topic)
+	}()
 }
 
 func (p *Publisher) forget(topic string) {
@@ -366,13 +402,15 @@ func (p *Publisher) knownLimit(topic string) int {
 }
 
 // topicLimit checks, once per topic, that the topic exists (creating it
-// with CreateTopics) and learns its record limit.
-func (p *Publisher) topicLimit(ctx context.Context, topic string) (int, error) {
+// with CreateTopics) and learns its record limit. unreachable reports that
+// no broker answered, which fails the rest of the call; a topic the
+// cluster says is missing or forbidden is an outage of that topic only.
+func (p *Publisher) topicLimit(ctx context.Context, topic string) (limit int, unreachable bool, err error) {
 	p.mu.Lock()
 	limit, ok := p.topics[topic]
 	p.mu.Unlock()
 	if ok {
-		return limit, nil
+		return limit, false, nil
 	}
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
@@ -381,7 +419,7 @@ func (p *Publisher) topicLimit(ctx context.Context, topic string) (int, error) {
 	req.AllowAutoTopicCreation = false
 	resp, err := req.RequestWith(ctx, p.cl)
 	if err != nil {
-		return 0, txbox.Unavailable(fmt.Errorf("kafka: look up topic %q: %w", topic, err))
+		return 0, true, txbox.Unavailable(fmt.Errorf("kafka: look up topic %q: %w", topic, err))
 	}
 	var code error = kerr.UnknownTopicOrPartition
 	for _, t := range resp.Topics {
@@ -392,32 +430,35 @@ func (p *Publisher) topicLimit(ctx context.Context, topic string) (int, error) {
 	switch {
 	case code == nil:
 	case errors.Is(code, kerr.UnknownTopicOrPartition) && p.opts.CreateTopics:
-		if err := p.createTopic(ctx, topic); err != nil {
-			return 0, err
+		if unreachable, err := p.createTopic(ctx, topic); err != nil {
+			return 0, unreachable, err
 		}
 	case errors.Is(code, kerr.UnknownTopicOrPartition):
-		return 0, txbox.Permanent(fmt.Errorf("kafka: topic %q does not exist; create it, or let txbox create topics (--kafka-create-topics, Options.CreateTopics): %w", topic, code))
+		return 0, false, txbox.Unavailable(fmt.Errorf("kafka: topic %q does not exist (deleted, or not yet created?); create it, or let txbox create topics (--kafka-create-topics, Options.CreateTopics): %w", topic, code))
 	case errors.Is(code, kerr.InvalidTopicException):
-		return 0, txbox.Permanent(fmt.Errorf("kafka: the cluster refuses topic %q: %w", topic, code))
-	case errors.Is(code, kerr.TopicAuthorizationFailed):
-		return 0, txbox.Permanent(fmt.Errorf("kafka: not authorized to use topic %q: %w", topic, code))
+		return 0, false, txbox.Permanent(fmt.Errorf("kafka: the cluster refuses topic %q: %w", topic, code))
+	case notAuthorized(code):
+		return 0, false, txbox.Unavailable(fmt.Errorf("kafka: not authorized to use topic %q (ACL): %w", topic, code))
 	case kerr.IsRetriable(code):
 		// LEADER_NOT_AVAILABLE and the like: the topic exists; producing
 		// waits for its leader within the deadline.
 	default:
-		return 0, fmt.Errorf("kafka: look up topic %q: %w", topic, code)
+		return 0, false, fmt.Errorf("kafka: look up topic %q: %w", topic, code)
 	}
 	limit = p.describeLimit(ctx, topic)
 	p.limits.Store(topic, int32(limit))
 	p.mu.Lock()
 	p.topics[topic] = limit
 	p.mu.Unlock()
-	return limit, nil
+	return limit, false, nil
 }
 
 // createTopic creates topic; one that exists already (another relay was
-// first) is fine.
-func (p *Publisher) createTopic(ctx context.Context, topic string) error {
+// first) is fine. A topic the cluster will not create for a reason of its
+// own (an ACL, more replicas than brokers, a policy) is an outage, not the
+// event's failure: every event bound for it would fail alike. unreachable
+// reports that no broker answered.
+func (p *Publisher) createTopic(ctx context.Context, topic string) (unreachable bool, err error) {
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic = topic
@@ -434,27 +475,31 @@ func (p *Publisher) createTopic(ctx context.Context, topic string) error {
 	}
 	resp, err := req.RequestWith(ctx, p.cl)
 	if err != nil {
-		return txbox.Unavailable(fmt.Errorf("kafka: create topic %q: %w", topic, err))
+		return true, txbox.Unavailable(fmt.Errorf("kafka: create topic %q: %w", topic, err))
 	}
 	if len(resp.Topics) != 1 {
-		return fmt.Errorf("kafka: create topic %q: %d topics in the answer", topic, len(resp.Topics))
+		return false, fmt.Errorf("kafka: create topic %q: %d topics in the answer", topic, len(resp.Topics))
 	}
 	t := resp.Topics[0]
 	code := kerr.ErrorForCode(t.ErrorCode)
+	msg := ""
+	if t.ErrorMessage != nil {
+		msg = " (" + *t.ErrorMessage + ")"
+	}
 	switch {
 	case code == nil:
 		p.log.Info("kafka: created topic", "topic", topic, "partitions", t.NumPartitions, "replication_factor", t.ReplicationFactor)
-		return nil
+		return false, nil
 	case errors.Is(code, kerr.TopicAlreadyExists):
-		return nil
+		return false, nil
+	case errors.Is(code, kerr.InvalidTopicException):
+		return false, txbox.Permanent(fmt.Errorf("kafka: the cluster refuses topic %q: %w%s", topic, code, msg))
+	case notAuthorized(code):
+		return false, txbox.Unavailable(fmt.Errorf("kafka: not authorized to create topic %q (ACL): %w%s", topic, code, msg))
 	case kerr.IsRetriable(code):
-		return fmt.Errorf("kafka: create topic %q: %w", topic, code)
+		return false, txbox.Unavailable(fmt.Errorf("kafka: create topic %q: %w%s", topic, code, msg))
 	default:
-		msg := ""
-		if t.ErrorMessage != nil {
-			msg = " (" + *t.ErrorMessage + ")"
-		}
-		return txbox.Permanent(fmt.Errorf("kafka: cannot create topic %q with %s partitions and replication factor %s: %w%s",
+		return false, txbox.Unavailable(fmt.Errorf("kafka: cannot create topic %q with %s partitions and replication factor %s: %w%s",
 			topic, orBrokerDefault(int(p.opts.Partitions)), orBrokerDefault(int(p.opts.ReplicationFactor)), code, msg))
 	}
 }

@@ -88,9 +88,9 @@ func TestPermanentErrorsNameTheProblem(t *testing.T) {
 	big.Event.Payload = []byte(`"` + strings.Repeat("x", 3000) + `"`)
 	badHeader := msg("ok", "k", 2)
 	badHeader.Event.Headers = map[string]string{"Bad-Name": "x"}
-	msgs := []broker.Message{msg("nosuchtopic", "k", 0), big, badHeader, msg("Order Created", "k", 3), msg("ok", "k", 4), msg("small", "k", 5)}
+	msgs := []broker.Message{big, badHeader, msg("Order Created", "k", 3), msg("ok", "k", 4), msg("small", "k", 5)}
 	errs := p.Publish(ctx, msgs)
-	want := []string{`"nosuchtopic" does not exist`, "limit of 2048 bytes", "Bad-Name", `has ' '`, "", ""}
+	want := []string{"limit of 2048 bytes", "Bad-Name", `has ' '`, "", ""}
 	for i, w := range want {
 		switch {
 		case w == "" && errs[i] != nil:
@@ -102,9 +102,9 @@ func TestPermanentErrorsNameTheProblem(t *testing.T) {
 }
 
 // TestBrokerVerdicts: errors the broker sends back are classified: a record
-// it says is too large is permanent, a topic it refuses to authorise is
-// permanent, a partition that keeps answering with a retriable error past
-// the deadline is an outage.
+// it says is too large is permanent; a topic it refuses to authorise, and a
+// partition that keeps answering with a retriable error past the deadline,
+// are outages of the way out.
 func TestBrokerVerdicts(t *testing.T) {
 	kc := kafkatest.Start(t)
 	for _, topic := range []string{"large", "authz", "slow", "fine"} {
@@ -137,8 +137,13 @@ func TestBrokerVerdicts(t *testing.T) {
 		}
 	}
 	check(0, txbox.ErrPermanent, "max.message.bytes")
-	check(1, txbox.ErrPermanent, `not authorized to write to topic "authz"`)
+	check(1, txbox.ErrBrokerUnavailable, `not authorized to write to topic "authz"`)
 	check(2, txbox.ErrBrokerUnavailable, "slow")
+	for i := range 3 {
+		if i > 0 && errors.Is(errs[i], txbox.ErrPermanent) {
+			t.Errorf("message %d: %v, an outage must not be permanent", i, errs[i])
+		}
+	}
 	if errs[3] != nil {
 		t.Errorf("message on the healthy topic: %v", errs[3])
 	}

@@ -73,7 +73,8 @@ type Broker struct {
 	failErr   error
 	failSkip  int // FailAfter: messages to pass before the failures start
 	down      bool
-	changed   chan struct{} // closed and replaced whenever a receiver may have work
+	missing   map[string]bool // topics deleted with DeleteTopic
+	changed   chan struct{}   // closed and replaced whenever a receiver may have work
 }
 
 // entry is one stored message in wire form.
@@ -106,6 +107,7 @@ func New(opts ...Option) *Broker {
 	b := &Broker{
 		ackWait: DefaultAckWait,
 		seen:    map[string]bool{},
+		missing: map[string]bool{},
 		groups:  map[string]*group{},
 		changed: make(chan struct{}),
 	}
@@ -181,6 +183,9 @@ func (b *Broker) publishLocked(ctx context.Context, m broker.Message) (bool, err
 	e, err := b.encode(m)
 	if err != nil {
 		return false, err
+	}
+	if b.missing[m.Topic] {
+		return false, txbox.Unavailable(fmt.Errorf("mem: no destination for topic %q (deleted)", m.Topic))
 	}
 	b.published = append(b.published, cloneMessage(m))
 	if b.dedupe && b.seen[e.id] {
@@ -276,6 +281,24 @@ func (b *Broker) FailAfter(skip, n int, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.failSkip, b.failN, b.failErr = skip, n, err
+}
+
+// DeleteTopic makes topic a missing destination, as a stream or topic
+// deleted on a real broker is: a publish to it stores nothing and fails
+// with an error wrapping txbox.ErrBrokerUnavailable (the way out failed,
+// not the event) until CreateTopic. Every topic exists until deleted.
+// Subscribers and stored messages are not affected.
+func (b *Broker) DeleteTopic(topic string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.missing[topic] = true
+}
+
+// CreateTopic makes a topic deleted with DeleteTopic take publishes again.
+func (b *Broker) CreateTopic(topic string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.missing, topic)
 }
 
 // SetDown makes the broker unreachable (true) or reachable again (false).

@@ -31,9 +31,14 @@ func TestConformance(t *testing.T) {
 		},
 		Topic:         func(*testing.T) string { return fmt.Sprintf("outbox.t%d.Order.Created", n.Add(1)) },
 		InvalidTopics: []string{""},
-		AckWait:       time.Second,
-		StopBroker:    func(*testing.T) { b.SetDown(true) },
-		StartBroker:   func(*testing.T) { b.SetDown(false) },
+		MissingDestination: func(*testing.T) (string, func(*testing.T)) {
+			topic := fmt.Sprintf("outbox.m%d.Order.Created", n.Add(1))
+			b.DeleteTopic(topic)
+			return topic, func(*testing.T) { b.CreateTopic(topic) }
+		},
+		AckWait:     time.Second,
+		StopBroker:  func(*testing.T) { b.SetDown(true) },
+		StartBroker: func(*testing.T) { b.SetDown(false) },
 		PublishRaw: func(_ context.Context, _ *testing.T, topic string, h map[string]string, body []byte) {
 			b.PublishRaw(topic, h, body)
 		},

@@ -32,7 +32,8 @@
 // sessions, up to the broker's queue limits — Mosquitto's
 // max_queued_messages, 1000 by default, drops beyond that). A message no
 // subscription matched is acknowledged and gone (MQTT 5 says so with reason
-// 0x10, which Options.RequireSubscribers turns into a retryable failure).
+// 0x10, which Options.RequireSubscribers turns into an outage, as a missing
+// destination: the relay waits, spending no attempt, for a subscription).
 // Start consumers, whose persistent sessions then queue for them, before
 // producers. Whether a confirmed message survives a broker restart depends
 // on the broker (Mosquitto: "persistence true" saves on shutdown and every

@@ -46,7 +46,8 @@ type Options struct {
 	// told to expect.
 	Persistent bool
 	// RequireSubscribers makes a PUBACK with reason 0x10 (no matching
-	// subscribers: the broker dropped the message) a retryable failure
+	// subscribers: the broker dropped the message) a failure of the way
+	// out (txbox.ErrBrokerUnavailable: no attempt spent, never DEAD)
 	// instead of a confirmation.
 	RequireSubscribers bool
 	// Logger gets connection events. Default slog.Default().
@@ -177,10 +178,13 @@ func (p *Publisher) NoSubscribers() uint64 { return p.noSubs.Load() }
 // then waits for each PUBACK.
 //
 // A message that cannot be sent as it is (bad topic, bad attribute value,
-// over a size limit) or that the broker refuses for good (PUBACK reason
-// 0x87, 0x90, 0x95, 0x99) fails with txbox.ErrPermanent and the others go
-// on. Once the connection fails, the rest of the call is not sent and fails
-// with txbox.ErrBrokerUnavailable, so that a later message of a key is not
+// over a size limit) or that the broker refuses for itself (PUBACK reason
+// 0x90, 0x95, 0x99) fails with txbox.ErrPermanent and the others go on. One
+// the broker refuses for a state of its own (0x87 not authorized, 0x97
+// quota exceeded, and with RequireSubscribers 0x10 no subscribers) fails
+// with txbox.ErrBrokerUnavailable, and the others go on too. Once the
+// connection fails, the rest of the call is not sent and fails with
+// txbox.ErrBrokerUnavailable, so that a later message of a key is not
 // handed over while an earlier one is lost in a broken connection.
 func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error {
 	errs := make([]error, len(msgs))
@@ -198,6 +202,11 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error 
 	}
 	c, err := p.conn(ctx)
 	if err != nil {
+		if !errors.Is(err, txbox.ErrBrokerUnavailable) {
+			// A CONNECT refused on a reconnection (credentials changed,
+			// client banned) stops the way out, not the event.
+			err = txbox.Unavailable(fmt.Errorf("mqtt: reconnecting: %w", err))
+		}
 		return fail(err)
 	}
 	type sent struct {
@@ -330,7 +339,9 @@ func (p *Publisher) result(m broker.Message, r packets.ControlPacket) error {
 	if rc == packets.PubackNoMatchingSubscribers {
 		p.noSubs.Add(1)
 		if p.opts.RequireSubscribers {
-			return fmt.Errorf("mqtt: event %s on %q: broker matched no subscription (PUBACK 0x10) and dropped it", m.Event.ID, m.Topic)
+			// No subscription is the destination missing: one made later
+			// takes the same event.
+			return txbox.Unavailable(fmt.Errorf("mqtt: event %s on %q: broker matched no subscription (PUBACK 0x10) and dropped it", m.Event.ID, m.Topic))
 		}
 		return nil
 	}
@@ -342,15 +353,22 @@ func (p *Publisher) result(m broker.Message, r packets.ControlPacket) error {
 		text += ": " + pa.Properties.ReasonString
 	}
 	switch rc {
-	case packets.PubackNotAuthorized, packets.PubackTopicNameInvalid, 0x95, packets.PubackPayloadFormatInvalid:
-		// Retrying the same topic and bytes cannot succeed; an operator
-		// fixes the ACL, template or payload and replays.
+	case packets.PubackTopicNameInvalid, 0x95, packets.PubackPayloadFormatInvalid:
+		// The topic or the bytes themselves: retrying cannot succeed; an
+		// operator fixes the template or the payload and replays.
 		return txbox.Permanent(errors.New(text))
+	case packets.PubackNotAuthorized, packets.PubackQuotaExceeded, packets.PubackPacketIdentifierInUse,
+		0x88, 0x89, 0x8B, 0x93, 0x96, 0x9F:
+		// The ACL, a full queue or a rate limit, the session's packet ids,
+		// and codes other brokers send for their own state (server
+		// unavailable, busy, shutting down, receive maximum exceeded,
+		// message rate too high, connection rate exceeded): the same
+		// event goes through once the broker's state changes.
+		return txbox.Unavailable(errors.New(text))
 	}
 	// 0x80 unspecified, 0x83 implementation specific (Mosquitto's
-	// message_size_limit, but also other refusals), 0x91 packet id in use,
-	// 0x97 quota exceeded (a full queue or a rate limit, which pass): the
-	// relay's retries and attempt limit decide.
+	// message_size_limit, but also other refusals): either could be the
+	// event's fault, so the relay's retries and attempt limit decide.
 	return errors.New(text)
 }
 
@@ -362,16 +380,28 @@ func pubackReason(rc byte) string {
 		return "implementation specific error"
 	case 0x87:
 		return "not authorized"
+	case 0x88:
+		return "server unavailable"
+	case 0x89:
+		return "server busy"
+	case 0x8B:
+		return "server shutting down"
 	case 0x90:
 		return "topic name invalid"
 	case 0x91:
 		return "packet identifier in use"
+	case 0x93:
+		return "receive maximum exceeded"
 	case 0x95:
 		return "packet too large"
+	case 0x96:
+		return "message rate too high"
 	case 0x97:
 		return "quota exceeded"
 	case 0x99:
 		return "payload format invalid"
+	case 0x9F:
+		return "connection rate exceeded"
 	}
 	return ""
 }

@@ -165,7 +165,27 @@ func conformance(t *testing.T, url string, stop, start func(*testing.T), mode st
 		Topic: func(*testing.T) string { return fmt.Sprintf("%s.t%d.Order.Created", prefix, n.Add(1)) },
 		InvalidTopics: []string{
 			"", prefix + ".a b", prefix + ".*", prefix + ".>", prefix + "..x", prefix + ".x.", ".x",
-			unique("nostream.x"), // valid, but no stream holds it
+		},
+		// A valid subject no stream captures, until a stream for it is made.
+		MissingDestination: func(t *testing.T) (string, func(*testing.T)) {
+			subject := fmt.Sprintf("%s.Order.Created", unique(fmt.Sprintf("btmiss%d.", n.Add(1))))
+			return subject, func(t *testing.T) {
+				js, err := jetstream.New(setup.Conn())
+				if err != nil {
+					t.Fatal(err)
+				}
+				name := streamName(subject)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Storage: jetstream.MemoryStorage}); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					_ = js.DeleteStream(ctx, name)
+				})
+			}
 		},
 		AckWait:     ackWait,
 		StopBroker:  stop,
@@ -255,7 +275,7 @@ func TestDuplicatesCounted(t *testing.T) {
 }
 
 // TestPermanentErrorsNameTheProblem: the last_error an operator reads says
-// which subject or size was wrong.
+// which subject, header or size was wrong.
 func TestPermanentErrorsNameTheProblem(t *testing.T) {
 	url, prefix := sharedStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage, MaxMsgSize: 2048})
 	p := open(t, url, natsbroker.Options{Stream: streamName(prefix)})
@@ -264,15 +284,14 @@ func TestPermanentErrorsNameTheProblem(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	nostream := unique("nostream.y")
 	big := msg(prefix+".big", "k", 1)
 	big.Event.Payload = []byte(`"` + strings.Repeat("x", 3000) + `"`)
 	badHeader := msg(prefix+".h", "k", 2)
 	badHeader.Event.Headers = map[string]string{"traceparent": "00-abc\r\nInjected: yes"}
 	padded := msg(prefix+".h", " k", 3)
-	msgs := []broker.Message{msg(nostream, "k", 0), big, badHeader, padded, msg(prefix+".ok", "k", 4)}
+	msgs := []broker.Message{big, badHeader, padded, msg(prefix+".ok", "k", 4)}
 	errs := p.Publish(ctx, msgs)
-	want := []string{nostream, "max_msg_size", "line break", "whitespace", ""}
+	want := []string{"max_msg_size", "line break", "whitespace", ""}
 	for i, w := range want {
 		switch {
 		case w == "" && errs[i] != nil:

@@ -297,11 +297,13 @@ func (p *Publisher) Duplicates() uint64 { return p.dups.Load() }
 // go as atomic batches instead (see publishRun).
 //
 // A message that cannot be sent as it is (bad subject, bad header value,
-// over the size limit, no stream for its subject) fails with
-// txbox.ErrPermanent and the others go on. Once the connection fails, the
-// rest of the call is not sent and fails with txbox.ErrBrokerUnavailable, so
-// a later message of a key is not handed over while an earlier one is lost
-// in a broken connection.
+// over the size limit) fails with txbox.ErrPermanent and the others go on.
+// One the stream cannot take for a state of its own (no stream captures
+// its subject, the stream is full or sealed, JetStream has no leader) fails
+// with txbox.ErrBrokerUnavailable, and the others go on too. Once the
+// connection fails, the rest of the call is not sent and fails with
+// txbox.ErrBrokerUnavailable, so a later message of a key is not handed
+// over while an earlier one is lost in a broken connection.
 func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error {
 	if p.batches != nil {
 		return p.publishBatched(ctx, msgs)
@@ -486,9 +488,30 @@ func headerSize(h nats.Header) int {
 	return n
 }
 
-// classify maps a publish failure to txbox's classes. lookups caches, per
-// call, the stream lookup that tells an unroutable subject from a stream
-// that is only slow to answer.
+// JetStream error codes of a refused publish that the jetstream package
+// does not name (nats-server's jetstream_errors_generated.go).
+const (
+	jsErrClusterNoPeers          jetstream.ErrorCode = 10005
+	jsErrClusterNotAvailable     jetstream.ErrorCode = 10008
+	jsErrClusterNotLeader        jetstream.ErrorCode = 10009
+	jsErrInsufficientResources   jetstream.ErrorCode = 10023
+	jsErrStreamStoreFailed       jetstream.ErrorCode = 10077
+	jsErrStreamHeaderExceedsMax  jetstream.ErrorCode = 10097
+	jsErrStreamSealed            jetstream.ErrorCode = 10109
+	jsErrStreamOffline           jetstream.ErrorCode = 10118
+	jsErrDuplicateMessageInFlux  jetstream.ErrorCode = 10158
+	jsErrStreamTooManyRequests   jetstream.ErrorCode = 10167
+	jsErrStreamOfflineWithReason jetstream.ErrorCode = 10194
+)
+
+// classify maps a publish failure to txbox's classes: what the event
+// itself makes impossible (its size, its subject, its headers) is
+// permanent; what the stream or the server refuses for a state of its own
+// (no stream for the subject, full, sealed, offline, no leader) is an
+// outage, which spends none of the event's attempts, since a stream
+// deleted or full for an hour would otherwise send every event to DEAD.
+// lookups caches, per call, the stream lookup that names the cause of an
+// unanswered publish.
 func (p *Publisher) classify(ctx context.Context, subject string, size int, err error, lookups map[string]error) error {
 	var apiErr *jetstream.APIError
 	switch {
@@ -504,23 +527,41 @@ func (p *Publisher) classify(ctx context.Context, subject string, size int, err 
 		lookups[subject] = res
 		return res
 	case errors.As(err, &apiErr):
-		switch apiErr.ErrorCode {
-		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
+		switch code := apiErr.ErrorCode; {
+		case code == jetstream.JSErrCodeStreamMessageExceedsMaximum:
 			return txbox.Permanent(fmt.Errorf("nats: message for %q is %d bytes, over the stream's max_msg_size: %w", subject, size, err))
-		case jetstream.JSErrCodeStreamNotFound:
-			return txbox.Permanent(fmt.Errorf("nats: no JetStream stream for subject %q: %w", subject, err))
+		case code == jsErrStreamHeaderExceedsMax:
+			return txbox.Permanent(fmt.Errorf("nats: headers of the message for %q are over the stream's limit: %w", subject, err))
+		case code == jsErrStreamStoreFailed && strings.Contains(apiErr.Description, "message too large"):
+			return txbox.Permanent(fmt.Errorf("nats: message for %q is %d bytes, too large for the stream's store: %w", subject, size, err))
+		case code == jetstream.JSErrCodeStreamNotFound:
+			return txbox.Unavailable(fmt.Errorf("nats: no JetStream stream captures subject %q (stream deleted or not yet created?): %w", subject, err))
+		case code == jsErrStreamStoreFailed:
+			// Discard-new limits (maximum messages, bytes, messages per
+			// subject) and a closed store.
+			return txbox.Unavailable(fmt.Errorf("nats: the stream for %q is full or cannot store (limits with discard new?): %w", subject, err))
+		case code == jsErrInsufficientResources:
+			return txbox.Unavailable(fmt.Errorf("nats: the server has no room for the message for %q (JetStream storage or memory limit): %w", subject, err))
+		case code == jsErrStreamSealed:
+			return txbox.Unavailable(fmt.Errorf("nats: the stream for %q is sealed and takes no messages: %w", subject, err))
+		case code == jetstream.JSErrCodeJetStreamNotEnabled, code == jetstream.JSErrCodeJetStreamNotEnabledForAccount,
+			code == jsErrClusterNoPeers, code == jsErrClusterNotAvailable, code == jsErrClusterNotLeader,
+			code == jsErrStreamOffline, code == jsErrStreamOfflineWithReason,
+			code == jsErrDuplicateMessageInFlux, code == jsErrStreamTooManyRequests:
+			return txbox.Unavailable(fmt.Errorf("nats: JetStream cannot take the message for %q now: %w", subject, err))
 		}
-		// Limits, sealed streams and the like: the stream said no, but it
-		// may say yes later; the relay's retries decide.
+		// A refusal not known here (an expectation header, a message
+		// TTL): the relay's retries and attempt limit decide.
 		return fmt.Errorf("nats: stream refused message for %q: %w", subject, err)
 	default:
 		return txbox.Unavailable(fmt.Errorf("nats: publish to %q: %w", subject, err))
 	}
 }
 
-// noStream decides what "nobody answered" means. No stream holding the
-// subject is permanent; a stream that exists but did not answer (JetStream
-// still recovering after a restart, leader election) is an outage.
+// noStream says what "nobody answered" means, which is an outage in every
+// case: no stream holds the subject (deleted, or not created yet), a
+// stream holds it but did not answer (JetStream still recovering after a
+// restart, a leader election), or the lookup that tells them apart failed.
 func (p *Publisher) noStream(ctx context.Context, subject string, cause error) error {
 	if ctx.Err() != nil {
 		return txbox.Unavailable(fmt.Errorf("nats: no answer for %q: %w", subject, cause))
@@ -532,7 +573,7 @@ func (p *Publisher) noStream(ctx context.Context, subject string, cause error) e
 	case err == nil:
 		return txbox.Unavailable(fmt.Errorf("nats: stream %q holds subject %q but did not answer: %w", name, subject, cause))
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return txbox.Permanent(fmt.Errorf("nats: no JetStream stream matches subject %q: %w", subject, cause))
+		return txbox.Unavailable(fmt.Errorf("nats: no JetStream stream captures subject %q (stream deleted or not yet created?): %w", subject, cause))
 	default:
 		return txbox.Unavailable(fmt.Errorf("nats: no answer for %q, and the stream lookup failed (%v): %w", subject, err, cause))
 	}

@@ -32,11 +32,13 @@
 //
 // The publisher puts its channels in confirm mode and publishes with the
 // mandatory flag. A message counts as published only when the broker acks
-// it; a message no queue is bound for comes back as basic.return before its
-// ack and is reported as permanent ("no queue bound for routing key ...").
-// A nack (the broker could not take the message) is retryable; a lost
-// connection is txbox.ErrBrokerUnavailable, and the next Publish dials again.
-// The adapter never retries and never sleeps.
+// it. A message no queue is bound for comes back as basic.return before its
+// ack, and a message a queue cannot take (a length limit with overflow
+// reject-publish) is nacked; both are txbox.ErrBrokerUnavailable ("no queue
+// is bound to routing key ...", "the broker nacked it ..."), as is a lost
+// connection, after which the next Publish dials again: a queue deleted or
+// full is the way out's failure, not the event's, and spends none of its
+// attempts. The adapter never retries and never sleeps.
 //
 // # Redelivery
 //

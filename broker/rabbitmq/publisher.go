@@ -252,10 +252,13 @@ func (p *Publisher) release(pc *pubChannel) {
 // waiting between them, then waits for each confirm.
 //
 // A message that cannot be sent as it is (bad routing key, payload over
-// MaxPayload, bad header) or that the broker returned as unroutable fails
-// with txbox.ErrPermanent and the others go on. A nack is a plain,
-// retryable error. Once the connection fails, the rest of the call fails
-// with txbox.ErrBrokerUnavailable and the next call dials again.
+// MaxPayload, bad header) fails with txbox.ErrPermanent and the others go
+// on. One the broker returned as unroutable (no queue bound to its routing
+// key) or nacked (a queue at its length limit with overflow
+// reject-publish) fails with txbox.ErrBrokerUnavailable, and the others go
+// on too: the queue is missing or full, which says nothing about the
+// event. Once the connection fails, the rest of the call fails with
+// txbox.ErrBrokerUnavailable and the next call dials again.
 func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error {
 	errs := make([]error, len(msgs))
 	if len(msgs) == 0 {
@@ -286,7 +289,9 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error 
 	pc, err := p.channel(ctx)
 	if err != nil {
 		if !errors.Is(err, txbox.ErrBrokerUnavailable) {
-			err = fmt.Errorf("rabbitmq: %w", err) // refused credentials: retryable, not permanent
+			// Credentials refused on a reconnection (a password rotated,
+			// a user removed) stop the way out, not the event.
+			err = txbox.Unavailable(fmt.Errorf("rabbitmq: reconnecting: %w", err))
 		}
 		return failRest(err)
 	}
@@ -415,7 +420,7 @@ func (p *Publisher) result(pc *pubChannel, m broker.Message, f *inflight) error 
 	if f.returned != nil {
 		p.returns.Add(1)
 		r := f.returned
-		return txbox.Permanent(fmt.Errorf("rabbitmq: event %s: no queue bound for routing key %q on exchange %q (broker returned it: %d %s)",
+		return txbox.Unavailable(fmt.Errorf("rabbitmq: event %s: no queue is bound to routing key %q on exchange %q (queue deleted or not yet bound?); the broker returned it: %d %s",
 			m.Event.ID, m.Topic, p.opts.Exchange, r.ReplyCode, r.ReplyText))
 	}
 	if f.dc.Acked() {
@@ -424,18 +429,28 @@ func (p *Publisher) result(pc *pubChannel, m broker.Message, f *inflight) error 
 	if pc.ch.IsClosed() {
 		return p.lost(pc, fmt.Sprintf("event %s was not confirmed", m.Event.ID), pc.cause())
 	}
-	return fmt.Errorf("rabbitmq: event %s for %q: the broker nacked it (it could not take the message: a queue limit with overflow reject-publish, or a queue process failure)", m.Event.ID, m.Topic)
+	return txbox.Unavailable(fmt.Errorf("rabbitmq: event %s for %q: the broker nacked it: a queue it routes to is full (length limit with overflow reject-publish) or failed", m.Event.ID, m.Topic))
 }
 
 // lost classifies a failed channel: the connection is gone (unavailable,
 // and the next call dials again), or the broker closed only the channel
-// with an exception (retryable; the text says why).
+// with an exception. An exception for a state of the broker (the exchange
+// deleted, access refused, a resource or internal error) is an outage; any
+// other (PRECONDITION_FAILED, as for a message over max_message_size, which
+// closes the channel under every message in flight) is retryable, with
+// the text that says why.
 func (p *Publisher) lost(pc *pubChannel, what string, err error) error {
 	if pc.link.closed() {
 		return txbox.Unavailable(fmt.Errorf("rabbitmq: %s: connection lost: %w", what, err))
 	}
 	var aerr *amqp.Error
 	if errors.As(err, &aerr) && aerr.Server {
+		switch aerr.Code {
+		case amqp.NotFound:
+			return txbox.Unavailable(fmt.Errorf("rabbitmq: %s: the exchange %q does not exist (deleted?): %w", what, p.opts.Exchange, err))
+		case amqp.AccessRefused, amqp.NotAllowed, amqp.ResourceLocked, amqp.ResourceError, amqp.InternalError, amqp.ConnectionForced:
+			return txbox.Unavailable(fmt.Errorf("rabbitmq: %s: the broker closed the channel: %w", what, err))
+		}
 		return fmt.Errorf("rabbitmq: %s: the broker closed the channel: %w", what, err)
 	}
 	return txbox.Unavailable(fmt.Errorf("rabbitmq: %s: %w", what, err))

@@ -25,12 +25,15 @@
 // One Publish is one pipeline of XADDs on one connection, so a call's
 // entries are appended in slice order, and each gets its own result. An
 // XADD the server answered is durable as far as the server's persistence
-// goes (see Publisher.Persistent). A key that holds another type
-// (WRONGTYPE), a key the ACL forbids (NOPERM), an empty stream name and a
-// payload over MaxPayload are permanent; a lost connection is
-// txbox.ErrBrokerUnavailable (the client dials again on the next call,
-// once: the library's own retries are turned off); anything else the
-// server refuses (OOM under maxmemory, ...) is a plain, retryable error.
+// goes (see Publisher.Persistent). An empty stream name and a payload over
+// MaxPayload are permanent. A lost connection is txbox.ErrBrokerUnavailable
+// (the client dials again on the next call, once: the library's own retries
+// are turned off), and so is every refusal for a state of the server or of
+// the key, which the same event would meet again: a key that holds another
+// type (WRONGTYPE), a key the ACL forbids (NOPERM), out of memory under
+// maxmemory (OOM), a read-only replica (READONLY), a server loading its
+// data (LOADING), and the like. A refusal not known is a plain, retryable
+// error.
 // With Options.MaxLen the stream is trimmed (MAXLEN ~): Redis 7 trims
 // entries whether or not consumer groups have read them.
 //

@@ -176,7 +176,12 @@ func (p *Publisher) encode(m broker.Message) ([]any, error) {
 	return append(fields, FieldData, []byte(e.Payload)), nil
 }
 
-// classify maps an XADD failure to txbox's classes.
+// classify maps an XADD failure to txbox's classes. The event can make
+// XADD fail only by its stream name or payload size, both checked before
+// sending (encode); every refusal the server sends back is for a state of
+// its own or of the key, which the same event meets again until an
+// operator or time changes it: an outage, which spends none of the event's
+// attempts. A refusal not known here is retryable.
 func classify(m broker.Message, err error) error {
 	if isTransport(err) {
 		return txbox.Unavailable(fmt.Errorf("redis: XADD event %s to %q: %w", m.Event.ID, m.Topic, err))
@@ -187,9 +192,13 @@ func classify(m broker.Message, err error) error {
 	msg := err.Error()
 	switch {
 	case strings.HasPrefix(msg, "WRONGTYPE"):
-		return txbox.Permanent(fmt.Errorf("redis: event %s: key %q holds a value that is not a stream: %w", m.Event.ID, m.Topic, err))
-	case strings.HasPrefix(msg, "NOPERM"):
-		return txbox.Permanent(fmt.Errorf("redis: event %s: the ACL forbids writing stream %q: %w", m.Event.ID, m.Topic, err))
+		return txbox.Unavailable(fmt.Errorf("redis: event %s: key %q holds a value that is not a stream (another application's key?): %w", m.Event.ID, m.Topic, err))
+	case hasPrefix(msg, "NOPERM", "NOAUTH", "WRONGPASS"):
+		return txbox.Unavailable(fmt.Errorf("redis: event %s: the ACL forbids writing stream %q: %w", m.Event.ID, m.Topic, err))
+	case hasPrefix(msg, "OOM", "MISCONF", "NOREPLICAS", "ERR max number of clients"):
+		// Out of memory under maxmemory (noeviction), unable to persist,
+		// too few replicas for min-replicas-to-write, too many clients.
+		return txbox.Unavailable(fmt.Errorf("redis: the server cannot take event %s for %q now: %w", m.Event.ID, m.Topic, err))
 	case unavailableReply(msg):
 		return txbox.Unavailable(fmt.Errorf("redis: XADD event %s to %q: %w", m.Event.ID, m.Topic, err))
 	}

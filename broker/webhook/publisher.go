@@ -30,12 +30,18 @@
 //
 // # Results
 //
-// A 2xx answer delivers the event. 408, 429 and 5xx are retryable, with the
-// status and the start of the answer's body in the error the relay records
-// in last_error; network failures and timeouts wrap
-// txbox.ErrBrokerUnavailable. Any other answer (4xx, and 3xx: redirects are
-// not followed, since a POST must not become a GET) fails the event
-// permanently (DEAD) with the status and body in last_error.
+// A 2xx answer delivers the event. An answer about the endpoint rather
+// than the event is an outage of the way out (txbox.ErrBrokerUnavailable:
+// the relay spends none of the event's attempts and waits): 5xx (the
+// endpoint is down, overloaded or failing), 408 and 429 (timeout, rate
+// limit), 401, 403 and 407 (credentials or signature refused), 404, 405 and
+// 421 (no endpoint for that path: the destination missing), 425, and 3xx
+// (redirects are not followed, since a POST must not become a GET: the
+// endpoint's URL must be configured). So are network failures and
+// timeouts. Any other 4xx (400, 409, 410, 413, 415, 422, ...) is the
+// receiver's verdict on the event itself and fails it permanently (DEAD).
+// Each error carries the status and the start of the answer's body, which
+// the relay records in last_error.
 //
 // # Receiving
 //
@@ -338,12 +344,28 @@ func (p *Publisher) post(ctx context.Context, m broker.Message) error {
 	if s := printable(snippet); s != "" {
 		text += ": " + s
 	}
-	switch {
-	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
-		return errors.New(text)
-	default:
-		return txbox.Permanent(errors.New(text))
+	if endpointStatus(code) {
+		return txbox.Unavailable(errors.New(text))
 	}
+	return txbox.Permanent(errors.New(text))
+}
+
+// endpointStatus reports whether an answer that is not 2xx is about the
+// endpoint (unreachable behind a proxy, failing, overloaded, missing at
+// this path, refusing the credentials or the signature, moved) rather than
+// about the event, which every other 4xx is.
+func endpointStatus(code int) bool {
+	switch {
+	case code < 200, code >= 300 && code < 400, code >= 500:
+		return true
+	}
+	switch code {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusProxyAuthRequired,
+		http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusMisdirectedRequest,
+		http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
+		return true
+	}
+	return false
 }
 
 // printable makes an answer's body fit for one line of last_error.

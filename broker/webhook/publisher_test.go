@@ -82,7 +82,10 @@ func TestTarget(t *testing.T) {
 }
 
 // TestAnswersClassified: how each kind of answer lands in the relay's
-// bookkeeping, with the status and body in the error text.
+// bookkeeping, with the status and body in the error text. An answer about
+// the endpoint (down, overloaded, missing, refusing the credentials, moved,
+// silent) is an outage: no attempt spent. An answer about the event (a 4xx
+// other than those) sends it to DEAD at once.
 func TestAnswersClassified(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -101,46 +104,77 @@ func TestAnswersClassified(t *testing.T) {
 			http.Redirect(w, r, "https://elsewhere.example/new", http.StatusMovedPermanently)
 		case "/hang":
 			time.Sleep(700 * time.Millisecond)
+		case "/unauthorized":
+			http.Error(w, "signature: no matching signature", http.StatusUnauthorized)
+		case "/forbidden":
+			http.Error(w, "forbidden", http.StatusForbidden)
+		case "/maintenance":
+			w.Header().Set("Retry-After", "120")
+			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+		case "/gateway":
+			http.Error(w, "upstream unreachable", http.StatusBadGateway)
+		case "/not-post":
+			http.Error(w, "webhooks are POSTed", http.StatusMethodNotAllowed)
+		case "/too-large":
+			http.Error(w, "body over 1024 bytes", http.StatusRequestEntityTooLarge)
+		case "/media":
+			http.Error(w, "want application/json", http.StatusUnsupportedMediaType)
+		case "/unprocessable":
+			http.Error(w, "no such product", http.StatusUnprocessableEntity)
+		case "/conflict":
+			http.Error(w, "order already shipped", http.StatusConflict)
+		default:
+			http.Error(w, "no such hook", http.StatusNotFound)
 		}
 	}))
 	defer srv.Close()
 	p := open(t, srv.URL, webhookbroker.Options{Timeout: 300 * time.Millisecond})
-	topics := []string{"ok", "bad", "slow-down", "timeout408", "broken", "moved", "hang"}
-	var msgs []broker.Message
-	for i, tp := range topics {
-		msgs = append(msgs, msg(tp, "k"+strconv.Itoa(i), i))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	errs := p.Publish(ctx, msgs)
 	type want struct {
+		topic                  string
 		permanent, unavailable bool
 		text                   string
 	}
 	wants := []want{
-		{},
-		{permanent: true, text: `400 Bad Request: {"error":"unknown field \"qty\""}`},
-		{text: "429 Too Many Requests, Retry-After 30: rate limited"},
-		{text: "408 Request Timeout"},
-		{text: "500 Internal Server Error: stack trace line stack trace line"},
-		{permanent: true, text: "Location https://elsewhere.example/new"},
-		{unavailable: true, text: "timed out"},
+		{topic: "ok"},
+		{"bad", true, false, `400 Bad Request: {"error":"unknown field \"qty\""}`},
+		{"too-large", true, false, "413 Request Entity Too Large: body over 1024 bytes"},
+		{"media", true, false, "415 Unsupported Media Type"},
+		{"unprocessable", true, false, "422 Unprocessable Entity: no such product"},
+		{"conflict", true, false, "409 Conflict"},
+		{"slow-down", false, true, "429 Too Many Requests, Retry-After 30: rate limited"},
+		{"timeout408", false, true, "408 Request Timeout"},
+		{"broken", false, true, "500 Internal Server Error: stack trace line stack trace line"},
+		{"maintenance", false, true, "503 Service Unavailable, Retry-After 120: down for maintenance"},
+		{"gateway", false, true, "502 Bad Gateway"},
+		{"unauthorized", false, true, "401 Unauthorized"},
+		{"forbidden", false, true, "403 Forbidden"},
+		{"no-such-hook", false, true, "404 Not Found: no such hook"},
+		{"not-post", false, true, "405 Method Not Allowed"},
+		{"moved", false, true, "Location https://elsewhere.example/new"},
+		{"hang", false, true, "timed out"},
 	}
+	var msgs []broker.Message
+	for i, w := range wants {
+		msgs = append(msgs, msg(w.topic, "k"+strconv.Itoa(i), i))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	errs := p.Publish(ctx, msgs)
 	for i, w := range wants {
 		err := errs[i]
 		switch {
 		case w.text == "" && err != nil:
-			t.Errorf("%s: %v, want delivered", topics[i], err)
+			t.Errorf("%s: %v, want delivered", w.topic, err)
 		case w.text == "":
 		case err == nil:
-			t.Errorf("%s: delivered, want an error", topics[i])
+			t.Errorf("%s: delivered, want an error", w.topic)
 		case errors.Is(err, txbox.ErrPermanent) != w.permanent,
 			errors.Is(err, txbox.ErrBrokerUnavailable) != w.unavailable,
 			!strings.Contains(err.Error(), w.text):
-			t.Errorf("%s: %v; want permanent=%v unavailable=%v, mentioning %q", topics[i], err, w.permanent, w.unavailable, w.text)
+			t.Errorf("%s: %v; want permanent=%v unavailable=%v, mentioning %q", w.topic, err, w.permanent, w.unavailable, w.text)
 		}
 		if err != nil && len(err.Error()) > 800 {
-			t.Errorf("%s: error text of %d bytes; the body must be cut", topics[i], len(err.Error()))
+			t.Errorf("%s: error text of %d bytes; the body must be cut", w.topic, len(err.Error()))
 		}
 	}
 }

@@ -60,10 +60,12 @@ type ReceiverOptions struct {
 // and never delivered. Any other is held open as a Delivery until the inbox
 // settles it: Ack answers 200 (the event is committed, or was a duplicate,
 // or was parked), Nak answers 503 with Retry-After set to the delay, and the
-// sender's retry is the redelivery. A request that does not decode as a
-// txbox CloudEvent is still delivered: its Event() fails permanently, the
-// inbox parks it raw and acknowledges it, and the sender gets 200 (the
-// message is kept, not lost, and not retried forever).
+// sender's retry is the redelivery. The sender takes a 503 as an outage and
+// spends none of the event's attempts on it: the inbox counts the attempts
+// here, and parks the event after its maximum. A request that does not
+// decode as a txbox CloudEvent is still delivered: its Event() fails
+// permanently, the inbox parks it raw and acknowledges it, and the sender
+// gets 200 (the message is kept, not lost, and not retried forever).
 //
 // Nothing is stored before the inbox commits: until then the sender holds
 // the event and retries. If the receiving process dies, the open requests
@@ -398,8 +400,11 @@ func (d *delivery) Raw() broker.RawMessage {
 // request is not a txbox CloudEvent and 422 when fn's error wraps
 // txbox.ErrPermanent, both with the reason, which the relay records when it
 // sends the event to DEAD; 500 for any other error of fn, which the relay
-// retries. It has no inbox: fn must be idempotent, or use a Receiver with
-// package inbox. Handler panics if the secret is unusable, as at start-up.
+// takes as an outage of the endpoint: it retries the event without
+// spending its attempts, for as long as fn fails, so fn returns
+// txbox.Permanent for an event it can never take. It has no inbox: fn
+// must be idempotent, or use a Receiver with package inbox. Handler panics
+// if the secret is unusable, as at start-up.
 func Handler(secret string, tolerance time.Duration, fn func(ctx context.Context, e txbox.Event) error) http.Handler {
 	v, err := newVerifier([]string{secret}, tolerance)
 	if err != nil {

@@ -145,8 +145,8 @@ func TestReceiverClose(t *testing.T) {
 	}
 	rc.Close()
 	err := <-done
-	if err == nil || errors.Is(err, txbox.ErrPermanent) || !strings.Contains(err.Error(), "503") {
-		t.Fatalf("request open at Close: %v, want a retryable 503", err)
+	if !errors.Is(err, txbox.ErrBrokerUnavailable) || errors.Is(err, txbox.ErrPermanent) || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("request open at Close: %v, want a 503, an outage of the endpoint", err)
 	}
 	if _, err := rc.Receive(context.Background(), 1); err == nil {
 		t.Fatal("Receive after Close succeeded")
@@ -176,8 +176,8 @@ func TestHandler(t *testing.T) {
 	if !errors.Is(errs[1], txbox.ErrPermanent) || !strings.Contains(errs[1].Error(), `422 Unprocessable Entity: no such product "X-1"`) {
 		t.Errorf("permanent handler error: %v", errs[1])
 	}
-	if errs[2] == nil || errors.Is(errs[2], txbox.ErrPermanent) || !strings.Contains(errs[2].Error(), "500") {
-		t.Errorf("handler error: %v, want retryable 500", errs[2])
+	if !errors.Is(errs[2], txbox.ErrBrokerUnavailable) || errors.Is(errs[2], txbox.ErrPermanent) || !strings.Contains(errs[2].Error(), "500") {
+		t.Errorf("handler error: %v, want a 500, an outage of the endpoint", errs[2])
 	}
 	resp, err := signedPost(srv.URL+"/x", map[string]string{"ce-specversion": "1.0"}, []byte(`{}`))
 	if err != nil {

@@ -28,16 +28,17 @@ const secret = "test-secret-0123456789abcdef"
 // endpoint is an HTTP server on a fixed 127.0.0.1 port that can be stopped
 // and started again: "/hooks/<topic>" goes to the Receiver subscribed to
 // that topic, is answered 204 when there is none (like a topic nobody
-// subscribed to), and "/hooks/gone/..." is answered 404.
+// subscribed to), and 404 for a topic marked missing (no hook there yet).
 type endpoint struct {
 	*testenv.HTTPServer
 	mu        sync.Mutex
 	receivers map[string]*webhookbroker.Receiver
+	missing   map[string]bool
 	requests  atomic.Int64
 }
 
 func newEndpoint(t *testing.T) *endpoint {
-	e := &endpoint{receivers: map[string]*webhookbroker.Receiver{}}
+	e := &endpoint{receivers: map[string]*webhookbroker.Receiver{}, missing: map[string]bool{}}
 	e.HTTPServer = testenv.StartHTTP(t, e)
 	return e
 }
@@ -47,13 +48,13 @@ func (e *endpoint) URL() string { return e.HTTPServer.URL() + "/hooks" }
 func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.requests.Add(1)
 	topic := strings.TrimPrefix(r.URL.Path, "/hooks/")
-	if strings.HasPrefix(topic, "gone/") {
+	e.mu.Lock()
+	rc, missing := e.receivers[topic], e.missing[topic]
+	e.mu.Unlock()
+	if missing {
 		http.Error(w, `{"error":"no such hook"}`, http.StatusNotFound)
 		return
 	}
-	e.mu.Lock()
-	rc := e.receivers[topic]
-	e.mu.Unlock()
 	if rc == nil {
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -127,10 +128,22 @@ func TestConformance(t *testing.T) {
 			return e.subscribe(t, topic)
 		},
 		Topic:         func(*testing.T) string { return fmt.Sprintf("bt/t%d/Order Créé", n.Add(1)) },
-		InvalidTopics: []string{"", "a//b", "../admin", "a/./b", "a/", "gone/x"},
-		StopBroker:    func(*testing.T) { e.Stop() },
-		StartBroker:   func(t *testing.T) { e.Start(t) },
-		Synchronous:   true,
+		InvalidTopics: []string{"", "a//b", "../admin", "a/./b", "a/"},
+		// A path the endpoint answers 404 (no hook there), until it has one.
+		MissingDestination: func(t *testing.T) (string, func(*testing.T)) {
+			topic := fmt.Sprintf("missing/t%d", n.Add(1))
+			e.mu.Lock()
+			e.missing[topic] = true
+			e.mu.Unlock()
+			return topic, func(*testing.T) {
+				e.mu.Lock()
+				delete(e.missing, topic)
+				e.mu.Unlock()
+			}
+		},
+		StopBroker:  func(*testing.T) { e.Stop() },
+		StartBroker: func(t *testing.T) { e.Start(t) },
+		Synchronous: true,
 		PublishRaw: func(_ context.Context, t *testing.T, topic string, headers map[string]string, body []byte) {
 			// The request stays open until the subscriber settles it.
 			go func() {

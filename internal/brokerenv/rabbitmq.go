@@ -25,10 +25,17 @@ import (
 // exchange; three durable queues are bound with "<prefix>.*.*" before
 // anything is published: "stored" and "tap", drained in the background
 // (RabbitMQ does not drop duplicates, so both see every copy), and "inbox",
-// which the scenario's durable consumer reads. An event type with a dot
-// makes a four-word routing key no queue is bound for: with the mandatory
-// flag the broker returns it, which is the poison row.
+// which the scenario's durable consumer reads.
+//
+// RabbitMQ takes any routing key up to 255 bytes, and one no queue is bound
+// for is an outage (the queue may be bound later), not the event's fault.
+// So the poison row is the one routing failure an event can cause, a key
+// over 255 bytes: the prefix is long enough that an event type of 128
+// characters, the most an event may have, takes the key over.
 type RabbitMQ struct{}
+
+// rabbitmqPoisonType is 128 characters long.
+var rabbitmqPoisonType = "OrderPoison" + strings.Repeat("X", 128-len("OrderPoison"))
 
 func (RabbitMQ) Setup(t *testing.T) *scenario.Destination {
 	t.Helper()
@@ -36,6 +43,7 @@ func (RabbitMQ) Setup(t *testing.T) *scenario.Destination {
 	via, proxy := testenv.ProxyURL(t, direct)
 
 	prefix := "t" + strings.ReplaceAll(txbox.NewID()[24:], "-", "")
+	prefix += strings.Repeat("p", 127-len(prefix))
 	exchange := "txbox." + prefix
 	binding := prefix + ".*.*"
 	queues := map[string]string{"stored": prefix + ".stored", "tap": prefix + ".tap", "inbox": prefix + ".inbox"}
@@ -121,7 +129,7 @@ func (RabbitMQ) Setup(t *testing.T) *scenario.Destination {
 		},
 		Stop:       proxy.Cut,
 		Start:      proxy.Restore,
-		PoisonType: "Order.Unrouted",
+		PoisonType: rabbitmqPoisonType,
 		Subscriber: func(t *testing.T, durable string) broker.Subscriber {
 			// RabbitMQ keeps a consumer's messages in its queue, which must
 			// exist before they are published: the one queue made above

@@ -1,0 +1,163 @@
+package natsbroker_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	natsbroker "github.com/txbox/txbox/broker/nats"
+	"github.com/txbox/txbox/internal/testenv"
+)
+
+// isOutage fails the test unless err is an outage of the way out (no
+// attempt spent, never DEAD) whose text names the cause.
+func isOutage(t *testing.T, what string, err error, text string) {
+	t.Helper()
+	switch {
+	case !errors.Is(err, txbox.ErrBrokerUnavailable) || errors.Is(err, txbox.ErrPermanent):
+		t.Fatalf("%s: err = %v, want one wrapping txbox.ErrBrokerUnavailable and not txbox.ErrPermanent", what, err)
+	case !strings.Contains(err.Error(), text):
+		t.Fatalf("%s: err = %v, want it to mention %q", what, err, text)
+	}
+	t.Logf("%s: %v", what, err)
+}
+
+func publishOne(t *testing.T, p broker.Publisher, m broker.Message) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return p.Publish(ctx, []broker.Message{m})[0]
+}
+
+// TestStreamDeletedAndRecreated: the stream the publisher was opened on is
+// deleted under it. Its events fail as an outage, naming the subject no
+// stream captures, not as the events' own failure, and the same event is
+// confirmed once the stream is there again.
+func TestStreamDeletedAndRecreated(t *testing.T) {
+	url := testenv.URL(t, "TXBOX_TEST_NATS")
+	prefix := unique("txboxtest.del")
+	cfg := jetstream.StreamConfig{Name: streamName(prefix), Subjects: []string{prefix + ".>"}, Storage: jetstream.MemoryStorage}
+	js, ctx := jetStreamAt(t, url, 20*time.Second)
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), cfg.Name) })
+	p := open(t, url, natsbroker.Options{Stream: cfg.Name})
+	m := msg(prefix+".Order.Created", "k", 0)
+	if err := publishOne(t, p, m); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := js.DeleteStream(ctx, cfg.Name); err != nil {
+		t.Fatal(err)
+	}
+	m = msg(prefix+".Order.Created", "k", 1)
+	for range 2 { // twice: the verdict is not a one-off
+		isOutage(t, "publish with the stream deleted", publishOne(t, p, m), `no JetStream stream captures subject "`+prefix+`.Order.Created"`)
+	}
+
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := publishOne(t, p, m); err != nil {
+		t.Fatalf("publish after the stream was made again: %v", err)
+	}
+}
+
+// TestStreamFullIsOutage: a stream at its limit with discard new refuses
+// ("maximum messages exceeded"): an outage, since the stream takes the same
+// event once a consumer or an operator makes room.
+func TestStreamFullIsOutage(t *testing.T) {
+	url, prefix := sharedStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage, MaxMsgs: 2, Discard: jetstream.DiscardNew})
+	p := open(t, url, natsbroker.Options{Stream: streamName(prefix)})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	msgs := []broker.Message{msg(prefix+".a", "k", 0), msg(prefix+".a", "k", 1), msg(prefix+".a", "k", 2)}
+	errs := p.Publish(ctx, msgs)
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("the first two: %v, %v", errs[0], errs[1])
+	}
+	isOutage(t, "publish to a full stream", errs[2], "full")
+
+	js, jctx := jetStreamAt(t, url, 10*time.Second)
+	s, err := js.Stream(jctx, streamName(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Purge(jctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := publishOne(t, p, msgs[2]); err != nil {
+		t.Fatalf("publish after the purge: %v", err)
+	}
+}
+
+// TestSealedStreamIsOutage: a sealed stream takes nothing more. The event
+// is not at fault: it waits, as an outage, for a stream that takes it.
+func TestSealedStreamIsOutage(t *testing.T) {
+	url, prefix := sharedStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage})
+	p := open(t, url, natsbroker.Options{Stream: streamName(prefix)})
+	js, ctx := jetStreamAt(t, url, 10*time.Second)
+	s, err := js.Stream(ctx, streamName(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.Sealed = true
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	isOutage(t, "publish to a sealed stream", publishOne(t, p, msg(prefix+".a", "k", 0)), "sealed")
+}
+
+// TestBatchStreamFullIsOutage: on a server with batch publish, a run of one
+// key that fills the stream ends in an outage, not in failures that spend
+// attempts: the batch is cut short, the rest goes one at a time, and the
+// first refused message says the stream is full.
+func TestBatchStreamFullIsOutage(t *testing.T) {
+	batchModes(t, func(t *testing.T, url, stream, prefix, mode string) {
+		js, ctx := jetStreamAt(t, url, 20*time.Second)
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := s.CachedInfo().Config
+		cfg.MaxMsgs, cfg.Discard = 5, jetstream.DiscardNew
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		p := open(t, url, natsbroker.Options{Stream: stream})
+		if got := p.BatchMode(); got != mode {
+			t.Fatalf("batch mode %q, want %q", got, mode)
+		}
+		var msgs []broker.Message
+		for i := range 10 {
+			msgs = append(msgs, msg(prefix+".Order.Created", "hot", i))
+		}
+		pctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		errs := p.Publish(pctx, msgs)
+		first := -1
+		for i, err := range errs {
+			if err != nil {
+				first = i
+				break
+			}
+		}
+		if first < 0 {
+			t.Fatal("every message confirmed by a stream of at most 5")
+		}
+		isOutage(t, "first refused message of the run", errs[first], "full")
+		for i, err := range errs[first:] {
+			if !errors.Is(err, txbox.ErrBrokerUnavailable) {
+				t.Errorf("message %d after the refused one: %v, want an outage", first+i, err)
+			}
+		}
+	})
+}
