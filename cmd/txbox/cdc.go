@@ -68,16 +68,22 @@ func isPostgresURL(db string) bool {
 
 // runCDC runs the relay in CDC mode with the settings of the polling relay
 // that apply (publisher, topic, source, backoff, attempts, metrics).
+//
+// The start is the polling relay's: the database and the broker are waited
+// for (or, with --fail-fast, not) before the CDC relay is created, with the
+// same metrics, probes and log lines meanwhile. What differs comes after:
+// wal_level and the publication are checked once the database answers, and
+// fail rather than wait (no wait fixes them), and the CDC relay reads the
+// log instead of claiming.
 func runCDC(ctx context.Context, g *globals, cfg relay.Config, cf cdcFlags, s *postgres.Store, srv *obsServer) error {
-	r, err := cdc.New(cdc.Config{Store: s, ConnString: g.db, Slot: cf.slot, Relay: cfg, BatchSize: cfg.BatchSize, LagWarnBytes: cf.lagWarn})
-	if err != nil {
-		return err
-	}
 	if err := s.CheckCDC(ctx); err != nil {
 		return err
 	}
-	if srv != nil {
-		srv.set(r)
+	r, err := startRelay(ctx, srv, func() (*cdc.Relay, error) {
+		return cdc.New(cdc.Config{Store: s, ConnString: g.db, Slot: cf.slot, Relay: cfg, BatchSize: cfg.BatchSize, LagWarnBytes: cf.lagWarn})
+	})
+	if err != nil {
+		return err
 	}
 	g.log.Info("relay connected", "mode", modeCDC, "slot", cf.slot, "db", redact.URL(g.db), "broker", redact.URL(g.broker))
 	return r.Run(ctx)

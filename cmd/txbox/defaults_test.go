@@ -56,15 +56,17 @@ func TestRelayFlagDefaultsAreTheLibrarys(t *testing.T) {
 		t.Fatalf("relay --help: exit %d\n%s", code, out)
 	}
 	for flag, want := range map[string]string{
-		"--batch-size":      "(default " + itoa(relay.DefaultBatchSize) + ")",
-		"--workers":         "(default " + itoa(relay.DefaultWorkers) + ")",
-		"--poll-interval":   "(default " + relay.DefaultPollInterval.String() + ")",
-		"--idle-poll-max":   "(default min(" + relay.DefaultIdlePollMax.String() + ", 2 x --poll-interval), or --poll-interval if that is longer)",
-		"--lease":           "(default " + relay.DefaultLease.String() + ")",
-		"--max-attempts":    "(default " + itoa(relay.DefaultMaxAttempts) + ")",
-		"--backoff-max":     "(default " + relay.DefaultBackoffMax.String() + ")",
-		"--claims":          `(default "` + string(relay.ClaimAuto) + `")`,
-		"--publish-timeout": "lease/3",
+		"--batch-size":       "(default " + itoa(relay.DefaultBatchSize) + ")",
+		"--workers":          "(default " + itoa(relay.DefaultWorkers) + ")",
+		"--poll-interval":    "(default " + relay.DefaultPollInterval.String() + ")",
+		"--idle-poll-max":    "(default min(" + relay.DefaultIdlePollMax.String() + ", 2 x --poll-interval), or --poll-interval if that is longer)",
+		"--lease":            "(default " + relay.DefaultLease.String() + ")",
+		"--max-attempts":     "(default " + itoa(relay.DefaultMaxAttempts) + ")",
+		"--backoff-max":      "(default " + relay.DefaultBackoffMax.String() + ")",
+		"--outage-probe-max": "(default " + relay.DefaultOutageProbeMax.String() + ")",
+		"--claims":           `(default "` + string(relay.ClaimAuto) + `")`,
+		"--publish-timeout":  "lease/3",
+		"--fail-fast":        "Default: wait for them",
 	} {
 		line := ""
 		for l := range strings.SplitSeq(out, "\n") {

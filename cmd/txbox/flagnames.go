@@ -22,6 +22,7 @@ var configFlags = map[string]string{
 	"MaxAttempts":    "max-attempts",
 	"BackoffBase":    "backoff-base",
 	"BackoffMax":     "backoff-max",
+	"OutageProbeMax": "outage-probe-max",
 	"Claims":         "claims",
 	"ID":             "relay-id",
 	"Source":         "source",
@@ -36,7 +37,7 @@ var configFlags = map[string]string{
 	"Options.Subjects":     "nats-subjects",
 }
 
-var fieldWord = regexp.MustCompile(`\b(Tables\.(Schema|Outbox|Inbox)|Options\.(Stream|Topic|CreateStream|Subjects)|BatchSize|Workers|PollInterval|IdlePollMax|Lease|PublishTimeout|MaxAttempts|BackoffBase|BackoffMax)\b`)
+var fieldWord = regexp.MustCompile(`\b(Tables\.(Schema|Outbox|Inbox)|Options\.(Stream|Topic|CreateStream|Subjects)|BatchSize|Workers|PollInterval|IdlePollMax|Lease|PublishTimeout|MaxAttempts|BackoffBase|BackoffMax|OutageProbeMax)\b`)
 
 // withFlagNames rewrites a *txbox.ConfigError that names a library field
 // so that it names the flag and its variable instead, in the field and in
@@ -73,6 +74,7 @@ func rejectZeroRelayFlags(cfg relay.Config, topic string) error {
 		{"poll-interval", cfg.PollInterval == 0, "at least 1ms"},
 		{"backoff-base", cfg.BackoffBase == 0, "positive"},
 		{"backoff-max", cfg.BackoffMax == 0, "positive"},
+		{"outage-probe-max", cfg.OutageProbeMax == 0, "at least 10ms"},
 		{"source", cfg.Source == "", "not empty"},
 	} {
 		if c.zero {

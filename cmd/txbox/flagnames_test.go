@@ -7,7 +7,7 @@ import (
 )
 
 // goField is a library field name in an operator's message.
-var goField = regexp.MustCompile(`\b(BatchSize|Workers|PollInterval|IdlePollMax|Lease|PublishTimeout|MaxAttempts|BackoffBase|BackoffMax|Tables\.\w+)\b`)
+var goField = regexp.MustCompile(`\b(BatchSize|Workers|PollInterval|IdlePollMax|Lease|PublishTimeout|MaxAttempts|BackoffBase|BackoffMax|OutageProbeMax|Tables\.\w+)\b`)
 
 // Validation errors name the flag and its variable, never a Go field; 0 or
 // an empty value is refused where it makes no sense instead of silently
@@ -32,6 +32,9 @@ func TestValidationNamesFlagsAndRefusesZero(t *testing.T) {
 		{[]string{"TXBOX_TOPIC="}, nil, "--topic (TXBOX_TOPIC)"},
 		{nil, []string{"--lease", "1s", "--publish-timeout", "900ms"}, "--publish-timeout (TXBOX_PUBLISH_TIMEOUT): 900ms must be positive and at most half of --lease"},
 		{nil, []string{"--backoff-base", "2s", "--backoff-max", "1s"}, "--backoff-max (TXBOX_BACKOFF_MAX)"},
+		{nil, []string{"--outage-probe-max", "5ms"}, "--outage-probe-max (TXBOX_OUTAGE_PROBE_MAX): 5ms is below 10ms"},
+		{[]string{"TXBOX_OUTAGE_PROBE_MAX=0"}, nil, "--outage-probe-max (TXBOX_OUTAGE_PROBE_MAX)"},
+		{[]string{"TXBOX_FAIL_FAST=maybe"}, nil, "--fail-fast (TXBOX_FAIL_FAST)"},
 		{nil, []string{"--claims", "maybe"}, "--claims (TXBOX_CLAIMS)"},
 		{nil, []string{"--schema", "a-b"}, "--schema (TXBOX_SCHEMA)"},
 	} {

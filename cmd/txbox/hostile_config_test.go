@@ -55,7 +55,9 @@ func TestCLIErrorsRedactPasswords(t *testing.T) {
 		// user, never the password.
 		dbs = append(dbs, "mysql://root:s3cret@127.0.0.1:3306/test")
 	}
-	cmds := [][]string{{"stats"}, {"migrate"}, {"dead", "list"}, {"inbox", "list"}, {"cleanup"}, {"relay", "--broker", "nats://" + dead}}
+	// The relay waits for a database it cannot reach unless told to fail
+	// fast.
+	cmds := [][]string{{"stats"}, {"migrate"}, {"dead", "list"}, {"inbox", "list"}, {"cleanup"}, {"relay", "--broker", "nats://" + dead, "--fail-fast"}}
 	for i, db := range dbs {
 		cmd := cmds[i%len(cmds)]
 		for _, viaEnv := range []bool{false, true} {

@@ -170,6 +170,21 @@ func (g *globals) tables() store.Tables {
 }
 
 func (g *globals) openStore(ctx context.Context) (store.Store, error) {
+	s, err := g.reachStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !g.migrating {
+		if err := checkOutbox(ctx, s); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// reachStore opens the database and checks that it answers.
+func (g *globals) reachStore(ctx context.Context) (store.Store, error) {
 	s, err := open.Store(ctx, g.db, open.StoreOptions{Tables: g.tables(), DeleteSent: g.deleteSent, NoSplit: g.noSplit, Logger: g.log})
 	if err != nil {
 		return nil, err
@@ -177,12 +192,6 @@ func (g *globals) openStore(ctx context.Context) (store.Store, error) {
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("database %s: %w", redact.URL(g.db), err)
-	}
-	if !g.migrating {
-		if err := checkOutbox(ctx, s); err != nil {
-			s.Close()
-			return nil, err
-		}
 	}
 	return s, nil
 }

@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/spf13/pflag"
 
 	"github.com/txbox/txbox"
@@ -54,12 +56,19 @@ type prober interface {
 	Ready(ctx context.Context) error
 }
 
-// obsServer serves the metrics and health endpoints; the probes answer 503
-// "starting" until the relay exists (while the binary waits for a broker).
+// obsServer serves the metrics and health endpoints. Until the relay
+// exists (while the binary waits for its database or broker) they show the
+// start-up state: the probes ask it, and /metrics adds its series.
 type obsServer struct {
 	reg   *prometheus.Registry
 	probe atomic.Pointer[prober]
 	srv   *http.Server
+
+	// mu orders scrapes against the relay's registration (start), so that
+	// a scrape sees the start-up series or the relay's, never neither nor
+	// both.
+	mu      sync.Mutex
+	startup prometheus.Gatherer // nil once the relay's collectors are registered
 }
 
 // newRegistry is the binary's registry: Go runtime and process metrics, and
@@ -67,8 +76,13 @@ type obsServer struct {
 func newRegistry(dbURL, brokerURL string) (*prometheus.Registry, prometheus.Registerer) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	labels := prometheus.Labels{"store": scheme(dbURL), "broker": scheme(brokerURL)}
-	return reg, prometheus.WrapRegistererWith(labels, reg)
+	return reg, labelled(reg, dbURL, brokerURL)
+}
+
+// labelled adds the labels every relay metric carries: the kinds of store
+// and broker.
+func labelled(reg prometheus.Registerer, dbURL, brokerURL string) prometheus.Registerer {
+	return prometheus.WrapRegistererWith(prometheus.Labels{"store": scheme(dbURL), "broker": scheme(brokerURL)}, reg)
 }
 
 // scheme is the kind of a store or broker URL: a bounded label value.
@@ -85,10 +99,13 @@ func scheme(raw string) string {
 	}
 }
 
-func serveObs(ctx context.Context, ln net.Listener, reg *prometheus.Registry, log *slog.Logger) *obsServer {
-	o := &obsServer{reg: reg}
+// serveObs serves reg and, until start, the start-up series of startup,
+// which also answers the probes until then.
+func serveObs(ctx context.Context, ln net.Listener, reg *prometheus.Registry, startup prometheus.Gatherer, p prober, log *slog.Logger) *obsServer {
+	o := &obsServer{reg: reg, startup: startup}
+	o.set(p)
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(o, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		o.answer(w, func(p prober) error { return p.Alive() })
 	})
@@ -114,6 +131,41 @@ func serveObs(ctx context.Context, ln net.Listener, reg *prometheus.Registry, lo
 }
 
 func (o *obsServer) set(p prober) { o.probe.Store(&p) }
+
+// Gather is what /metrics serves: the registry, and the start-up series
+// until the relay's replace them.
+func (o *obsServer) Gather() ([]*dto.MetricFamily, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.startup != nil {
+		return prometheus.Gatherers{o.reg, o.startup}.Gather()
+	}
+	return o.reg.Gather()
+}
+
+// startRelay creates the relay with create, which registers its metrics,
+// and makes it what /metrics and the probes show in place of the start-up
+// state (o nil: no metrics served). Scrapes wait meanwhile, and for one
+// readiness check of the new relay, so that the first scrape after the
+// start shows the relay's own verdict rather than its gauges' values
+// before their first sample.
+func startRelay[R prober](ctx context.Context, o *obsServer, create func() (R, error)) (R, error) {
+	if o == nil {
+		return create()
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r, err := create()
+	if err != nil {
+		return r, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_ = r.Ready(rctx)
+	cancel()
+	o.startup = nil
+	o.set(r)
+	return r, nil
+}
 
 func (o *obsServer) answer(w http.ResponseWriter, check func(prober) error) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

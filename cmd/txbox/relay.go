@@ -1,13 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
-	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/txbox/txbox"
@@ -20,7 +19,7 @@ import (
 
 func newRelay(g *globals) *cobra.Command {
 	var cfg relay.Config
-	var migrate, split bool
+	var migrate, split, failFast bool
 	var wakeup, claims string
 	var obs obsFlags
 	var cf cdcFlags
@@ -52,17 +51,25 @@ func newRelay(g *globals) *cobra.Command {
 			if err := cf.check(g.db, wakeup); err != nil {
 				return err
 			}
+			switch {
+			case wakeup != "poll" && wakeup != "listen":
+				return &txbox.ConfigError{Field: flagField("wakeup"), Reason: fmt.Sprintf("%q: want poll or listen", wakeup)}
+			case wakeup == "listen" && !isPostgresURL(g.db):
+				return &txbox.ConfigError{Field: flagField("wakeup"), Reason: "listen needs a PostgreSQL database"}
+			}
 			open.UseTopic(cfg.Topic)
-			g.migrating = migrate
 			ln, err := obs.listen()
 			if err != nil {
 				return err
 			}
+			st := newStartState(g.db, g.broker)
 			var srv *obsServer
 			if ln != nil {
 				reg, wrapped := newRegistry(g.db, g.broker)
 				cfg.Metrics = wrapped
-				srv = serveObs(ctx, ln, reg, g.log)
+				startReg := prometheus.NewRegistry()
+				st.register(labelled(startReg, g.db, g.broker))
+				srv = serveObs(ctx, ln, reg, startReg, st, g.log)
 			}
 			tp, stopTracing, err := setupTracing(ctx, g.log)
 			if err != nil {
@@ -71,34 +78,18 @@ func newRelay(g *globals) *cobra.Command {
 			defer stopTracing()
 			cfg.TracerProvider = tp
 			g.noSplit = !split
-			s, err := g.openStore(ctx)
+			wait := waitPolicy{log: g.log, base: min(cfg.BackoffBase, cfg.OutageProbeMax), max: cfg.OutageProbeMax, failFast: failFast}
+			s, pub, err := g.connect(ctx, st, wait, migrate)
+			if errors.Is(err, errStopped) {
+				return nil // stopped while waiting for the database or the broker: a clean stop
+			}
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			if migrate {
-				if err := s.Migrate(ctx); err != nil {
-					return err
-				}
-			}
-			pub, err := openPublisher(ctx, g)
-			if err != nil && ctx.Err() != nil {
-				return nil // stopped while waiting for the broker: a clean stop
-			}
-			if err != nil {
-				return err
-			}
 			defer pub.Close()
-			switch wakeup {
-			case "poll":
-			case "listen":
-				ps, ok := s.(*postgres.Store)
-				if !ok {
-					return &txbox.ConfigError{Field: "--wakeup (TXBOX_WAKEUP)", Reason: "listen needs a PostgreSQL database"}
-				}
+			if ps, ok := s.(*postgres.Store); ok && wakeup == "listen" {
 				cfg.Wakeup = postgres.Listen(ctx, ps.Pool(), postgres.WakeupChannel(ps.Tables().Outbox), g.log)
-			default:
-				return &txbox.ConfigError{Field: "--wakeup (TXBOX_WAKEUP)", Reason: fmt.Sprintf("%q: want poll or listen", wakeup)}
 			}
 			cfg.Store, cfg.Publisher = relayStore(s), pub
 			tuneGC()
@@ -109,12 +100,9 @@ func newRelay(g *globals) *cobra.Command {
 				}
 				return runCDC(ctx, g, cfg, cf, ps, srv)
 			}
-			r, err := relay.New(cfg)
+			r, err := startRelay(ctx, srv, func() (*relay.Relay, error) { return relay.New(cfg) })
 			if err != nil {
 				return err
-			}
-			if srv != nil {
-				srv.set(r)
 			}
 			g.log.Info("relay connected", "db", redact.URL(g.db), "broker", redact.URL(g.broker))
 			return r.Run(ctx)
@@ -135,6 +123,8 @@ func newRelay(g *globals) *cobra.Command {
 	f.IntVar(&cfg.MaxAttempts, "max-attempts", relay.DefaultMaxAttempts, "failed publishes before a row is DEAD")
 	f.DurationVar(&cfg.BackoffBase, "backoff-base", relay.DefaultBackoffBase, "first retry delay")
 	f.DurationVar(&cfg.BackoffMax, "backoff-max", relay.DefaultBackoffMax, "retry delay cap")
+	f.DurationVar(&cfg.OutageProbeMax, "outage-probe-max", relay.DefaultOutageProbeMax, "longest wait between probes of a broker that is out (unreachable, not confirming, no stream for a subject), doubling from --backoff-base: such an outage spends no attempts and pauses claiming until a probe gets through; also the longest wait between tries to reach the database or the broker at start")
+	f.BoolVar(&failFast, "fail-fast", false, "exit 1 at once when the database or the broker cannot be reached at start. Default: wait for them, trying again up to every --outage-probe-max, with a log line when the wait starts and one when it ends, txbox_relay_ready, txbox_relay_database_up and txbox_relay_broker_up at 0 and /readyz failing with the reason: a relay started before its database or broker (a deploy, a restart of both) waits visibly instead of crash-looping. Configuration errors exit 2 at once either way")
 	f.StringVar(&cfg.Source, "source", relay.DefaultSource, "CloudEvents source attribute")
 	f.StringVar(&cfg.ID, "relay-id", "", "name in locked_by (default host-pid-random)")
 	f.BoolVar(&migrate, "migrate", false, "apply migrations before starting")
@@ -144,26 +134,6 @@ func newRelay(g *globals) *cobra.Command {
 	obs.add(f)
 	open.AddPublisherFlags(f)
 	return cmd
-}
-
-// openPublisher retries a broker that is down at start: a relay started
-// before its broker (a restart of both, a deploy) waits for it instead of
-// exiting. Configuration errors still fail at once.
-func openPublisher(ctx context.Context, g *globals) (broker.Publisher, error) {
-	wait := 500 * time.Millisecond
-	for {
-		pub, err := open.Publisher(ctx, g.broker, g.log)
-		if err == nil || !errors.Is(err, txbox.ErrBrokerUnavailable) {
-			return pub, err
-		}
-		g.log.Warn("broker unavailable, retrying", "broker", redact.URL(g.broker), "in", wait, "err", err)
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(wait):
-		}
-		wait = min(wait*2, 10*time.Second)
-	}
 }
 
 // tuneGC trades memory the relay does not need for CPU it does: every batch
