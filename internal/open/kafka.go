@@ -24,7 +24,7 @@ func init() {
 	registerPublisher(publisherDef{
 		schemes: []string{"kafka"},
 		flags: func(f *pflag.FlagSet) {
-			f.BoolVar(&kafkaFlags.createTopics, "kafka-create-topics", false, "create a missing Kafka topic on its first message (else such a message goes to DEAD)")
+			f.BoolVar(&kafkaFlags.createTopics, "kafka-create-topics", false, "create a missing Kafka topic on its first message (else its messages wait, spending no attempts, until the topic exists)")
 			f.IntVar(&kafkaFlags.partitions, "kafka-partitions", 0, "partitions of topics created with --kafka-create-topics (0: the broker's num.partitions)")
 			f.IntVar(&kafkaFlags.replicationFactor, "kafka-replication-factor", 0, "replication factor of topics created with --kafka-create-topics (0: the broker's default.replication.factor)")
 			f.IntVar(&kafkaFlags.maxMessageBytes, "kafka-max-message-bytes", kafkabroker.DefaultMaxMessageBytes, "largest record (key, headers and payload) to send; a topic's max.message.bytes may lower it")

@@ -32,7 +32,7 @@ func init() {
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&mqttFlags.clientID, "mqtt-client-id", "", "MQTT client id of the relay's connection (default txbox-relay-<random>); must differ between relays")
 			f.IntVar(&mqttFlags.maxPayload, "mqtt-max-payload", 0, "fail payloads over this many bytes permanently (set it to the broker's message_size_limit); 0: only the broker's announced Maximum Packet Size")
-			f.BoolVar(&mqttFlags.requireSubscribers, "mqtt-require-subscribers", false, "count a publish that matched no subscription (PUBACK 0x10) as failed and retry it")
+			f.BoolVar(&mqttFlags.requireSubscribers, "mqtt-require-subscribers", false, "treat a publish that matched no subscription (PUBACK 0x10) as an outage: the event waits, spending no attempts, until a subscription exists")
 			f.StringVar(&mqttFlags.caFile, "mqtt-ca-file", "", "PEM file of the CAs that sign the broker's certificate (mqtts://); default: system roots")
 			f.DurationVar(&mqttFlags.keepAlive, "mqtt-keepalive", mqttbroker.DefaultKeepAlive, "MQTT keep-alive of the relay's connection")
 		},
