@@ -37,6 +37,12 @@ const (
 	inReplays = "looking for replays"
 )
 
+// outageQuiet is the least time without a delivery meeting the outage
+// after which any event getting through ends it: with short delays (tens
+// of milliseconds) twice the longest one is less than a loaded machine
+// may take to redeliver, and the outage would end and start again.
+const outageQuiet = 5 * time.Second
+
 // maxWaiting bounds the event ids an outage remembers: enough to see one
 // of them come back, without holding a whole backlog's ids.
 const maxWaiting = 10000
@@ -57,10 +63,10 @@ type outage struct {
 	// poll met the outage: then anything that gets through ends it.
 	waiting map[string]struct{}
 	// last is when a delivery last met the outage, and longest the longest
-	// delay one was sent back with. Once nothing met it for twice that,
-	// every delivery sent back has had its time to come back and get
-	// through, here or, on a broker that shares the work, in another
-	// process: then any event that gets through ends it.
+	// delay one was sent back with. Once nothing met it for twice that
+	// (and at least outageQuiet), every delivery sent back has had its time
+	// to come back and get through, here or, on a broker that shares the
+	// work, in another process: then any event that gets through ends it.
 	last    time.Time
 	longest time.Duration
 	// own is the delay of the current round once one of the inbox's own
@@ -141,7 +147,7 @@ func (c *Consumer) outageOver(id string) {
 	if o.since.IsZero() {
 		return
 	}
-	if _, ok := o.waiting[id]; !ok && len(o.waiting) > 0 && time.Since(o.last) <= 2*o.longest {
+	if _, ok := o.waiting[id]; !ok && len(o.waiting) > 0 && time.Since(o.last) <= max(2*o.longest, outageQuiet) {
 		return
 	}
 	c.log.Info("outage over", "lasted", time.Since(o.since).Round(time.Millisecond), "deliveries_waited", o.waited)
