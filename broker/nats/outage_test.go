@@ -161,3 +161,73 @@ func TestBatchStreamFullIsOutage(t *testing.T) {
 		}
 	})
 }
+
+// TestSubscriberRemakesItsDurableConsumer: the stream is deleted under a
+// subscriber (and its durable consumer with it) and made again. While it
+// is missing Receive fails as an outage; once it is back the subscriber
+// makes its durable consumer again and receives what is published there,
+// without being opened again.
+func TestSubscriberRemakesItsDurableConsumer(t *testing.T) {
+	url := testenv.URL(t, "TXBOX_TEST_NATS")
+	prefix := unique("txboxtest.sub")
+	cfg := jetstream.StreamConfig{Name: streamName(prefix), Subjects: []string{prefix + ".>"}, Storage: jetstream.MemoryStorage}
+	js, ctx := jetStreamAt(t, url, 60*time.Second)
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), cfg.Name) })
+	p := open(t, url, natsbroker.Options{Stream: cfg.Name})
+	sub, err := natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Stream: cfg.Name, Durable: "remade"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	// Long enough for the server's heartbeats (every 5 s on a pull of 10 s
+	// or more), whose absence is how a consumer that is gone shows.
+	receive := func(what string) ([]broker.Delivery, error) {
+		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		ds, err := sub.Receive(rctx, 10)
+		t.Logf("%s: %d deliveries, err %v", what, len(ds), err)
+		return ds, err
+	}
+	if err := publishOne(t, p, msg(prefix+".Order.Created", "k", 0)); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := receive("before")
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("before the deletion: %d deliveries, %v", len(ds), err)
+	}
+	_ = ds[0].Ack(ctx)
+
+	if err := js.DeleteStream(ctx, cfg.Name); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		_, err := receive("stream deleted")
+		if !errors.Is(err, txbox.ErrBrokerUnavailable) {
+			t.Fatalf("receive with the stream deleted: err = %v, want an outage", err)
+		}
+	}
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	m := msg(prefix+".Order.Created", "k", 1)
+	if err := publishOne(t, p, m); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ds, err := receive("stream made again")
+		if err == nil && len(ds) == 1 {
+			ev, err := ds[0].Event()
+			if err != nil || ev.ID != m.Event.ID {
+				t.Fatalf("received %v, %v; want %s", ev.ID, err, m.Event.ID)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the subscriber never received from the stream made again: %d deliveries, %v", len(ds), err)
+		}
+	}
+}

@@ -49,10 +49,15 @@ type SubscriberOptions struct {
 
 // Subscriber receives from a durable JetStream pull consumer.
 type Subscriber struct {
-	nc        *nats.Conn
-	ownConn   bool
-	cons      jetstream.Consumer
-	log       *slog.Logger
+	nc      *nats.Conn
+	ownConn bool
+	cons    jetstream.Consumer
+	log     *slog.Logger
+	// What OpenSubscriber made the durable consumer with, to make it again
+	// when it is gone (remake).
+	js        jetstream.JetStream
+	stream    string
+	cfg       jetstream.ConsumerConfig
 	closeOnce sync.Once
 }
 
@@ -61,6 +66,10 @@ var _ broker.Subscriber = (*Subscriber)(nil)
 // longPoll bounds one pull request while Receive waits, so that a request
 // the server dropped (a restart) is renewed rather than waited on forever.
 const longPoll = 30 * time.Second
+
+// heartbeat is how often the server says a long pull request is alive; a
+// consumer deleted under it is found within two of them.
+const heartbeat = 2 * time.Second
 
 // OpenSubscriber connects to url and creates the durable consumer, or
 // updates it to these options if it exists. Errors are as for Open.
@@ -133,7 +142,7 @@ func OpenSubscriber(ctx context.Context, url string, opts SubscriberOptions) (*S
 		}
 		return fail(txbox.Unavailable(fmt.Errorf("nats: create consumer %q on stream %q: %w", opts.Durable, opts.Stream, err)))
 	}
-	return &Subscriber{nc: nc, ownConn: own, cons: cons, log: opts.Logger}, nil
+	return &Subscriber{nc: nc, ownConn: own, cons: cons, log: opts.Logger, js: js, stream: opts.Stream, cfg: cfg}, nil
 }
 
 // Receive returns what the consumer has ready, up to max, or else waits for
@@ -152,7 +161,13 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 	}
 	for {
 		wctx, cancel := context.WithTimeout(ctx, longPoll)
-		batch, err := s.cons.Fetch(1, jetstream.FetchContext(wctx))
+		opts := []jetstream.FetchOpt{jetstream.FetchContext(wctx)}
+		if d, _ := wctx.Deadline(); time.Until(d) >= 3*heartbeat {
+			// Heartbeats more often than the client's default (5 s): their
+			// absence is how a consumer that is gone shows (remake).
+			opts = append(opts, jetstream.FetchHeartbeat(heartbeat))
+		}
+		batch, err := s.cons.Fetch(1, opts...)
 		if err == nil {
 			out, err = collect(batch)
 		}
@@ -168,9 +183,32 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 			return nil, err
 		}
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return nil, txbox.Unavailable(fmt.Errorf("nats: fetch: %w", err))
+			if rerr := s.remake(ctx, err); rerr != nil {
+				return nil, rerr
+			}
 		}
 	}
+}
+
+// remake makes the durable consumer again after a fetch failed with err,
+// if that was because the consumer is gone: deleted with its stream (an
+// operator re-creating the stream) or on its own. A pull request to a
+// consumer that is gone is not answered, so the fetch fails only for want
+// of the server's heartbeats; Info tells. It returns nil when the consumer
+// is back (fetch again), else an outage: the stream is missing, or the
+// fetch failed for another reason.
+func (s *Subscriber) remake(ctx context.Context, err error) error {
+	_, ierr := s.cons.Info(ctx)
+	if !errors.Is(ierr, jetstream.ErrConsumerNotFound) && !errors.Is(ierr, jetstream.ErrStreamNotFound) {
+		return txbox.Unavailable(fmt.Errorf("nats: fetch: %w", err))
+	}
+	cons, cerr := s.js.CreateOrUpdateConsumer(ctx, s.stream, s.cfg)
+	if cerr != nil {
+		return txbox.Unavailable(fmt.Errorf("nats: durable consumer %q on stream %q is gone and cannot be made again (stream deleted?): %w", s.cfg.Durable, s.stream, cerr))
+	}
+	s.cons = cons
+	s.log.Warn("nats: durable consumer was gone (its stream deleted and made again?); made it again: it delivers the stream from its start", "stream", s.stream, "durable", s.cfg.Durable)
+	return nil
 }
 
 // ended is ctx.Err(), counting a deadline that has passed but whose timer
