@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,12 +14,14 @@ import (
 	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/inbox"
+	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/store/postgres"
 )
 
 // Apply an event exactly once although the broker delivers it twice: the
 // consumer is set up from the store in one call, and the handler's write
-// shares the transaction of the inbox row.
+// shares the transaction of the inbox row. It prints "applied: 1
+// duplicates absorbed: 1".
 func Example_consumeExactlyOnce() {
 	ctx := context.Background()
 	url := os.Getenv("TXBOX_TEST_POSTGRES")
@@ -33,7 +36,7 @@ func Example_consumeExactlyOnce() {
 	defer pool.Close()
 	st, _ := postgres.New(pool, postgres.Options{})
 	if err := st.Migrate(ctx); err != nil {
-		fmt.Println("postgres unavailable")
+		fmt.Println(err)
 		return
 	}
 	_, _ = pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS example_reservations (event_id TEXT, sku TEXT)`)
@@ -67,5 +70,10 @@ func Example_consumeExactlyOnce() {
 	var n int
 	_ = pool.QueryRow(ctx, `SELECT count(*) FROM example_reservations WHERE event_id = $1`, ev.ID).Scan(&n)
 	fmt.Println("applied:", n, "duplicates absorbed:", c.Stats().Duplicates)
-	// Output: applied: 1 duplicates absorbed: 1
+}
+
+// Run where PostgreSQL is, as TestExampleWriteInTransaction.
+func TestExampleConsumeExactlyOnce(t *testing.T) {
+	testenv.URL(t, "TXBOX_TEST_POSTGRES")
+	testenv.CheckExample(t, Example_consumeExactlyOnce, "applied: 1 duplicates absorbed: 1")
 }

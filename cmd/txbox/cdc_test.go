@@ -3,12 +3,46 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/storeenv"
+	"github.com/txbox/txbox/internal/testenv"
 )
+
+// TestMain stops the private PostgreSQL the CDC tests may have shared (when
+// the shared server lacks logical decoding) once every test ran.
+func TestMain(m *testing.M) { os.Exit(testenv.RunPackage(m)) }
+
+// cdcTables is cliTables on a database with logical decoding: the shared
+// server when it has it, else the package's private one.
+func cdcTables(t *testing.T) (db string, flags []string, conn *pgx.Conn, outbox string) {
+	t.Helper()
+	db = storeenv.LogicalPostgresURL(t)
+	sfx := strings.ReplaceAll(txbox.NewID()[24:], "-", "")
+	outbox, inbox := "ob_cli_"+sfx, "ib_cli_"+sfx
+	flags = []string{"--db", db, "--outbox-table", outbox, "--inbox-table", inbox}
+	if out, code := run(t, nil, append([]string{"migrate"}, flags...)...); code != 0 {
+		t.Fatalf("migrate: %d %s", code, out)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, tb := range []string{outbox, outbox + "_sent", outbox + "_migrations", inbox, inbox + "_versions"} {
+			_, _ = conn.Exec(ctx, "DROP TABLE IF EXISTS "+tb)
+		}
+		conn.Close(ctx)
+	})
+	return db, flags, conn, outbox
+}
 
 // --mode cdc is checked before anything connects: one line naming the
 // flag, exit 2.
@@ -45,7 +79,7 @@ func TestCDCFlagsValidated(t *testing.T) {
 // --dry-run, refuses without --yes when no one can be asked, and drops with
 // it.
 func TestCDCMigrateStatsDropSlot(t *testing.T) {
-	_, flags, conn, outbox := cliTables(t)
+	_, flags, conn, outbox := cdcTables(t)
 	slot := "txbox_cli_" + strings.TrimPrefix(outbox, "ob_cli_")
 	ctx := context.Background()
 	t.Cleanup(func() {

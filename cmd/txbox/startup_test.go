@@ -79,7 +79,7 @@ func TestRelayWaitsForDatabaseAtStart(t *testing.T) {
 			dest := brokerenv.NATS{}.Setup(t)
 			args, conn, outbox := startupTables(t, mode)
 			id := insertEvent(t, conn, outbox)
-			pg, err := url.Parse(testenv.URL(t, "TXBOX_TEST_POSTGRES"))
+			pg, err := url.Parse(flagValue(args, "--db"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,11 +170,15 @@ func TestRelayFailFast(t *testing.T) {
 }
 
 // startupTables migrates fresh tables (and, for CDC, the publication and a
-// slot, dropped at the end) and returns the relay's flags for them, without
-// the broker's.
+// slot, dropped at the end, on a database with logical decoding) and
+// returns the relay's flags for them, without the broker's.
 func startupTables(t *testing.T, mode string) (args []string, conn *pgx.Conn, outbox string) {
 	t.Helper()
-	_, flags, conn, outbox := cliTables(t)
+	tables := cliTables
+	if mode == "cdc" {
+		tables = cdcTables
+	}
+	_, flags, conn, outbox := tables(t)
 	args = append([]string{"relay", "--mode", mode,
 		"--backoff-base", "100ms", "--outage-probe-max", "500ms", "--metrics-interval", "100ms",
 		"--publish-timeout", "1s", "--lease", "4s"}, flags...)
@@ -202,6 +206,16 @@ func insertEvent(t *testing.T, conn *pgx.Conn, outbox string) string {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// flagValue returns the value of flag in args ("" if absent).
+func flagValue(args []string, flag string) string {
+	for i := range args {
+		if args[i] == flag && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
 }
 
 // replaceFlag returns args with the value of flag set to v.

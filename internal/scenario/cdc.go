@@ -19,7 +19,9 @@ import (
 // CDC runs the scenarios of a PostgreSQL Store with relays in change data
 // capture mode (`txbox relay --mode cdc`, package store/postgres/cdc): the
 // publication and one replication slot per test are made at migration, and
-// the slot is dropped when the test ends.
+// the slot is dropped when the test ends. Store must reach a database with
+// logical decoding (wal_level = logical), such as storeenv.Postgres{Logical:
+// true}, which falls back to a private server when the shared one lacks it.
 type CDC struct{ Store }
 
 func isCDC(st Store) bool { _, ok := st.(CDC); return ok }

@@ -8,11 +8,14 @@ import (
 	"github.com/txbox/txbox/internal/brokerenv"
 	"github.com/txbox/txbox/internal/scenario"
 	"github.com/txbox/txbox/internal/storeenv"
+	"github.com/txbox/txbox/internal/testenv"
 )
 
+// TestMain also stops the private PostgreSQL the CDC scenarios may have
+// shared (when the shared server lacks logical decoding).
 func TestMain(m *testing.M) {
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	os.Exit(m.Run())
+	os.Exit(testenv.RunPackage(m))
 }
 
 func TestPostgresNATS(t *testing.T) { scenario.Run(t, storeenv.Postgres{}, brokerenv.NATS{}) }
@@ -25,9 +28,10 @@ func TestPostgresLeaseClaimsNATS(t *testing.T) {
 }
 
 // TestPostgresCDCNATS: the same scenarios with relays reading the
-// PostgreSQL log (`txbox relay --mode cdc`) instead of polling.
+// PostgreSQL log (`txbox relay --mode cdc`) instead of polling, on a
+// database with logical decoding (the shared server's, or a private one).
 func TestPostgresCDCNATS(t *testing.T) {
-	st := scenario.CDC{Store: storeenv.Postgres{}}
+	st := scenario.CDC{Store: storeenv.Postgres{Logical: true}}
 	scenario.Run(t, st, brokerenv.NATS{})
 	t.Run("StandbyTakeover", func(t *testing.T) { scenario.CDCStandbyTakeover(t, st, brokerenv.NATS{}) })
 }

@@ -19,18 +19,48 @@ import (
 )
 
 // Postgres runs against TXBOX_TEST_POSTGRES (default: the local server).
-type Postgres struct{}
+type Postgres struct {
+	// Logical runs against a database with logical decoding instead
+	// (LogicalPostgresURL), for tests of CDC relays.
+	Logical bool
+}
 
 // URL is the --db URL of the test database.
-func (Postgres) URL(t *testing.T, _ store.Store) string { return testenv.URL(t, "TXBOX_TEST_POSTGRES") }
+func (p Postgres) URL(t *testing.T, _ store.Store) string {
+	t.Helper()
+	return p.url(t)
+}
+
+func (p Postgres) url(t testing.TB) string {
+	t.Helper()
+	if p.Logical {
+		return LogicalPostgresURL(t)
+	}
+	return testenv.URL(t, "TXBOX_TEST_POSTGRES")
+}
 
 // Open returns an unmigrated store on fresh tables, dropped when t ends.
-func (p Postgres) Open(t *testing.T) store.Store { return OpenPostgres(t, postgres.Options{}) }
+func (p Postgres) Open(t *testing.T) store.Store {
+	t.Helper()
+	return p.open(t, postgres.Options{})
+}
 
 // OpenPostgres is Open with options; tables are always fresh.
 func OpenPostgres(t testing.TB, opts postgres.Options) *postgres.Store {
 	t.Helper()
-	url := testenv.URL(t, "TXBOX_TEST_POSTGRES")
+	return Postgres{}.open(t, opts)
+}
+
+// OpenLogicalPostgres is OpenPostgres on a database with logical decoding
+// (LogicalPostgresURL).
+func OpenLogicalPostgres(t testing.TB, opts postgres.Options) *postgres.Store {
+	t.Helper()
+	return Postgres{Logical: true}.open(t, opts)
+}
+
+func (p Postgres) open(t testing.TB, opts postgres.Options) *postgres.Store {
+	t.Helper()
+	url := p.url(t)
 	ctx := context.Background()
 	opts.Tables = Fresh()
 	s, err := postgres.Open(ctx, url, opts)

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
@@ -28,7 +29,7 @@ func (s *PostgresServer) Start() {
 	s.Process.Start()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		err := exec.Command(filepath.Join(s.bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-U", "postgres").Run()
+		err := pgReady(s.bin, s.Port)
 		if err == nil {
 			return
 		}
@@ -67,35 +68,79 @@ func StartPostgres(t testing.TB) *PostgresServer {
 	if err != nil {
 		Missing(t, err.Error())
 	}
-	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
-	var attr *syscall.SysProcAttr
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			Missing(t, "running as root, and no postgres user to run PostgreSQL as: "+err.Error())
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		attr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-		for _, d := range []string{filepath.Dir(dir), dir} {
-			if err := os.Chown(d, uid, gid); err != nil {
-				t.Fatal(err)
-			}
-		}
+	attr, err := postgresUser()
+	if err != nil {
+		Missing(t, err.Error())
 	}
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "--no-sync")
-	initdb.SysProcAttr = attr
-	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
+	dir := t.TempDir()
+	if err := chownForPostgres(attr, filepath.Dir(dir), dir); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	if err := initdb(bin, data, attr); err != nil {
+		t.Fatal(err)
 	}
 	p := newProcess(t, "postgres", dir, func(port int, dir string) []string {
-		return []string{filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", dir,
-			"-c", "listen_addresses=127.0.0.1", "-c", "wal_level=logical", "-c", "fsync=off",
-			"-c", "max_replication_slots=10", "-c", "max_wal_senders=10", "-c", "shared_buffers=32MB"}
+		return postgresArgs(bin, data, dir, port)
 	})
 	p.attr = attr
-	s := &PostgresServer{Process: p, URL: "postgres://postgres@127.0.0.1:" + strconv.Itoa(p.Port) + "/postgres?sslmode=disable", bin: bin}
+	s := &PostgresServer{Process: p, URL: postgresURL(p.Port), bin: bin}
 	s.Start()
 	return s
+}
+
+// postgresUser returns the exec attributes that run PostgreSQL as the
+// postgres user when the tests run as root (nil otherwise).
+func postgresUser() (*syscall.SysProcAttr, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("running as root, and no postgres user to run PostgreSQL as (Debian package postgresql): %v", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}, nil
+}
+
+// chownForPostgres gives dirs to the user attr runs PostgreSQL as.
+func chownForPostgres(attr *syscall.SysProcAttr, dirs ...string) error {
+	if attr == nil || attr.Credential == nil {
+		return nil
+	}
+	for _, d := range dirs {
+		if err := os.Chown(d, int(attr.Credential.Uid), int(attr.Credential.Gid)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// initdb creates a cluster in data that trusts every local connection,
+// replication ones included.
+func initdb(bin, data string, attr *syscall.SysProcAttr) error {
+	cmd := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "--no-sync")
+	cmd.SysProcAttr = attr
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("initdb: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// postgresArgs is the server's command line: loopback only, its socket in
+// sockDir, logical decoding on, durability off (the data is thrown away).
+func postgresArgs(bin, data, sockDir string, port int) []string {
+	return []string{filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", sockDir,
+		"-c", "listen_addresses=127.0.0.1", "-c", "wal_level=logical", "-c", "fsync=off",
+		"-c", "max_replication_slots=10", "-c", "max_wal_senders=10", "-c", "shared_buffers=32MB"}
+}
+
+func postgresURL(port int) string {
+	return "postgres://postgres@127.0.0.1:" + strconv.Itoa(port) + "/postgres?sslmode=disable"
+}
+
+// pgReady reports whether the server on port accepts connections.
+func pgReady(bin string, port int) error {
+	return exec.Command(filepath.Join(bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "postgres").Run()
 }

@@ -26,10 +26,7 @@ var defaults = map[string]string{
 // checking that its port answers; otherwise it skips or fails the test.
 func URL(t testing.TB, env string) string {
 	t.Helper()
-	u := os.Getenv(env)
-	if u == "" {
-		u = defaults[env]
-	}
+	u := Setting(env)
 	if u == "" {
 		t.Fatalf("testenv: no default for %s", env)
 	}
@@ -37,6 +34,15 @@ func URL(t testing.TB, env string) string {
 		Missing(t, env+"="+u+": "+err.Error())
 	}
 	return u
+}
+
+// Setting is the service URL for env, or its default when env is unset,
+// without checking that it answers.
+func Setting(env string) string {
+	if u := os.Getenv(env); u != "" {
+		return u
+	}
+	return defaults[env]
 }
 
 // Missing skips, or fails when services are required.

@@ -3,6 +3,7 @@ package cdc_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,10 @@ import (
 	"github.com/txbox/txbox/store/postgres/cdc"
 )
 
+// TestMain stops the private PostgreSQL the tests may have shared (when the
+// shared server lacks logical decoding) once they all ran.
+func TestMain(m *testing.M) { os.Exit(testenv.RunPackage(m)) }
+
 // env is a migrated outbox with its publication, on the test's own tables;
 // every slot a test names through it is dropped when the test ends.
 type env struct {
@@ -29,15 +34,15 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	s := storeenv.OpenPostgres(t, postgres.Options{})
+	s := storeenv.OpenLogicalPostgres(t, postgres.Options{})
 	ctx := context.Background()
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.MigrateCDC(ctx); err != nil {
-		t.Fatalf("migrate cdc (the local PostgreSQL needs wal_level = logical, see .ci/run): %v", err)
+		t.Fatalf("migrate cdc: %v", err)
 	}
-	e := &env{t: t, s: s, url: testenv.URL(t, "TXBOX_TEST_POSTGRES")}
+	e := &env{t: t, s: s, url: storeenv.LogicalPostgresURL(t)}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
