@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,6 +20,7 @@ import (
 	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/inbox"
+	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -41,7 +43,7 @@ func Example_consumerMetrics() {
 	tables := store.Tables{Outbox: "example_metrics_outbox", Inbox: "example_metrics_inbox"}
 	s, _ := postgres.New(pool, postgres.Options{Tables: tables})
 	if err := s.Migrate(ctx); err != nil {
-		fmt.Println("postgres unavailable")
+		fmt.Println(err)
 		return
 	}
 	b := membroker.New()
@@ -71,7 +73,14 @@ func Example_consumerMetrics() {
 		time.Sleep(10 * time.Millisecond)
 	}
 	_, _ = pool.Exec(ctx, `DELETE FROM `+tables.Inbox)
-	// Output: txbox_inbox_processed_total{consumer="billing"} 1
+}
+
+// The example needs PostgreSQL, so it has no Output line: this test runs
+// it where the database is (skipping, or failing under
+// TXBOX_REQUIRE_SERVICES=1, where it is not) and checks what it printed.
+func TestExampleConsumerMetrics(t *testing.T) {
+	testenv.URL(t, "TXBOX_TEST_POSTGRES")
+	testenv.CheckExample(t, Example_consumerMetrics, `txbox_inbox_processed_total{consumer="billing"} 1`)
 }
 
 // scrapeLine returns the first line of the scrape at url starting with name.
