@@ -40,6 +40,13 @@ func (s *PostgresServer) Start() {
 	}
 }
 
+// Crash stops the server with an immediate shutdown (SIGQUIT): every
+// session ends at once and nothing is checkpointed, so the next Start runs
+// crash recovery, as after a power loss; unlike SIGKILL to the postmaster
+// it leaves no backend behind holding the shared memory, which would keep
+// the next Start from running.
+func (s *PostgresServer) Crash() { s.signal(syscall.SIGQUIT) }
+
 // PostgresBinaries finds the directory holding initdb and postgres (Debian
 // keeps them out of PATH, per major version).
 func PostgresBinaries() (string, error) {
