@@ -58,6 +58,7 @@ type Subscriber struct {
 	js        jetstream.JetStream
 	stream    string
 	cfg       jetstream.ConsumerConfig
+	checked   time.Time // when Receive last asked whether the consumer is gone
 	closeOnce sync.Once
 }
 
@@ -66,10 +67,6 @@ var _ broker.Subscriber = (*Subscriber)(nil)
 // longPoll bounds one pull request while Receive waits, so that a request
 // the server dropped (a restart) is renewed rather than waited on forever.
 const longPoll = 30 * time.Second
-
-// heartbeat is how often the server says a long pull request is alive; a
-// consumer deleted under it is found within two of them.
-const heartbeat = 2 * time.Second
 
 // OpenSubscriber connects to url and creates the durable consumer, or
 // updates it to these options if it exists. Errors are as for Open.
@@ -156,18 +153,15 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 		return nil, err
 	}
 	out, err := s.fetchNoWait(ctx, max)
-	if len(out) > 0 || err != nil {
-		return out, err
+	if len(out) > 0 {
+		return out, nil
+	}
+	if err != nil {
+		return nil, s.failed(ctx, err)
 	}
 	for {
 		wctx, cancel := context.WithTimeout(ctx, longPoll)
-		opts := []jetstream.FetchOpt{jetstream.FetchContext(wctx)}
-		if d, _ := wctx.Deadline(); time.Until(d) >= 3*heartbeat {
-			// Heartbeats more often than the client's default (5 s): their
-			// absence is how a consumer that is gone shows (remake).
-			opts = append(opts, jetstream.FetchHeartbeat(heartbeat))
-		}
-		batch, err := s.cons.Fetch(1, opts...)
+		batch, err := s.cons.Fetch(1, jetstream.FetchContext(wctx))
 		if err == nil {
 			out, err = collect(batch)
 		}
@@ -179,32 +173,60 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 			}
 			return out, nil
 		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && ended(ctx) == nil {
+			return nil, s.failed(ctx, err)
+		}
+		// Nothing came. A pull request to a consumer that is gone is not
+		// answered either, so now and then ask whether it still exists.
+		if time.Since(s.checked) >= goneCheck {
+			s.checked = time.Now()
+			if s.gone(ctx) {
+				if err := s.remake(ctx); err != nil {
+					return nil, err
+				}
+			}
+		}
 		if err := ended(ctx); err != nil {
 			return nil, err
-		}
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			if rerr := s.remake(ctx, err); rerr != nil {
-				return nil, rerr
-			}
 		}
 	}
 }
 
-// remake makes the durable consumer again after a fetch failed with err,
-// if that was because the consumer is gone: deleted with its stream (an
-// operator re-creating the stream) or on its own. A pull request to a
-// consumer that is gone is not answered, so the fetch fails only for want
-// of the server's heartbeats; Info tells. It returns nil when the consumer
-// is back (fetch again), else an outage: the stream is missing, or the
-// fetch failed for another reason.
-func (s *Subscriber) remake(ctx context.Context, err error) error {
-	_, ierr := s.cons.Info(ctx)
-	if !errors.Is(ierr, jetstream.ErrConsumerNotFound) && !errors.Is(ierr, jetstream.ErrStreamNotFound) {
-		return txbox.Unavailable(fmt.Errorf("nats: fetch: %w", err))
+// goneCheck is how often a subscriber that receives nothing asks whether
+// its durable consumer still exists.
+const goneCheck = 5 * time.Second
+
+// failed is the error of a fetch that failed with err: an outage, after
+// making the durable consumer again if it is gone (the next Receive then
+// uses it).
+func (s *Subscriber) failed(ctx context.Context, err error) error {
+	if s.gone(ctx) {
+		if rerr := s.remake(ctx); rerr != nil {
+			return rerr
+		}
 	}
-	cons, cerr := s.js.CreateOrUpdateConsumer(ctx, s.stream, s.cfg)
-	if cerr != nil {
-		return txbox.Unavailable(fmt.Errorf("nats: durable consumer %q on stream %q is gone and cannot be made again (stream deleted?): %w", s.cfg.Durable, s.stream, cerr))
+	return txbox.Unavailable(fmt.Errorf("nats: fetch: %w", err))
+}
+
+// gone reports whether the durable consumer no longer exists: deleted with
+// its stream (an operator re-creating the stream) or on its own.
+func (s *Subscriber) gone(ctx context.Context) bool {
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_, err := s.cons.Info(ictx)
+	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)
+}
+
+// remake makes the durable consumer again, as OpenSubscriber made it; while
+// its stream is missing that fails, as an outage.
+func (s *Subscriber) remake(ctx context.Context) error {
+	// Its own time: the receive's may be spent by the fetch that found the
+	// consumer gone.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	cons, err := s.js.CreateOrUpdateConsumer(rctx, s.stream, s.cfg)
+	if err != nil {
+		return txbox.Unavailable(fmt.Errorf("nats: durable consumer %q on stream %q is gone and cannot be made again (stream deleted?): %w", s.cfg.Durable, s.stream, err))
 	}
 	s.cons = cons
 	s.log.Warn("nats: durable consumer was gone (its stream deleted and made again?); made it again: it delivers the stream from its start", "stream", s.stream, "durable", s.cfg.Durable)
