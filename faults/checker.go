@@ -24,6 +24,8 @@ type Report struct {
 	Lost             int           // in the ledger, never applied (must be 0)
 	LostNotInOutbox  int           // of Lost: in no outbox table (dropped by the writer, or deleted instead of archived)
 	Stuck            int           // of Lost: still unsent or DEAD in the outbox table
+	Dead             int           // DEAD rows in the outbox at the end (must be 0: the harness writes no poison event, so any is an outage that spent attempts)
+	Parked           int           // inbox rows parked (DEAD) at the end (must be 0, likewise)
 	Phantom          int           // delivered or applied, but in no ledger row (must be 0)
 	RolledBackSeen   int           // of Phantom: events of transactions rolled back on purpose
 	BrokerDuplicates int           // extra copies in the stream
@@ -48,6 +50,12 @@ func (r Report) Failed() []string {
 	if r.DoubleEffects > 0 {
 		f = append(f, fmt.Sprintf("double effects %d", r.DoubleEffects))
 	}
+	if r.Dead > 0 {
+		f = append(f, fmt.Sprintf("DEAD %d", r.Dead))
+	}
+	if r.Parked > 0 {
+		f = append(f, fmt.Sprintf("parked %d", r.Parked))
+	}
 	if r.ConsumerReorders > 0 {
 		f = append(f, fmt.Sprintf("order violations at the consumer %d", r.ConsumerReorders))
 	}
@@ -66,6 +74,8 @@ func (r Report) String() string {
 	fmt.Fprintf(&b, "phantom                   %d (of rolled-back transactions %d)\n", r.Phantom, r.RolledBackSeen)
 	fmt.Fprintf(&b, "broker duplicates         %d\n", r.BrokerDuplicates)
 	fmt.Fprintf(&b, "double effects            %d\n", r.DoubleEffects)
+	fmt.Fprintf(&b, "DEAD in the outbox        %d\n", r.Dead)
+	fmt.Fprintf(&b, "parked in the inbox       %d\n", r.Parked)
 	fmt.Fprintf(&b, "order violations consumer %d\n", r.ConsumerReorders)
 	fmt.Fprintf(&b, "order violations stream   %d\n", r.PublishReorders)
 	fmt.Fprintf(&b, "longest delivery delay    %v (%s)\n", r.MaxDelay.Round(time.Millisecond), r.MaxDelayEvent)
@@ -136,6 +146,13 @@ func Check(ctx context.Context, w *World, prod *Production) (Report, error) {
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
+		return r, err
+	}
+
+	if err := w.Prod.QueryRow(ctx, `SELECT count(*) FROM outbox_event WHERE status = 'DEAD'`).Scan(&r.Dead); err != nil {
+		return r, err
+	}
+	if err := w.Cons.QueryRow(ctx, `SELECT count(*) FROM inbox_event WHERE status = 'DEAD'`).Scan(&r.Parked); err != nil {
 		return r, err
 	}
 
@@ -269,7 +286,12 @@ func readStream(ctx context.Context, w *World) ([]streamMsg, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []streamMsg
+	// Streams the stream-recreated fault deleted come first: what they
+	// held was delivered, and their order counts.
+	w.mu.Lock()
+	out := slices.Clone(w.deleted)
+	w.mu.Unlock()
+	total += uint64(len(out))
 	for uint64(len(out)) < total {
 		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {

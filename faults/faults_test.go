@@ -21,6 +21,9 @@ var (
 	rate     = flag.Float64("faults.rate", 200, "events per second written by the producers")
 	mode     = flag.String("faults.mode", "poll", "relay mode: poll (one relay with transaction claims, one with leases) or cdc (both on one replication slot: one reads, one is standby)")
 	gapIDs   = flag.Bool("faults.gap-ids", true, "the explicit-ids fault writes ids from the sequence's gaps, usually below the PostgreSQL claim floor (false: ids taken from the sequence by hand)")
+	// The long outages (outages.go) are part of -faults.duration.
+	longOutage   = flag.Duration("faults.long-outage", 10*time.Second, "how long the broker is down in the long broker outage (long mode: 15m, with -faults.default-retry)")
+	defaultRetry = flag.Bool("faults.default-retry", false, "relays run the default retry schedule (10 attempts, 1s doubling to 300s) instead of 3 attempts within about half a second; the long broker outage must outlast it")
 )
 
 // TestMain turns this test binary into a consumer process when the harness
@@ -28,7 +31,11 @@ var (
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if os.Getenv("TXBOX_FAULTS_CONSUMER") == "1" {
-		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		lvl := slog.LevelWarn
+		if os.Getenv("FAULTS_DEBUG") != "" {
+			lvl = slog.LevelDebug
+		}
+		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})))
 		if err := RunConsumer(); err != nil {
 			fmt.Fprintln(os.Stderr, "consumer:", err)
 			os.Exit(1)
@@ -48,11 +55,17 @@ type runOpts struct {
 	quiesce               time.Duration
 	seed                  uint64
 	cdc                   bool // relays in --mode cdc
+	// long are the long outages, run within duration (none: a sabotage
+	// run, too short for them); defaultRetry gives the relays the default
+	// retry schedule.
+	long         Long
+	defaultRetry bool
 }
 
 func harness(t *testing.T, o runOpts) (Report, map[Kind]int) {
 	w := NewWorld(t, o.relayBin)
 	w.GapIDs = *gapIDs
+	w.RetryArgs = relayRetry(o.defaultRetry)
 	if o.cdc {
 		w.EnableCDC()
 	}
@@ -70,7 +83,8 @@ func harness(t *testing.T, o runOpts) (Report, map[Kind]int) {
 	defer stopProducers()
 	prod := Produce(pctx, w, 4, *rate, o.seed, 0.1)
 	injected := make(chan map[Kind]int, 1)
-	go func() { injected <- Inject(ctx, w, Schedule(o.seed, o.duration, ShortMinimums, o.scale), t.Logf) }()
+	sched := WithLong(o.seed, Schedule(o.seed, o.duration-o.long.Total(), ShortMinimums, o.scale), o.long)
+	go func() { injected <- Inject(ctx, w, sched, t.Logf) }()
 	done := <-injected
 	prod.Wait()
 	// Bring back anything a fault left down, then let the flow drain.
@@ -145,14 +159,27 @@ func runFaults(t *testing.T, cdc bool, d time.Duration) {
 	if cdc {
 		m = "cdc"
 	}
-	t.Logf("seed %d (replay: go test ./faults -run 'TestFaults$' -args -faults.seed %d -faults.duration %v -faults.mode %s)", s, s, d, m)
-	scale := max(1, int(d/(90*time.Second)))
-	rep, done := harness(t, runOpts{relayBin: testenv.Binary(t), duration: d, scale: scale, quiesce: 3 * time.Minute, seed: s, cdc: cdc})
+	long := LongFor(*defaultRetry, *longOutage)
+	if d < long.Total()+time.Minute {
+		// The ordinary faults keep at least a minute besides the long ones
+		// (CI's 90 s runs get their long outages on top).
+		d += long.Total()
+	}
+	t.Logf("seed %d (replay: go test ./faults -run 'TestFaults$' -args -faults.seed %d -faults.duration %v -faults.mode %s -faults.long-outage %v -faults.default-retry=%v)",
+		s, s, d, m, *longOutage, *defaultRetry)
+	scale := max(1, int((d-long.Total())/(90*time.Second)))
+	rep, done := harness(t, runOpts{relayBin: testenv.Binary(t), duration: d, scale: scale, quiesce: 3 * time.Minute, seed: s, cdc: cdc,
+		long: long, defaultRetry: *defaultRetry})
 	t.Logf("faults injected: %v", done)
 	t.Logf("report:\n%s", rep)
 	for k, n := range ShortMinimums {
 		if done[k] < n {
 			t.Errorf("only %d of %d %s faults were injected", done[k], n, k)
+		}
+	}
+	for k := range long {
+		if done[k] != 1 {
+			t.Errorf("%d %s faults were injected, want 1", done[k], k)
 		}
 	}
 	if f := rep.Failed(); len(f) > 0 {

@@ -138,6 +138,11 @@ func vacuumFull(ctx context.Context, w *World) error {
 // ended after the reset so that nothing stays read-only. It is set on the
 // harness's own databases only: other tests share the server.
 func readOnly(ctx context.Context, w *World) (string, error) {
+	return setReadOnly(ctx, w, 3*time.Second)
+}
+
+// setReadOnly is readOnly for d.
+func setReadOnly(ctx context.Context, w *World, d time.Duration) (string, error) {
 	var since time.Time
 	if err := w.Admin.QueryRow(ctx, `SELECT now()`).Scan(&since); err != nil {
 		return "", err
@@ -156,7 +161,7 @@ func readOnly(ctx context.Context, w *World) (string, error) {
 	var n1, n2 int
 	err := w.Admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		WHERE application_name IN ('txbox-relay', 'txbox-consumer')`).Scan(&n1)
-	time.Sleep(3 * time.Second)
+	time.Sleep(d)
 	if rerr := set("RESET default_transaction_read_only"); rerr != nil {
 		return "", rerr
 	}

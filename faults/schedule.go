@@ -36,13 +36,15 @@ type Minimums map[Kind]int
 
 // ShortMinimums is what the CI short mode must inject at least.
 var ShortMinimums = Minimums{KillRelay: 5, KillConsumer: 2, RestartBroker: 2, TerminatePG: 3, CutNetwork: 1, SlowNetwork: 1, HalfOpen: 1,
-	SkewedKeys: 1, TruncateOutbox: 1, ExplicitIDs: 1, ManualRetry: 1, VacuumFull: 1, ReadOnly: 1, StreamFull: 1, LeaseClockJump: 1}
+	SkewedKeys: 1, TruncateOutbox: 1, ExplicitIDs: 1, ManualRetry: 1, VacuumFull: 1, ReadOnly: 1, StreamFull: 1, LeaseClockJump: 1,
+	StreamRecreated: 1, RestartPostgres: 1}
 
 // Fault is one scheduled fault.
 type Fault struct {
 	At   time.Duration
 	Kind Kind
-	Arg  int // which relay or consumer, or which link
+	Arg  int           // which relay or consumer, or which link
+	For  time.Duration // how long a long outage lasts (WithLong); 0 for the others
 }
 
 // Schedule spreads the minimums (times scale) over d on a seeded random
@@ -144,6 +146,16 @@ func Inject(ctx context.Context, w *World, faults []Fault, logf func(string, ...
 			note, err = streamFull(ctx, w)
 		case LeaseClockJump:
 			note, err = leaseClockJump(ctx, w, 5*time.Second)
+		case LongBrokerOutage:
+			note = brokerDown(w, f.For)
+		case StreamRecreated:
+			note, err = recreateStream(ctx, w)
+		case ReadOnlyLong:
+			note, err = setReadOnly(ctx, w, f.For)
+		case RestartPostgres:
+			note = restartPostgres(w)
+		case HandlerDBDown:
+			note = handlerDBDown(w, f.For)
 		}
 		if err != nil {
 			// A fault that did not happen is not counted: the run then

@@ -40,7 +40,8 @@ import (
 // nats-server, proxies in front of both, and the processes.
 type World struct {
 	t        *testing.T
-	Admin    *pgx.Conn // the server's test database, for CREATE/DROP and backend termination
+	PG       *testenv.PostgresServer // the world's own server: the PostgreSQL-restart fault restarts it
+	Admin    *pgxpool.Pool           // its postgres database, for CREATE/DROP and backend termination
 	ProdURL  string    // producers' database, direct
 	ConsURL  string    // consumers' database, direct
 	ProdDB   string    // their names, for ALTER DATABASE
@@ -50,6 +51,13 @@ type World struct {
 	NATS     *testenv.NATSServer
 	PGProxy  *testenv.Proxy
 	NATProxy *testenv.Proxy
+	// AuditURL is the database the consumers' handlers write to beside the
+	// inbox's (an audit trail), reached through AuditProxy, which the
+	// handler's-database-down fault cuts.
+	AuditURL   string
+	AuditProxy *testenv.Proxy
+	// RetryArgs are the relays' retry flags (relayRetry).
+	RetryArgs []string
 	Tables   store.Tables
 	Stream   string
 	Subjects string
@@ -60,6 +68,9 @@ type World struct {
 	relay  string // txbox binary
 	self   string // this test binary, re-run as a consumer
 	broken []string
+	// deleted holds the messages of streams the stream-recreated fault
+	// deleted, for the checker (readStream).
+	deleted []streamMsg
 
 	// GapIDs makes the explicit-ids fault write ids from the sequence's
 	// gaps, usually below the PostgreSQL claim floor, so that an
@@ -129,23 +140,28 @@ type proc struct {
 func NewWorld(t *testing.T, relayBin string) *World {
 	t.Helper()
 	ctx := context.Background()
-	base := testenv.URL(t, "TXBOX_TEST_POSTGRES")
-	admin, err := pgx.Connect(ctx, base)
+	// A server of the world's own: the PostgreSQL-restart fault restarts
+	// it, which the shared one must never be, and it runs wal_level =
+	// logical for the CDC relays whatever the shared one runs.
+	pg := testenv.StartPostgres(t)
+	base := pg.URL
+	admin, err := pgxpool.New(ctx, base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &World{t: t, Admin: admin, procs: map[string]*proc{}, relay: relayBin, self: os.Args[0]}
-	t.Cleanup(func() { w.stopAll(); admin.Close(context.Background()) })
+	w := &World{t: t, PG: pg, Admin: admin, procs: map[string]*proc{}, relay: relayBin, self: os.Args[0], RetryArgs: relayRetry(false)}
+	t.Cleanup(func() { w.stopAll(); admin.Close() })
 	id := strings.ReplaceAll(txbox.NewID()[24:], "-", "")
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.ProdDB, w.ConsDB = "txbox_faults_prod_"+id, "txbox_faults_cons_"+id
+	auditDB, auditURL := "txbox_faults_audit_"+id, ""
 	for _, db := range []struct {
 		name string
 		dst  *string
-	}{{w.ProdDB, &w.ProdURL}, {w.ConsDB, &w.ConsURL}} {
+	}{{w.ProdDB, &w.ProdURL}, {w.ConsDB, &w.ConsURL}, {auditDB, &auditURL}} {
 		if _, err := admin.Exec(ctx, "CREATE DATABASE "+db.name); err != nil {
 			t.Fatal(err)
 		}
@@ -191,6 +207,19 @@ func NewWorld(t *testing.T, relayBin string) *World {
 		pgHost += ":5432"
 	}
 	w.PGProxy = testenv.NewProxy(t, pgHost)
+	w.AuditProxy = testenv.NewProxy(t, pgHost)
+	audit, err := pgx.Connect(ctx, auditURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = audit.Exec(ctx, `CREATE TABLE audit (event_id TEXT PRIMARY KEY, consumer TEXT NOT NULL)`)
+	audit.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	au, _ := url.Parse(auditURL)
+	au.Host = w.AuditProxy.Addr()
+	w.AuditURL = au.String()
 	w.Stream, w.Subjects, w.Topic = "FAULTS", "faults.>", "faults.{aggregate_type}.{event_type}"
 	return w
 }
@@ -207,6 +236,13 @@ func (w *World) viaProxy(raw, app string) string {
 }
 
 func (w *World) natsViaProxy() string { return "nats://" + w.NATProxy.Addr() }
+
+// keepDeleted records the messages of a stream about to be deleted.
+func (w *World) keepDeleted(msgs []streamMsg) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.deleted = append(w.deleted, msgs...)
+}
 
 // Relays is how many relay processes the world runs: in polling mode
 // three, in CDC mode two on one slot (one reads, one is standby).
@@ -228,7 +264,8 @@ func (w *World) StartRelay(i int) {
 	args := []string{"relay", "--db", w.viaProxy(w.ProdURL, "txbox-relay"), "--broker", w.natsViaProxy(),
 		"--nats-stream", w.Stream, "--nats-subjects", w.Subjects, "--nats-create-stream", "--topic", w.Topic,
 		"--relay-id", name, "--batch-size", "200", "--lease", "3s", "--publish-timeout", "1s", "--poll-interval", "20ms",
-		"--backoff-base", "100ms", "--backoff-max", "2s", "--max-attempts", "1000", "--log-level", "warn"}
+		"--log-level", "warn"}
+	args = append(args, w.RetryArgs...)
 	switch {
 	case w.Slot != "":
 		args = append(args, "--mode", "cdc", "--slot", w.Slot)
@@ -243,7 +280,7 @@ func (w *World) StartRelay(i int) {
 func (w *World) StartConsumer(i int) {
 	name := fmt.Sprintf("consumer-%d", i)
 	env := []string{"TXBOX_FAULTS_CONSUMER=1", "FAULTS_DB=" + w.viaProxy(w.ConsURL, "txbox-consumer"),
-		"FAULTS_NATS=" + w.natsViaProxy(), "FAULTS_STREAM=" + w.Stream, "FAULTS_NAME=" + name}
+		"FAULTS_NATS=" + w.natsViaProxy(), "FAULTS_STREAM=" + w.Stream, "FAULTS_NAME=" + name, "FAULTS_AUDIT_DB=" + w.AuditURL}
 	w.start(name, w.self, []string{"-test.run=^$"}, env)
 }
 
