@@ -42,9 +42,9 @@ type World struct {
 	t        *testing.T
 	PG       *testenv.PostgresServer // the world's own server: the PostgreSQL-restart fault restarts it
 	Admin    *pgxpool.Pool           // its postgres database, for CREATE/DROP and backend termination
-	ProdURL  string    // producers' database, direct
-	ConsURL  string    // consumers' database, direct
-	ProdDB   string    // their names, for ALTER DATABASE
+	ProdURL  string                  // producers' database, direct
+	ConsURL  string                  // consumers' database, direct
+	ProdDB   string                  // their names, for ALTER DATABASE
 	ConsDB   string
 	Prod     *pgxpool.Pool
 	Cons     *pgxpool.Pool
@@ -58,10 +58,10 @@ type World struct {
 	AuditProxy *testenv.Proxy
 	// RetryArgs are the relays' retry flags (relayRetry).
 	RetryArgs []string
-	Tables   store.Tables
-	Stream   string
-	Subjects string
-	Topic    string
+	Tables    store.Tables
+	Stream    string
+	Subjects  string
+	Topic     string
 
 	mu     sync.Mutex
 	procs  map[string]*proc
