@@ -168,7 +168,10 @@ func runFaults(t *testing.T, cdc bool, d time.Duration) {
 	t.Logf("seed %d (replay: go test ./faults -run 'TestFaults$' -args -faults.seed %d -faults.duration %v -faults.mode %s -faults.long-outage %v -faults.default-retry=%v)",
 		s, s, d, m, *longOutage, *defaultRetry)
 	scale := max(1, int((d-long.Total())/(90*time.Second)))
-	rep, done := harness(t, runOpts{relayBin: testenv.Binary(t), duration: d, scale: scale, quiesce: 3 * time.Minute, seed: s, cdc: cdc,
+	// The backlog a long outage leaves takes its time to drain: the wait
+	// for it grows with the outage (it ends as soon as all is applied).
+	quiesce := max(3*time.Minute, long[LongBrokerOutage])
+	rep, done := harness(t, runOpts{relayBin: testenv.Binary(t), duration: d, scale: scale, quiesce: quiesce, seed: s, cdc: cdc,
 		long: long, defaultRetry: *defaultRetry})
 	t.Logf("faults injected: %v", done)
 	t.Logf("report:\n%s", rep)
