@@ -42,7 +42,7 @@ func (c *confirmFlags) proceed(cmd *cobra.Command, what string, n int64) (bool, 
 		return true, nil
 	}
 	if !stdinIsTerminal() {
-		return false, &usageError{msg: fmt.Sprintf("would %s: give --yes (TXBOX_YES) to confirm, or --dry-run to only look (stdin is not a terminal, so there is no one to ask)", what)}
+		return false, &usageError{msg: fmt.Sprintf("would %s: give --yes to confirm, or --dry-run to only look (stdin is not a terminal, so there is no one to ask)", what)}
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "%s? [y/N] ", upperFirst(what))
 	line, _ := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')

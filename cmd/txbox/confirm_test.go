@@ -131,8 +131,8 @@ func TestDestructiveCommandsDryRunConfirmYes(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "purged 1 dead event(s)") {
 		t.Fatalf("purge of one row: exit %d\n%s", code, out)
 	}
-	out, code = run(t, []string{"TXBOX_YES=true"}, with("dead", "purge", "--all")...)
+	out, code = run(t, nil, with("dead", "purge", "--all", "--yes")...)
 	if code != 0 || !strings.Contains(out, "purged 2 dead event(s)") || countDead(t, conn, outbox) != 0 {
-		t.Fatalf("purge with TXBOX_YES: exit %d\n%s", code, out)
+		t.Fatalf("purge with --yes: exit %d\n%s", code, out)
 	}
 }

@@ -77,6 +77,10 @@ func conventions(root *cobra.Command) {
 				return
 			}
 			seen[fl] = true
+			if flagOnly[fl.Name] {
+				fl.Usage += " [command line only: no environment variable]"
+				return
+			}
 			fl.Usage += " [" + envName(fl.Name) + "]"
 		})
 		for _, sub := range c.Commands() {

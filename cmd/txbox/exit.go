@@ -16,8 +16,8 @@ const (
 // exitHelp is appended to every command's help.
 const exitHelp = `
 Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.
-Every flag can be set by its environment variable (shown after the flag);
-a flag given on the command line wins.`
+Every flag but --yes and --all can be set by its environment variable
+(shown after the flag); a flag given on the command line wins.`
 
 // usageError is a usage or configuration error whose message is complete as
 // it stands (no "config FIELD:" prefix): exit 2.

@@ -2,7 +2,8 @@
 // transactional outbox: migrate, relay, stats, dead-letter handling, cleanup.
 //
 // Every flag has an environment variable: --foo-bar is TXBOX_FOO_BAR. A flag
-// given on the command line wins over the environment.
+// given on the command line wins over the environment. The safety switches
+// --yes and --all are the exception: command line only (env.go).
 package main
 
 import (
@@ -106,7 +107,11 @@ func newRoot() *cobra.Command {
 			if err := bindEnv(cmd); err != nil {
 				return err
 			}
-			return g.setupLog()
+			if err := g.setupLog(); err != nil {
+				return err
+			}
+			warnEnv(cmd.Root(), os.Environ(), g.log)
+			return nil
 		},
 	}
 	f := root.PersistentFlags()
@@ -124,10 +129,11 @@ func newRoot() *cobra.Command {
 
 // bindEnv fills every flag that was not given on the command line from its
 // TXBOX_* variable. A value the flag rejects is a config error naming both.
+// The flags of flagOnly have no variable.
 func bindEnv(cmd *cobra.Command) error {
 	var firstErr error
 	visit := func(fl *pflag.Flag) {
-		if firstErr != nil || fl.Changed {
+		if firstErr != nil || fl.Changed || flagOnly[fl.Name] {
 			return
 		}
 		env := envName(fl.Name)
