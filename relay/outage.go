@@ -83,11 +83,23 @@ func isOutage(err error) bool {
 
 // round records one publish round's results.
 func (o *outages) round(msgs []broker.Message, errs []error) {
-	ok := false
+	ok, all := false, true
 	for _, err := range errs {
 		if err == nil {
 			ok = true
-			break
+		} else {
+			all = false
+		}
+	}
+	if all {
+		// The common round: everything confirmed. Only an outage in
+		// progress needs the bookkeeping below.
+		o.mu.Lock()
+		o.known = true
+		quiet := !o.downLocked() && len(o.dests) == 0
+		o.mu.Unlock()
+		if quiet {
+			return
 		}
 	}
 	type end struct {
