@@ -88,7 +88,7 @@ func (c *Console) apiDeadAction(a action) http.HandlerFunc {
 			c.answer(w, r, nil, err)
 			return
 		}
-		v, err := c.deadAction(r.Context(), a, q)
+		v, err := c.deadAction(r.Context(), a, q, clientAddr(r))
 		c.answer(w, r, v, err)
 	}
 }
@@ -114,7 +114,7 @@ func (c *Console) apiInboxReplay(w http.ResponseWriter, r *http.Request) {
 		c.answer(w, r, nil, err)
 		return
 	}
-	v, err := c.inboxReplay(r.Context(), q)
+	v, err := c.inboxReplay(r.Context(), q, clientAddr(r))
 	c.answer(w, r, v, err)
 }
 

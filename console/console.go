@@ -29,14 +29,21 @@ import (
 type Options struct {
 	// Token, when set, is required from every client (Authorization: Bearer,
 	// or the cookie the login page sets) and lifts the loopback-only rule.
+	// At least MinTokenLength characters. Serve a console with a token over
+	// TLS: the token and the login cookie cross the network with every
+	// request.
 	Token string
+	// WrongTokenDelay spaces out the answers to wrong tokens, of all
+	// clients together (default 1s; negative: none, for tests).
+	WrongTokenDelay time.Duration
 	// ReadOnly hides replay and purge; the API answers them 403.
 	ReadOnly bool
 	// BasePath is where the handler is mounted ("/admin/txbox"), without a
 	// trailing slash; links and cookies use it. Strip it before the
 	// handler (http.StripPrefix).
 	BasePath string
-	// Database is shown in the header; pass it redacted.
+	// Database is shown in the header to clients that gave the token (or
+	// loopback clients of a console without one); pass it redacted.
 	Database string
 	// SampleEvery is how often Run samples the counts for the overview's
 	// chart (default 10s); the chart keeps the last hour.
@@ -55,6 +62,9 @@ type Console struct {
 	pages map[string]*template.Template
 	csrf  string // per-process secret the forms carry
 	log   *slog.Logger
+
+	session string // the login cookie's value: sessionValue(Token)
+	guesses guessGate
 
 	mu      sync.Mutex
 	samples []sample
@@ -84,10 +94,19 @@ func New(s store.Store, o Options) (*Console, error) {
 	if o.BasePath != "" && !strings.HasPrefix(o.BasePath, "/") {
 		return nil, &txbox.ConfigError{Field: "BasePath", Reason: fmt.Sprintf("%q must start with /", o.BasePath)}
 	}
+	if o.Token != "" && len(o.Token) < MinTokenLength {
+		return nil, &txbox.ConfigError{Field: "Token", Reason: fmt.Sprintf("%d characters: want at least %d (e.g. openssl rand -hex 16)", len(o.Token), MinTokenLength)}
+	}
+	if o.WrongTokenDelay == 0 {
+		o.WrongTokenDelay = time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	c := &Console{s: s, o: o, log: o.Logger}
+	c := &Console{s: s, o: o, log: o.Logger, guesses: guessGate{delay: o.WrongTokenDelay, maxWait: 10 * time.Second}}
+	if o.Token != "" {
+		c.session = sessionValue(o.Token)
+	}
 	c.inbox, _ = s.(store.InboxAdmin)
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
@@ -149,7 +168,11 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// check must refuse. Other sites still get no referrer.
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
-	if status, msg := c.admit(r); status != 0 {
+	status, msg, ok := c.admit(r)
+	if ok {
+		r = r.WithContext(context.WithValue(r.Context(), knownKey{}, true))
+	}
+	if status != 0 {
 		if status == http.StatusUnauthorized && r.Method == http.MethodGet && !isAPI(r) && r.URL.Path != "/login" {
 			http.Redirect(w, r, c.o.BasePath+"/login", http.StatusSeeOther)
 			return

@@ -3,7 +3,10 @@ package console
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/store"
@@ -111,20 +114,24 @@ type actionView struct {
 	Rows   int64  `json:"rows"`
 }
 
-// deadAction replays or purges. A bulk action needs a filter (or all=1)
-// and max_id, the highest id the operator was shown in the count, so rows
-// that died since are not swept up unseen.
-func (c *Console) deadAction(ctx context.Context, a action, q deadQuery) (actionView, error) {
+// deadAction replays or purges. Anything but one event id (a filter,
+// all=1, or a list of ids) is a bulk action: it needs max_id, the highest
+// id the operator was shown in the count, so rows that died since are not
+// swept up unseen, and a list holds at most maxLimit ids. Every action is
+// logged with what it touched and who asked (client: the remote address).
+func (c *Console) deadAction(ctx context.Context, a action, q deadQuery, client string) (actionView, error) {
 	f := q.Filter
 	f.Status = txbox.StatusDead // replay and purge touch DEAD rows only
 	f.AfterID, f.BeforeID, f.Limit, f.Desc = 0, 0, 0, false
-	single := len(f.EventIDs) > 0
-	if !single {
+	if len(f.EventIDs) > maxLimit {
+		return actionView{}, &badRequest{"event_id", fmt.Sprintf("%d ids: at most %d at once", len(f.EventIDs), maxLimit)}
+	}
+	if len(f.EventIDs) != 1 {
 		if q.empty() && !q.All {
 			return actionView{}, &badRequest{"filter", "give event_id, aggregate_type, aggregate_id, event_type, since/until, error, or all=1"}
 		}
 		if q.MaxID == 0 {
-			return actionView{}, &badRequest{"max_id", "required for a bulk " + string(a) + ": count first (GET /api/dead/count) and pass its max_id"}
+			return actionView{}, &badRequest{"max_id", "required for a bulk " + string(a) + " (a filter, all=1 or more than one event_id): count first (GET /api/dead/count) and pass its max_id"}
 		}
 	}
 	if q.MaxID > 0 {
@@ -141,6 +148,34 @@ func (c *Console) deadAction(ctx context.Context, a action, q deadQuery) (action
 	if err != nil {
 		return actionView{}, err
 	}
-	c.log.Info("console: dead letters "+string(a)+"ed", "rows", n, "event_ids", len(f.EventIDs), "max_id", q.MaxID)
+	attrs := []any{"rows", n, "client", client}
+	if len(f.EventIDs) > 0 {
+		attrs = append(attrs, "event_ids", strings.Join(f.EventIDs, ","))
+	}
+	if v := q.values(); len(f.EventIDs) == 0 || len(v) > 1 {
+		v.Del("event_id")
+		attrs = append(attrs, "filter", v.Encode())
+	}
+	if q.MaxID > 0 {
+		attrs = append(attrs, "max_id", q.MaxID)
+	}
+	c.log.Info("console: dead letters "+a.done(), attrs...)
 	return actionView{Action: string(a), Rows: n}, nil
+}
+
+// done is the action's past tense, for the audit line.
+func (a action) done() string {
+	if a == actionReplay {
+		return "replayed"
+	}
+	return "purged"
+}
+
+// clientAddr is the address an audit line names: the connection's remote
+// host. A forwarding header is not trusted: any client can send one.
+func clientAddr(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
+	}
+	return r.RemoteAddr
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/txbox/txbox"
@@ -87,8 +88,9 @@ func (c *Console) inboxEvent(ctx context.Context, consumer, eventID string) (inb
 }
 
 // inboxReplay asks the running consumer to apply parked events again: one
-// (event_id) or every parked event of the consumer (all=1).
-func (c *Console) inboxReplay(ctx context.Context, q inboxQuery) (actionView, error) {
+// (event_id) or every parked event of the consumer (all=1). It is logged
+// with the event ids and the client's address.
+func (c *Console) inboxReplay(ctx context.Context, q inboxQuery, client string) (actionView, error) {
 	if c.inbox == nil {
 		return actionView{}, errNoInbox
 	}
@@ -104,6 +106,12 @@ func (c *Console) inboxReplay(ctx context.Context, q inboxQuery) (actionView, er
 	if err != nil {
 		return actionView{}, err
 	}
-	c.log.Info("console: inbox replay requested", "consumer", f.Consumer, "rows", n)
+	attrs := []any{"consumer", f.Consumer, "rows", n, "client", client}
+	if len(f.EventIDs) > 0 {
+		attrs = append(attrs, "event_ids", strings.Join(f.EventIDs, ","))
+	} else {
+		attrs = append(attrs, "all", true)
+	}
+	c.log.Info("console: inbox replay requested", attrs...)
 	return actionView{Action: "replay", Rows: n}, nil
 }

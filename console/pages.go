@@ -80,7 +80,12 @@ func formatTime(t any) string {
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
-	p := page{Title: title, Base: c.o.BasePath, CSRF: c.csrf, ReadOnly: c.o.ReadOnly, Database: c.o.Database, Data: data}
+	p := page{Title: title, Base: c.o.BasePath, CSRF: c.csrf, ReadOnly: c.o.ReadOnly, Data: data}
+	if known(r) {
+		// What the console is connected to is for those who may use it:
+		// not on the login page, nor on a refusal.
+		p.Database = c.o.Database
+	}
 	if n, err := strconv.ParseInt(r.URL.Query().Get("rows"), 10, 64); err == nil {
 		switch r.URL.Query().Get("done") {
 		case "replay":
@@ -195,11 +200,16 @@ func (c *Console) postDead(a action) http.HandlerFunc {
 			return
 		}
 		q, err := c.parseDead(r.PostForm)
+		if err == nil && a == actionPurge && q.MaxID == 0 {
+			// A purge from the pages, of one event too, is confirmed on
+			// the confirmation page, which passes the max_id it counted.
+			err = &badRequest{"max_id", "a purge is confirmed first: open /dead/confirm?action=purge with the filter or event_id"}
+		}
 		if err != nil {
 			c.pageError(w, r, err)
 			return
 		}
-		v, err := c.deadAction(r.Context(), a, q)
+		v, err := c.deadAction(r.Context(), a, q, clientAddr(r))
 		if err != nil {
 			c.pageError(w, r, err)
 			return
@@ -275,7 +285,7 @@ func (c *Console) postInboxReplay(w http.ResponseWriter, r *http.Request) {
 		c.pageError(w, r, err)
 		return
 	}
-	v, err := c.inboxReplay(r.Context(), q)
+	v, err := c.inboxReplay(r.Context(), q, clientAddr(r))
 	if err != nil {
 		c.pageError(w, r, err)
 		return
@@ -308,14 +318,17 @@ func (c *Console) pageLogin(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "login", "Log in", struct{ Wrong bool }{})
 }
 
-// postLogin sets the token as an HttpOnly, SameSite=Strict cookie, so
-// the browser sends it with the console's own requests only.
+// postLogin sets a value derived from the token (sessionValue) as an
+// HttpOnly, SameSite=Strict cookie, so the browser sends it with the
+// console's own requests only; over TLS the cookie is Secure. A wrong
+// token is answered after the guess delay.
 func (c *Console) postLogin(w http.ResponseWriter, r *http.Request) {
 	if c.o.Token == "" {
 		http.Redirect(w, r, c.o.BasePath+"/", http.StatusSeeOther)
 		return
 	}
 	if !equal(r.PostFormValue("token"), c.o.Token) {
+		c.guesses.wait(r.Context())
 		c.render(w, r, http.StatusUnauthorized, "login", "Log in", struct{ Wrong bool }{true})
 		return
 	}
@@ -323,7 +336,7 @@ func (c *Console) postLogin(w http.ResponseWriter, r *http.Request) {
 	if path == "" {
 		path = "/"
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: c.o.Token, Path: path, HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: c.session, Path: path, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, c.o.BasePath+"/", http.StatusSeeOther)
 }

@@ -56,17 +56,17 @@ func TestLoopbackOnlyWithoutToken(t *testing.T) {
 // With a token every request needs it, from anywhere; the page offers a
 // login that sets a SameSite=Strict, HttpOnly cookie.
 func TestToken(t *testing.T) {
-	c := newConsole(t, openSQLite(t), console.Options{Token: "s3cret"})
+	c := newConsole(t, openSQLite(t), console.Options{Token: "s3cret-s3cret-s3cret", WrongTokenDelay: -1})
 	remote := "10.0.0.7:4000"
 	w := do(t, c, req{path: "/api/overview", remote: remote, host: "txbox.internal"})
 	must(t, w.Code == http.StatusUnauthorized && strings.Contains(w.Body.String(), `"error"`), "no token: %d", w.Code)
 	w = do(t, c, req{path: "/", remote: remote, host: "txbox.internal"})
 	must(t, w.Code == http.StatusSeeOther && w.Header().Get("Location") == "/login", "page without token: %d %v", w.Code, w.Header())
-	for _, bad := range []string{"Bearer s3cre", "Bearer s3cret2", "s3cret", "Bearer "} {
+	for _, bad := range []string{"Bearer s3cret-s3cret-s3cre", "Bearer s3cret-s3cret-s3cret2", "s3cret-s3cret-s3cret", "Bearer "} {
 		w = do(t, c, req{path: "/api/overview", remote: remote, header: map[string]string{"Authorization": bad}})
 		must(t, w.Code == http.StatusUnauthorized, "%q: %d", bad, w.Code)
 	}
-	w = do(t, c, req{path: "/api/overview", remote: remote, host: "txbox.internal", header: map[string]string{"Authorization": "Bearer s3cret"}})
+	w = do(t, c, req{path: "/api/overview", remote: remote, host: "txbox.internal", header: map[string]string{"Authorization": "Bearer s3cret-s3cret-s3cret"}})
 	must(t, w.Code == http.StatusOK, "bearer: %d", w.Code)
 
 	get(t, c, "/login")
@@ -74,14 +74,14 @@ func TestToken(t *testing.T) {
 	must(t, w.Code == http.StatusOK && strings.Contains(w.Header().Get("Content-Type"), "text/css"), "the login page's stylesheet: %d %v", w.Code, w.Header())
 	w = do(t, c, req{method: "POST", path: "/login", form: url.Values{"token": {"nope"}}, remote: remote})
 	must(t, w.Code == http.StatusUnauthorized, "wrong login: %d", w.Code)
-	w = do(t, c, req{method: "POST", path: "/login", form: url.Values{"token": {"s3cret"}}, remote: remote, header: map[string]string{"Origin": "http://evil.example"}})
+	w = do(t, c, req{method: "POST", path: "/login", form: url.Values{"token": {"s3cret-s3cret-s3cret"}}, remote: remote, header: map[string]string{"Origin": "http://evil.example"}})
 	must(t, w.Code == http.StatusForbidden, "cross-origin login: %d", w.Code)
-	w = do(t, c, req{method: "POST", path: "/login", form: url.Values{"token": {"s3cret"}}, remote: remote})
+	w = do(t, c, req{method: "POST", path: "/login", form: url.Values{"token": {"s3cret-s3cret-s3cret"}}, remote: remote})
 	ck := w.Result().Cookies()
 	must(t, w.Code == http.StatusSeeOther && len(ck) == 1 && ck[0].HttpOnly && ck[0].SameSite == http.SameSiteStrictMode, "login: %d %v", w.Code, ck)
 	w = do(t, c, req{path: "/", remote: remote, header: map[string]string{"Cookie": ck[0].Name + "=" + ck[0].Value}})
 	must(t, w.Code == http.StatusOK, "cookie: %d", w.Code)
-	w = do(t, c, req{path: "/", remote: remote, header: map[string]string{"Cookie": ck[0].Name + "=s3cretX"}})
+	w = do(t, c, req{path: "/", remote: remote, header: map[string]string{"Cookie": ck[0].Name + "=s3cret-s3cret-s3cret"}})
 	must(t, w.Code == http.StatusSeeOther, "wrong cookie: %d", w.Code)
 }
 
@@ -117,7 +117,7 @@ func TestCSRF(t *testing.T) {
 		w := do(t, c, r)
 		must(t, w.Code == http.StatusForbidden, "%s: %d, want 403 (%s)", name, w.Code, w.Body.String())
 	}
-	w := do(t, c, req{method: "POST", path: "/dead/purge", form: form(csrf), header: map[string]string{"Origin": "http://127.0.0.1:8080", "Sec-Fetch-Site": "same-origin"}})
+	w := do(t, c, req{method: "POST", path: "/dead/replay", form: form(csrf), header: map[string]string{"Origin": "http://127.0.0.1:8080", "Sec-Fetch-Site": "same-origin"}})
 	must(t, w.Code == http.StatusSeeOther, "same origin with token: %d %s", w.Code, w.Body.String())
 	w = do(t, c, req{method: "POST", path: "/api/dead/purge?event_id=e1", header: map[string]string{"X-CSRF-Token": csrf}})
 	must(t, w.Code == http.StatusOK, "api with header token: %d %s", w.Code, w.Body.String())

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
+
+	secrets "github.com/txbox/txbox/internal/redact"
 )
 
 // controlPictures makes producer-written text safe to look at: C0 controls
@@ -51,19 +52,11 @@ func needsPicture(r rune) bool {
 		(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0xfeff
 }
 
-// urlPasswordRE finds the password of a URL inside free text (an error
-// message quoting a broker or database URL).
-var urlPasswordRE = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.\-]*://[^\s/@:]*):[^\s/@]*@`)
-
-// secretParamRE finds password-like query or DSN parameters in free text.
-var secretParamRE = regexp.MustCompile(`(?i)([?&;\s](?:[a-z0-9_.\-]*(?:password|passwd|pwd|secret|token|api_?key))=)[^&\s,;#]*`)
-
 // redact hides passwords in text the console shows: error messages may
-// quote the URL a relay failed to reach.
-func redact(s string) string {
-	s = urlPasswordRE.ReplaceAllString(s, "${1}:xxxxx@")
-	return secretParamRE.ReplaceAllString(s, "${1}xxxxx")
-}
+// quote the URL a relay or consumer failed to reach. internal/redact is the
+// one place that knows where a secret may stand in a connection string, so
+// the console hides what the CLI and the adapters hide.
+func redact(s string) string { return secrets.Text(s) }
 
 // prettyJSON indents valid JSON; anything else is returned as it is.
 func prettyJSON(b []byte) string {

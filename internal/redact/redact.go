@@ -58,6 +58,35 @@ func URL(raw string) string {
 	return secretParamRE.ReplaceAllString(out, "${1}${2}"+Mask)
 }
 
+// Text hides the secrets of every URL and DSN that free text quotes: an
+// error message or a row's last error, which may name the database or
+// broker an attempt failed to reach. Each run of non-space characters that
+// holds "://" is redacted as URL does; one that holds no scheme but a
+// user:password before an '@' (a driver DSN, user:pw@tcp(host)/db) has
+// everything before its last '@' hidden; password-like parameters are
+// hidden anywhere. Quotes, brackets and punctuation around a URL stay.
+func Text(s string) string {
+	s = wordRE.ReplaceAllStringFunc(s, textWord)
+	return secretParamRE.ReplaceAllString(s, "${1}${2}"+Mask)
+}
+
+var wordRE = regexp.MustCompile(`\S+`)
+
+func textWord(w string) string {
+	lead := len(w) - len(strings.TrimLeft(w, "\"'`(<["))
+	core := strings.TrimRight(w[lead:], "\"'`),.;:>]")
+	tail := w[lead+len(core):]
+	switch {
+	case strings.Contains(core, "://"):
+		core = URL(core)
+	default:
+		if at := strings.LastIndex(core, "@"); at > 0 && strings.Contains(core[:at], ":") {
+			core = Mask + core[at:]
+		}
+	}
+	return w[:lead] + core + tail
+}
+
 // oneURL redacts one URL of a list; separators after it are kept.
 func oneURL(seg string) string {
 	body := strings.TrimRight(seg, ", \t")

@@ -159,3 +159,31 @@ func FuzzURL(f *testing.F) {
 }
 
 var percentEscape = regexp.MustCompile(`%[0-9A-Fa-f]{2}`)
+
+// TestText: every URL and DSN inside free text (an error message, a row's
+// last error) has its secrets hidden, whatever surrounds it; the text
+// around them is kept.
+func TestText(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"dial postgres://app:pa/ss@db:5432/shop: connection refused", "dial postgres://xxxxx@db:5432/shop: connection refused"},
+		{"nats: no servers available for connection: nats://s3cretToken@10.0.0.1:4222", "nats: no servers available for connection: nats://xxxxx@10.0.0.1:4222"},
+		{"redis: dial redis://hunter2@cache:6379/0: i/o timeout", "redis: dial redis://xxxxx@cache:6379/0: i/o timeout"},
+		{"Error 1045: open app:hunter2@tcp(127.0.0.1:3306)/shop failed", "Error 1045: open xxxxx@tcp(127.0.0.1:3306)/shop failed"},
+		{`publish to "amqp://bob:s3cret@mq:5672/" refused (403)`, `publish to "amqp://bob:xxxxx@mq:5672/" refused (403)`},
+		{"(postgres://u:s3cret@h/x), then mysql://root:t0psecret@h/db.", "(postgres://u:xxxxx@h/x), then mysql://root:xxxxx@h/db."},
+		{"POST https://hooks.example/in?token=s3cret&x=1: 401", "POST https://hooks.example/in?token=xxxxx&x=1: 401"},
+		{"connect host=db user=app password='s3 cret' dbname=x: refused", "connect host=db user=app password=xxxxx dbname=x: refused"},
+		{"mail ops@example.com about order 12:30", "mail ops@example.com about order 12:30"},
+		{"handler failed: ledger account 4711 closed", "handler failed: ledger account 4711 closed"},
+	} {
+		got := redact.Text(c.in)
+		if got != c.want {
+			t.Errorf("Text(%q)\n = %q\nwant %q", c.in, got, c.want)
+		}
+		for _, secret := range []string{"pa/ss", "s3cret", "hunter2", "t0psecret", "s3 cret"} {
+			if strings.Contains(got, secret) {
+				t.Errorf("Text(%q) leaks %q: %q", c.in, secret, got)
+			}
+		}
+	}
+}
