@@ -32,11 +32,14 @@ type cdcFlags struct {
 func (c *cdcFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&c.mode, "mode", modePoll, "poll: claim rows from the outbox table; cdc: read the PostgreSQL log through logical replication (needs --slot, wal_level = logical and `txbox migrate --cdc`)")
 	f.StringVar(&c.slot, "slot", "", "replication slot of --mode cdc (created on first use; lower-case letters, digits, _)")
-	f.Int64Var(&c.lagWarn, "slot-lag-warn", cdc.DefaultLagWarnBytes, "--mode cdc: log a warning while a txbox replication slot holds more WAL than this many bytes")
+	f.Int64Var(&c.lagWarn, "slot-lag-warn", cdc.DefaultLagWarnBytes, "--mode cdc: log a warning while a txbox replication slot holds more WAL than this many bytes (0: never)")
 }
 
 // check validates the flags before anything connects.
 func (c *cdcFlags) check(db, wakeup string) error {
+	if c.lagWarn < 0 {
+		return &txbox.ConfigError{Field: flagField("slot-lag-warn"), Reason: fmt.Sprintf("%d is negative: want a number of bytes, or 0 for no warning", c.lagWarn)}
+	}
 	switch c.mode {
 	case modePoll:
 		if c.slot != "" {
@@ -80,7 +83,11 @@ func runCDC(ctx context.Context, g *globals, cfg relay.Config, cf cdcFlags, s *p
 		return err
 	}
 	r, err := startRelay(ctx, srv, func() (*cdc.Relay, error) {
-		return cdc.New(cdc.Config{Store: s, ConnString: g.db, Slot: cf.slot, Relay: cfg, BatchSize: cfg.BatchSize, LagWarnBytes: cf.lagWarn})
+		lagWarn := cf.lagWarn
+		if lagWarn == 0 {
+			lagWarn = -1 // the library's "never"; its 0 is the default
+		}
+		return cdc.New(cdc.Config{Store: s, ConnString: g.db, Slot: cf.slot, Relay: cfg, BatchSize: cfg.BatchSize, LagWarnBytes: lagWarn})
 	})
 	if err != nil {
 		return err

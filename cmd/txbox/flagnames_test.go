@@ -7,7 +7,7 @@ import (
 )
 
 // goField is a library field name in an operator's message.
-var goField = regexp.MustCompile(`\b(BatchSize|Workers|PollInterval|IdlePollMax|Lease|PublishTimeout|MaxAttempts|BackoffBase|BackoffMax|OutageProbeMax|Tables\.\w+)\b`)
+var goField = regexp.MustCompile(`\b(BatchSize|Workers|PollInterval|IdlePollMax|Lease|PublishTimeout|MaxAttempts|BackoffBase|BackoffMax|OutageProbeMax|MaxPendingAge|StallAfter|MetricsInterval|Options\.\w+|Tables\.\w+)\b`)
 
 // Validation errors name the flag and its variable, never a Go field; 0 or
 // an empty value is refused where it makes no sense instead of silently
@@ -37,6 +37,20 @@ func TestValidationNamesFlagsAndRefusesZero(t *testing.T) {
 		{[]string{"TXBOX_FAIL_FAST=maybe"}, nil, "--fail-fast (TXBOX_FAIL_FAST)"},
 		{nil, []string{"--claims", "maybe"}, "--claims (TXBOX_CLAIMS)"},
 		{nil, []string{"--schema", "a-b"}, "--schema (TXBOX_SCHEMA)"},
+		// Checked at start, before anything connects (--fail-fast: a value
+		// not checked there would leave the relay waiting for the database).
+		{nil, []string{"--fail-fast", "--max-pending-age", "-1s"}, "--max-pending-age (TXBOX_MAX_PENDING_AGE): -1s is negative"},
+		{nil, []string{"--fail-fast", "--stall-after", "-1s"}, "--stall-after (TXBOX_STALL_AFTER): -1s is negative"},
+		{nil, []string{"--fail-fast", "--metrics-interval", "1ms"}, "--metrics-interval (TXBOX_METRICS_INTERVAL): 1ms is below 10ms"},
+		{nil, []string{"--fail-fast", "--metrics-interval", "0"}, "--metrics-interval (TXBOX_METRICS_INTERVAL)"},
+		{nil, []string{"--fail-fast", "--broker", "kafka://127.0.0.1:1", "--kafka-partitions", "-3"}, "--kafka-partitions (TXBOX_KAFKA_PARTITIONS)"},
+		{[]string{"TXBOX_KAFKA_REPLICATION_FACTOR=-1"}, []string{"--fail-fast", "--broker", "kafka://127.0.0.1:1"}, "--kafka-replication-factor (TXBOX_KAFKA_REPLICATION_FACTOR)"},
+		{nil, []string{"--fail-fast", "--broker", "mqtt://127.0.0.1:1", "--mqtt-max-payload", "-1"}, "--mqtt-max-payload (TXBOX_MQTT_MAX_PAYLOAD)"},
+		{nil, []string{"--fail-fast", "--broker", "redis://127.0.0.1:1", "--redis-maxlen", "-5"}, "--redis-maxlen (TXBOX_REDIS_MAXLEN)"},
+		{[]string{"TXBOX_WEBHOOK_SECRET=0123456789abcdef0123"}, []string{"--fail-fast", "--broker", "http://127.0.0.1:1/in", "--webhook-max-in-flight", "0"}, "--webhook-max-in-flight (TXBOX_WEBHOOK_MAX_IN_FLIGHT)"},
+		{nil, []string{"--fail-fast", "--mode", "cdc", "--slot", "s1", "--slot-lag-warn", "-1"}, "--slot-lag-warn (TXBOX_SLOT_LAG_WARN)"},
+		// Refused before /metrics is served.
+		{nil, []string{"--fail-fast", "--wakeup", "push", "--metrics-addr", "127.0.0.1:0"}, "--wakeup (TXBOX_WAKEUP)"},
 	} {
 		args := append(append([]string{}, relay...), c.args...)
 		out, code := run(t, c.env, args...)

@@ -30,14 +30,8 @@ func init() {
 			f.IntVar(&kafkaFlags.maxMessageBytes, "kafka-max-message-bytes", kafkabroker.DefaultMaxMessageBytes, "largest record (key, headers and payload) to send; a topic's max.message.bytes may lower it")
 		},
 		open: func(ctx context.Context, raw string, log *slog.Logger) (broker.Publisher, error) {
-			if kafkaFlags.partitions < 0 || kafkaFlags.partitions > math.MaxInt32 {
-				return nil, &txbox.ConfigError{Field: "--kafka-partitions", Reason: fmt.Sprintf("%d is not a partition count (0 for the broker's default)", kafkaFlags.partitions)}
-			}
-			if kafkaFlags.replicationFactor < 0 || kafkaFlags.replicationFactor > math.MaxInt16 {
-				return nil, &txbox.ConfigError{Field: "--kafka-replication-factor", Reason: fmt.Sprintf("%d is not a replication factor (0 for the broker's default)", kafkaFlags.replicationFactor)}
-			}
-			if kafkaFlags.maxMessageBytes < 512 || kafkaFlags.maxMessageBytes > 1<<30 {
-				return nil, &txbox.ConfigError{Field: "--kafka-max-message-bytes", Reason: fmt.Sprintf("%d is outside 512..%d", kafkaFlags.maxMessageBytes, 1<<30)}
+			if err := checkKafkaFlags(); err != nil {
+				return nil, err
 			}
 			return kafkabroker.Open(ctx, raw, kafkabroker.Options{
 				CreateTopics:      kafkaFlags.createTopics,
@@ -49,4 +43,19 @@ func init() {
 			})
 		},
 	})
+}
+
+// checkKafkaFlags refuses, before anything connects, values Kafka would
+// refuse only when a topic is created, if ever.
+func checkKafkaFlags() error {
+	if kafkaFlags.partitions < 0 || kafkaFlags.partitions > math.MaxInt32 {
+		return &txbox.ConfigError{Field: "--kafka-partitions (TXBOX_KAFKA_PARTITIONS)", Reason: fmt.Sprintf("%d is not a partition count (0 for the broker's default)", kafkaFlags.partitions)}
+	}
+	if kafkaFlags.replicationFactor < 0 || kafkaFlags.replicationFactor > math.MaxInt16 {
+		return &txbox.ConfigError{Field: "--kafka-replication-factor (TXBOX_KAFKA_REPLICATION_FACTOR)", Reason: fmt.Sprintf("%d is not a replication factor (0 for the broker's default)", kafkaFlags.replicationFactor)}
+	}
+	if kafkaFlags.maxMessageBytes < 512 || kafkaFlags.maxMessageBytes > 1<<30 {
+		return &txbox.ConfigError{Field: "--kafka-max-message-bytes (TXBOX_KAFKA_MAX_MESSAGE_BYTES)", Reason: fmt.Sprintf("%d is outside 512..%d", kafkaFlags.maxMessageBytes, 1<<30)}
+	}
+	return nil
 }

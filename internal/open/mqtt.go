@@ -37,8 +37,8 @@ func init() {
 			f.DurationVar(&mqttFlags.keepAlive, "mqtt-keepalive", mqttbroker.DefaultKeepAlive, "MQTT keep-alive of the relay's connection")
 		},
 		open: func(ctx context.Context, raw string, log *slog.Logger) (broker.Publisher, error) {
-			if mqttFlags.maxPayload < 0 {
-				return nil, &txbox.ConfigError{Field: "--mqtt-max-payload (TXBOX_MQTT_MAX_PAYLOAD)", Reason: "negative"}
+			if err := checkMQTTFlags(); err != nil {
+				return nil, err
 			}
 			var tlsConf *tls.Config
 			if mqttFlags.caFile != "" {
@@ -58,4 +58,15 @@ func init() {
 			})
 		},
 	})
+}
+
+// checkMQTTFlags refuses bad numbers before anything connects.
+func checkMQTTFlags() error {
+	if mqttFlags.maxPayload < 0 {
+		return &txbox.ConfigError{Field: "--mqtt-max-payload (TXBOX_MQTT_MAX_PAYLOAD)", Reason: fmt.Sprintf("%d is negative: want a number of bytes, or 0 for the broker's limit only", mqttFlags.maxPayload)}
+	}
+	if mqttFlags.keepAlive < 0 {
+		return &txbox.ConfigError{Field: "--mqtt-keepalive (TXBOX_MQTT_KEEPALIVE)", Reason: fmt.Sprintf("%v is negative", mqttFlags.keepAlive)}
+	}
+	return nil
 }

@@ -80,6 +80,14 @@ func CheckBrokerFlags(brokerURL string) error {
 	switch scheme, _, _ := strings.Cut(brokerURL, "://"); scheme {
 	case "nats", "tls":
 		return checkNATSFlags()
+	case "kafka":
+		return checkKafkaFlags()
+	case "mqtt", "mqtts":
+		return checkMQTTFlags()
+	case "redis", "rediss":
+		return checkRedisFlags()
+	case "http", "https":
+		return checkWebhookFlags()
 	}
 	return nil
 }

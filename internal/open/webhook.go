@@ -2,6 +2,7 @@ package open
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -42,8 +43,8 @@ func init() {
 			if _, err := webhookbroker.Key(secret); err != nil {
 				return nil, &txbox.ConfigError{Field: "--webhook-secret (" + webhookSecretEnv + ")", Reason: err.Error()}
 			}
-			if webhookFlags.timeout <= 0 || webhookFlags.maxInFlight <= 0 || webhookFlags.maxPayload < 0 {
-				return nil, &txbox.ConfigError{Field: "--webhook-timeout, --webhook-max-in-flight, --webhook-max-payload", Reason: "must be positive (max payload: 0 or more)"}
+			if err := checkWebhookFlags(); err != nil {
+				return nil, err
 			}
 			return webhookbroker.Open(ctx, raw, webhookbroker.Options{
 				Secret: secret, Timeout: webhookFlags.timeout, MaxInFlight: webhookFlags.maxInFlight,
@@ -51,4 +52,17 @@ func init() {
 			})
 		},
 	})
+}
+
+// checkWebhookFlags refuses bad numbers before anything connects.
+func checkWebhookFlags() error {
+	switch {
+	case webhookFlags.timeout <= 0:
+		return &txbox.ConfigError{Field: "--webhook-timeout (TXBOX_WEBHOOK_TIMEOUT)", Reason: fmt.Sprintf("%v: want a positive duration", webhookFlags.timeout)}
+	case webhookFlags.maxInFlight <= 0:
+		return &txbox.ConfigError{Field: "--webhook-max-in-flight (TXBOX_WEBHOOK_MAX_IN_FLIGHT)", Reason: fmt.Sprintf("%d: want 1 or more", webhookFlags.maxInFlight)}
+	case webhookFlags.maxPayload < 0:
+		return &txbox.ConfigError{Field: "--webhook-max-payload (TXBOX_WEBHOOK_MAX_PAYLOAD)", Reason: fmt.Sprintf("%d is negative: want a number of bytes, or 0 for no limit", webhookFlags.maxPayload)}
+	}
+	return nil
 }
