@@ -14,10 +14,12 @@ import (
 	"github.com/txbox/txbox/store"
 )
 
-// filterFlags select dead rows by event id, aggregate, event type and time.
+// filterFlags select dead rows by event id, aggregate, event type, last
+// error and time: the console's filters.
 type filterFlags struct {
 	ids                    []string
 	aggType, aggID, evType string
+	errText                string
 	since, until           string
 	limit                  int
 	all                    bool
@@ -28,17 +30,18 @@ func (ff *filterFlags) add(f *pflag.FlagSet, withAll bool) {
 	f.StringVar(&ff.aggType, "aggregate-type", "", "aggregate type")
 	f.StringVar(&ff.aggID, "aggregate-id", "", "aggregate id")
 	f.StringVar(&ff.evType, "event-type", "", "event type")
+	f.StringVar(&ff.errText, "error", "", "last error contains this text (case does not matter)")
 	f.StringVar(&ff.since, "since", "", "created at or after (RFC 3339, or a duration ago like 2h)")
 	f.StringVar(&ff.until, "until", "", "created before (RFC 3339, or a duration ago)")
 	if withAll {
 		f.BoolVar(&ff.all, "all", false, "match every dead row (required when no other filter is given)")
 	} else {
-		f.IntVar(&ff.limit, "limit", 100, "rows at most")
+		f.IntVar(&ff.limit, "limit", 100, "rows at most (the newest); when more match, a note on stderr says how many")
 	}
 }
 
 func (ff *filterFlags) filter(needFilter bool) (store.Filter, error) {
-	f := store.Filter{Status: txbox.StatusDead, EventIDs: ff.ids, AggregateType: ff.aggType, AggregateID: ff.aggID, EventType: ff.evType, Limit: ff.limit}
+	f := store.Filter{Status: txbox.StatusDead, EventIDs: ff.ids, AggregateType: ff.aggType, AggregateID: ff.aggID, EventType: ff.evType, ErrorContains: ff.errText, Limit: ff.limit}
 	var err error
 	if f.Since, err = parseWhen(ff.since, "--since"); err != nil {
 		return f, err
@@ -46,9 +49,9 @@ func (ff *filterFlags) filter(needFilter bool) (store.Filter, error) {
 	if f.Until, err = parseWhen(ff.until, "--until"); err != nil {
 		return f, err
 	}
-	empty := len(f.EventIDs) == 0 && f.AggregateType == "" && f.AggregateID == "" && f.EventType == "" && f.Since.IsZero() && f.Until.IsZero()
+	empty := len(f.EventIDs) == 0 && f.AggregateType == "" && f.AggregateID == "" && f.EventType == "" && f.ErrorContains == "" && f.Since.IsZero() && f.Until.IsZero()
 	if needFilter && empty && !ff.all {
-		return f, &txbox.ConfigError{Field: "filter", Reason: "give --event-id, --aggregate-type, --aggregate-id, --event-type, --since/--until, or --all"}
+		return f, &txbox.ConfigError{Field: "filter", Reason: "give --event-id, --aggregate-type, --aggregate-id, --event-type, --error, --since/--until, or --all"}
 	}
 	return f, nil
 }
@@ -73,12 +76,15 @@ func newDead(g *globals) *cobra.Command {
 	var lo outputFlags
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List dead rows",
+		Short: "List dead rows, newest first (as the console does)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := lf.filter(false)
 			if err != nil {
 				return err
+			}
+			if f.Limit < 1 {
+				return &txbox.ConfigError{Field: flagField("limit"), Reason: fmt.Sprintf("%d: want 1 or more", f.Limit)}
 			}
 			asJSON, err := lo.asJSON()
 			if err != nil {
@@ -89,48 +95,80 @@ func newDead(g *globals) *cobra.Command {
 				return err
 			}
 			defer s.Close()
+			// Newest first: what an operator looks for is what died last,
+			// and the console lists in the same order. One row more than
+			// the limit tells whether rows were cut.
+			limit := f.Limit
+			f.Desc, f.Limit = true, limit+1
 			recs, err := s.List(cmd.Context(), f)
 			if err != nil {
 				return err
 			}
+			cut := len(recs) > limit
+			if cut {
+				recs = recs[:limit]
+			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				return json.NewEncoder(w).Encode(rowsJSON(recs))
+				err = json.NewEncoder(w).Encode(rowsJSON(recs))
+			} else {
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "EVENT_ID\tAGGREGATE\tTYPE\tATTEMPTS\tCREATED\tLAST_ERROR")
+				for _, r := range recs {
+					fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\n", cell(r.EventID), cell(r.AggregateType), cell(r.AggregateID), cell(r.EventType), r.RetryCount,
+						r.CreatedAt.UTC().Format(time.RFC3339), cell(sqlstore.Truncate(r.LastError, 120)))
+				}
+				err = tw.Flush()
 			}
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "EVENT_ID\tAGGREGATE\tTYPE\tATTEMPTS\tCREATED\tLAST_ERROR")
-			for _, r := range recs {
-				fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\n", cell(r.EventID), cell(r.AggregateType), cell(r.AggregateID), cell(r.EventType), r.RetryCount,
-					r.CreatedAt.UTC().Format(time.RFC3339), cell(sqlstore.Truncate(r.LastError, 120)))
+			if err != nil || !cut {
+				return err
 			}
-			return tw.Flush()
+			// On stderr, so that the table or the JSON stays what it was.
+			f.Desc, f.Limit = false, 0
+			n, err := countRows(cmd.Context(), s, f)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "txbox: showing the newest %d of %s matching dead events; raise --limit or narrow the filter to see the rest\n", limit, countText(n))
+			return nil
 		},
 	}
 	lf.add(list.Flags(), false)
 	lo.add(list.Flags())
 
+	var showID string
 	show := &cobra.Command{
-		Use:   "show EVENT_ID",
-		Short: "Show one dead row in full, payload included",
-		Args:  cobra.ExactArgs(1),
+		Use:   "show [EVENT_ID]",
+		Short: "Show one dead row in full, payload included (the event id as argument or --event-id)",
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			id := showID
+			switch {
+			case len(args) == 1 && showID != "":
+				return &usageError{msg: "give the event id once: as the argument or as --event-id"}
+			case len(args) == 1:
+				id = args[0]
+			case id == "":
+				return &usageError{msg: "give the event id: txbox dead show EVENT_ID, or --event-id EVENT_ID"}
+			}
 			s, err := g.openStore(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			recs, err := s.List(cmd.Context(), store.Filter{Status: txbox.StatusDead, EventIDs: args[:1], Limit: 1})
+			recs, err := s.List(cmd.Context(), store.Filter{Status: txbox.StatusDead, EventIDs: []string{id}, Limit: 1})
 			if err != nil {
 				return err
 			}
 			if len(recs) == 0 {
-				return fmt.Errorf("dead event %s: %w", args[0], txbox.ErrNotFound)
+				return fmt.Errorf("dead event %s: %w", cell(id), txbox.ErrNotFound)
 			}
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
 			return enc.Encode(rowsJSON(recs)[0])
 		},
 	}
+	show.Flags().StringVar(&showID, "event-id", "", "event id of the row to show")
 
 	var rf, pf filterFlags
 	var rc, pc confirmFlags
@@ -168,10 +206,18 @@ func bulk(cmd *cobra.Command, g *globals, ff *filterFlags, cf *confirmFlags, ver
 		return err
 	}
 	defer s.Close()
+	// A filter that matches nothing is a failure (exit 1), as `dead show`
+	// of an id that is not there: a mistyped --event-type would otherwise
+	// pass a script's check as a replay that worked. A dry run exits as
+	// the run would.
+	none := &runtimeError{msg: fmt.Sprintf("no dead event matches the filter: nothing to %s", verb)}
 	if cf.counts() {
 		n, err := countRows(cmd.Context(), s, sqlstore.DeadOnly(f))
 		if err != nil {
 			return err
+		}
+		if n == 0 {
+			return none
 		}
 		if ok, err := cf.proceed(cmd, fmt.Sprintf("%s %s dead event(s)", verb, countText(n)), n); !ok {
 			return err
@@ -180,6 +226,9 @@ func bulk(cmd *cobra.Command, g *globals, ff *filterFlags, cf *confirmFlags, ver
 	n, err := do(s, f)
 	if err != nil {
 		return err
+	}
+	if n == 0 {
+		return none
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%s %d dead event(s)\n", done, n)
 	return nil
