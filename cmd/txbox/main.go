@@ -91,8 +91,28 @@ func cpuProfile(path string) func() {
 	}
 }
 
+// oneLine is err's text on one line. A line repeated in the text is kept
+// once: pgx reports each try of a connection (TLS, then plain, with
+// sslmode=prefer) on a line of its own, and both tries usually fail alike.
 func oneLine(err error) string {
-	return strings.ReplaceAll(strings.TrimPrefix(err.Error(), "txbox: "), "\n", "; ")
+	var out strings.Builder
+	seen := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimPrefix(err.Error(), "txbox: "), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || seen[l] {
+			continue
+		}
+		seen[l] = true
+		if out.Len() > 0 {
+			if strings.HasSuffix(out.String(), ":") {
+				out.WriteString(" ")
+			} else {
+				out.WriteString("; ")
+			}
+		}
+		out.WriteString(l)
+	}
+	return out.String()
 }
 
 func newRoot() *cobra.Command {

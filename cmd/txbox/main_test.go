@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"net/url"
 	"os/exec"
 	"strings"
 	"testing"
@@ -57,5 +58,46 @@ func TestUnreachableDatabaseRedactsPassword(t *testing.T) {
 	out, code := run(t, nil, "stats", "--db", "postgres://u:hunter2@127.0.0.1:1/x")
 	if code == 0 || strings.Contains(out, "hunter2") || !strings.Contains(out, "xxxxx") {
 		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+// A --db without a scheme is named as such, its user name shown as a user
+// name (not hidden as if it were a password), a password still hidden.
+func TestDatabaseURLWithoutScheme(t *testing.T) {
+	for _, c := range []struct{ db, want string }{
+		{"root@127.0.0.1/probe1", `"root@127.0.0.1/probe1" has no scheme: want postgres://, mysql:// or sqlite:// in front (e.g. postgres://root@127.0.0.1/probe1`},
+		{"root:hunter2@127.0.0.1/probe1", `"root:xxxxx@127.0.0.1/probe1" has no scheme`},
+		{"app:hunter2@tcp(127.0.0.1:3306)/shop", `"xxxxx@tcp(127.0.0.1:3306)/shop" has no scheme`},
+	} {
+		out, code := run(t, nil, "stats", "--db", c.db)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if code != 2 || len(lines) != 1 || !strings.Contains(out, "--db (TXBOX_DB)") || !strings.Contains(out, c.want) || strings.Contains(out, "hunter2") {
+			t.Fatalf("stats --db %s: exit %d, want 2 and one line with %q:\n%s", c.db, code, c.want, out)
+		}
+	}
+}
+
+// A connection error is not repeated: pgx reports each try (TLS, then
+// plain) on a line of its own, and both fail alike.
+func TestConnectErrorNotRepeated(t *testing.T) {
+	dbs := []string{"postgres://u@127.0.0.1:1/x"}
+	if u, err := url.Parse(testenv.URL(t, "TXBOX_TEST_POSTGRES")); err == nil {
+		u.User = url.User("no_such_role_txbox")
+		dbs = append(dbs, u.String())
+	}
+	for _, db := range dbs {
+		out, code := run(t, nil, "stats", "--db", db)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if code != 1 || len(lines) != 1 {
+			t.Fatalf("stats --db %s: exit %d, want 1 and one line:\n%s", db, code, out)
+		}
+		for _, what := range []string{"connect: connection refused", "does not exist"} {
+			if n := strings.Count(out, what); n > 1 {
+				t.Fatalf("stats --db %s says %q %d times:\n%s", db, what, n, out)
+			}
+		}
+		if strings.Contains(out, ":;") || strings.Contains(out, "\t") {
+			t.Fatalf("stats --db %s: the lines of the error were joined badly:\n%s", db, out)
+		}
 	}
 }

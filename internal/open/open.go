@@ -32,7 +32,7 @@ func Store(ctx context.Context, raw string, o StoreOptions) (store.Store, error)
 	}
 	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok {
-		return nil, &txbox.ConfigError{Field: dbField, Reason: fmt.Sprintf("%q is not a URL (scheme://...)", redact.URL(raw))}
+		return nil, noScheme(raw)
 	}
 	if err := o.Tables.WithDefaults().Validate(); err != nil {
 		return nil, err
@@ -49,3 +49,18 @@ func Store(ctx context.Context, raw string, o StoreOptions) (store.Store, error)
 }
 
 var extraStores = map[string]func(context.Context, string, StoreOptions) (store.Store, error){}
+
+// noScheme explains a --db without a scheme. It shows the value as a
+// postgres:// URL would be shown: a lone user name (root@host/db) is a
+// user name, not hidden as if it were a password, while a user:password
+// and password parameters are hidden. A value shaped like user@host/db
+// gets the URL to write instead.
+func noScheme(raw string) error {
+	const as = "postgres://"
+	shown := strings.TrimPrefix(redact.URL(as+raw), as)
+	reason := fmt.Sprintf("%q has no scheme: want postgres://, mysql:// or sqlite:// in front", shown)
+	if !strings.ContainsAny(raw, " =()") {
+		reason += fmt.Sprintf(" (e.g. postgres://%s or mysql://%s)", shown, shown)
+	}
+	return &txbox.ConfigError{Field: dbField, Reason: reason}
+}
