@@ -44,7 +44,7 @@ type globals struct {
 	noSplit               bool // relay: --split=false
 	log                   *slog.Logger
 	// migrating: the command creates the tables, so openStore does not
-	// require them.
+	// require them (nor a SQLite file: it is created).
 	migrating bool
 }
 
@@ -211,7 +211,7 @@ func (g *globals) openStore(ctx context.Context) (store.Store, error) {
 
 // reachStore opens the database and checks that it answers.
 func (g *globals) reachStore(ctx context.Context) (store.Store, error) {
-	s, err := open.Store(ctx, g.db, open.StoreOptions{Tables: g.tables(), DeleteSent: g.deleteSent, NoSplit: g.noSplit, Logger: g.log})
+	s, err := open.Store(ctx, g.db, open.StoreOptions{Tables: g.tables(), DeleteSent: g.deleteSent, NoSplit: g.noSplit, Logger: g.log, Existing: !g.migrating})
 	if err != nil {
 		return nil, err
 	}

@@ -78,6 +78,7 @@ func newRelay(g *globals) *cobra.Command {
 			defer stopTracing()
 			cfg.TracerProvider = tp
 			g.noSplit = !split
+			g.migrating = migrate
 			wait := waitPolicy{log: g.log, base: min(cfg.BackoffBase, cfg.OutageProbeMax), max: cfg.OutageProbeMax, failFast: failFast}
 			s, pub, err := g.connect(ctx, st, wait, migrate)
 			if errors.Is(err, errStopped) {

@@ -21,6 +21,10 @@ type StoreOptions struct {
 	DeleteSent bool
 	NoSplit    bool // PostgreSQL: postgres.Options.NoSplit
 	Logger     *slog.Logger
+	// Existing refuses a SQLite file that does not exist instead of
+	// creating it: only a command that creates the tables should make the
+	// file, or a mistyped path leaves an empty database behind it.
+	Existing bool
 }
 
 const dbField = "--db (TXBOX_DB)"
