@@ -30,7 +30,7 @@ type cdcFlags struct {
 }
 
 func (c *cdcFlags) add(f *pflag.FlagSet) {
-	f.StringVar(&c.mode, "mode", modePoll, "poll: claim rows from the outbox table; cdc: read the PostgreSQL log through logical replication (needs --slot, wal_level = logical and `txbox migrate --cdc`)")
+	f.StringVar(&c.mode, "mode", modePoll, "poll: claim rows from the outbox table; cdc: read the PostgreSQL log through logical replication (needs --slot, wal_level = logical and 'txbox migrate --cdc')")
 	f.StringVar(&c.slot, "slot", "", "replication slot of --mode cdc (created on first use; lower-case letters, digits, _)")
 	f.Int64Var(&c.lagWarn, "slot-lag-warn", cdc.DefaultLagWarnBytes, "--mode cdc: log a warning while a txbox replication slot holds more WAL than this many bytes (0: never)")
 }

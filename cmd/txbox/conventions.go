@@ -77,6 +77,10 @@ func conventions(root *cobra.Command) {
 				return
 			}
 			seen[fl] = true
+			// pflag shows the first `quoted` text of a usage as the flag's
+			// value name ("--mode txbox migrate --cdc"): a command quoted
+			// in prose keeps plain quotes.
+			fl.Usage = strings.ReplaceAll(fl.Usage, "`", "'")
 			if flagOnly[fl.Name] {
 				fl.Usage += " [command line only: no environment variable]"
 				return

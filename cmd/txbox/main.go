@@ -257,7 +257,7 @@ func newMigrate(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&withCDC, "cdc", false, "also prepare PostgreSQL for `txbox relay --mode cdc`: check wal_level = logical, create the publication on the outbox table")
+	cmd.Flags().BoolVar(&withCDC, "cdc", false, "also prepare PostgreSQL for 'txbox relay --mode cdc': check wal_level = logical, create the publication on the outbox table")
 	cmd.Flags().StringVar(&slot, "slot", "", "with --cdc: also create this replication slot now, so tableless events (outbox.WithCDCMessages) written before the relay first starts are kept")
 	return cmd
 }
