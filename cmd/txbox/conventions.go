@@ -11,7 +11,9 @@ import (
 
 // version describes this build from its build info: the module version
 // (a tag, or "(devel)" for a build from a work tree), the VCS commit and
-// whether the tree was modified, and the Go version.
+// whether the tree was modified, and the Go version. A build without VCS
+// information (-buildvcs=false, a tree without .git, go install of a tag)
+// says so, or shows the module version alone when it has one.
 func version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -34,10 +36,13 @@ func version() string {
 			at = " " + s.Value
 		}
 	}
-	if rev == "" {
-		rev = "unknown"
+	switch {
+	case rev != "":
+		return fmt.Sprintf("txbox %s commit %s%s%s %s", v, rev, modified, at, bi.GoVersion)
+	case v != "(devel)":
+		return fmt.Sprintf("txbox %s %s", v, bi.GoVersion)
 	}
-	return fmt.Sprintf("txbox %s commit %s%s%s %s", v, rev, modified, at, bi.GoVersion)
+	return fmt.Sprintf("txbox (devel) (built without VCS information) %s", bi.GoVersion)
 }
 
 func newVersion() *cobra.Command {

@@ -1,20 +1,37 @@
 package main_test
 
 import (
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
 	"testing"
 )
 
-// `txbox version` and `--version` print the module version, the commit and
-// the Go version from the build info.
+// `txbox version` and `--version` print the module version, the commit (or
+// that the build has none) and the Go version from the build info.
 func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		out, code := run(t, nil, args...)
-		if code != 0 || !strings.HasPrefix(out, "txbox ") || !strings.Contains(out, " commit ") || !strings.Contains(out, runtime.Version()) {
+		if code != 0 || !strings.HasPrefix(out, "txbox ") || strings.Contains(out, "unknown") || !strings.Contains(out, runtime.Version()) ||
+			(!strings.Contains(out, " commit ") && !strings.Contains(out, "(built without VCS information)")) {
 			t.Fatalf("txbox %v: exit %d\n%s", args, code, out)
 		}
+	}
+}
+
+// A binary built without VCS information says so instead of "commit
+// unknown".
+func TestVersionWithoutVCS(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "txbox")
+	build := exec.Command("go", "build", "-buildvcs=false", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build -buildvcs=false: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "version").CombinedOutput()
+	if err != nil || strings.Contains(string(out), "unknown") || !strings.Contains(string(out), "txbox (devel) (built without VCS information) "+runtime.Version()) {
+		t.Fatalf("txbox version of a build without VCS information: %v\n%s", err, out)
 	}
 }
 
