@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -93,7 +95,62 @@ func runCDC(ctx context.Context, g *globals, cfg relay.Config, cf cdcFlags, s *p
 		return err
 	}
 	g.log.Info("relay connected", "mode", modeCDC, "slot", cf.slot, "db", redact.URL(g.db), "broker", redact.URL(g.broker))
-	return r.Run(ctx)
+	every := cfg.ProgressEvery
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	pctx, stopProgress := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cdcProgress(pctx, r.Relay(), every, time.Second, g.log)
+	}()
+	err = r.Run(ctx)
+	stopProgress()
+	<-done
+	st := r.Relay().Stats()
+	g.log.Info("relay stopped", "mode", modeCDC, "published", st.Published, "dead_marked", st.Dead, "retried", st.Retried, "deferred", st.Deferred)
+	return err
+}
+
+// cdcProgress logs the CDC relay's progress line every window while it
+// publishes: the events published in the window and their rate over the
+// time spent publishing (the seconds, sampled every tick, in which the
+// count grew), not over the whole window, so 15,000 events sent in 2 s of
+// a 10 s window read as 7,500/s. dead_marked counts the events this relay
+// sent to DEAD in the window, not the table's DEAD rows. An idle relay
+// stays silent.
+func cdcProgress(ctx context.Context, r *relay.Relay, window, tick time.Duration, log *slog.Logger) {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	start := r.Stats()
+	last, began, lastAt := start.Published, time.Now(), time.Now()
+	var busy time.Duration
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			st := r.Stats()
+			if st.Published > last {
+				busy += now.Sub(lastAt)
+			}
+			last, lastAt = st.Published, now
+			if now.Sub(began) < window {
+				continue
+			}
+			sent, dead := st.Published-start.Published, st.Dead-start.Dead
+			if sent > 0 || dead > 0 {
+				rate := int64(0)
+				if busy > 0 {
+					rate = int64(float64(sent)/busy.Seconds() + 0.5)
+				}
+				log.Info("relay progress", "mode", modeCDC, "published", sent, "rate_per_s", rate, "publishing", busy.Round(time.Millisecond).String(),
+					"window", now.Sub(began).Round(time.Millisecond).String(), "dead_marked", dead, "retried", st.Retried-start.Retried)
+			}
+			start, began, busy = st, now, 0
+		}
+	}
 }
 
 func newCDC(g *globals) *cobra.Command {
@@ -133,6 +190,17 @@ func newDropSlot(g *globals) *cobra.Command {
 			if !exists {
 				return &runtimeError{msg: fmt.Sprintf("replication slot %s does not exist", slot)}
 			}
+			// An active slot is refused as the drop itself would refuse it,
+			// before the dry run or the prompt: a dry run answers what the
+			// run would do, exit code included.
+			active := &runtimeError{msg: fmt.Sprintf("replication slot %s is active: stop its relay first", slot)}
+			var isActive bool
+			if err := s.Pool().QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&isActive); err != nil {
+				return err
+			}
+			if isActive {
+				return active
+			}
 			what := fmt.Sprintf("drop replication slot %s", slot)
 			if lags, err := s.SlotLags(ctx); err == nil {
 				for _, l := range lags {
@@ -149,7 +217,7 @@ func newDropSlot(g *globals) *cobra.Command {
 			}
 			if err := s.DropSlot(ctx, slot); err != nil {
 				if errors.Is(err, postgres.ErrSlotActive) {
-					return &runtimeError{msg: fmt.Sprintf("replication slot %s is active: stop its relay first", slot)}
+					return active
 				}
 				return err
 			}

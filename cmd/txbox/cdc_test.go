@@ -1,10 +1,16 @@
 package main_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,4 +160,101 @@ func slotExists(t *testing.T, conn *pgx.Conn, slot string) bool {
 		t.Fatal(err)
 	}
 	return ok
+}
+
+// lockedBuffer collects a process's output while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A relay in --mode cdc logs a progress line while it publishes and its
+// counts when it stops; while it reads its slot, `cdc drop-slot --dry-run`
+// says the slot is active and exits 1, as the drop itself does.
+func TestCDCRelayProgressAndActiveSlot(t *testing.T) {
+	_, flags, conn, outbox := cdcTables(t)
+	slot := "txbox_cli_" + strings.TrimPrefix(outbox, "ob_cli_")
+	ctx := context.Background()
+	t.Cleanup(func() {
+		_, _ = conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`, slot)
+		_, _ = conn.Exec(ctx, "DROP PUBLICATION IF EXISTS "+outbox+"_cdc")
+		_, _ = conn.Exec(ctx, "DROP TABLE IF EXISTS "+outbox+"_cdc_slots")
+	})
+	if out, code := run(t, nil, append([]string{"migrate", "--cdc", "--slot", slot}, flags...)...); code != 0 {
+		t.Fatalf("migrate --cdc: exit %d\n%s", code, out)
+	}
+	nats := testenv.StartNATS(t)
+	relay := exec.Command(testenv.Binary(t), append([]string{"relay", "--mode", "cdc", "--slot", slot, "--broker", nats.URL, "--nats-create-stream"}, flags...)...)
+	relay.Env = []string{"PATH=/usr/bin:/bin"}
+	var log lockedBuffer
+	relay.Stdout, relay.Stderr = &log, &log
+	if err := relay.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = relay.Process.Kill()
+			_ = relay.Wait()
+		}
+	})
+	waitLog := func(what string, d time.Duration, ok func(string) bool) {
+		t.Helper()
+		deadline := time.Now().Add(d)
+		for !ok(log.String()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s within %v:\n%s", what, d, log.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitLog("reading of the slot", 60*time.Second, func(s string) bool { return strings.Contains(s, "reading the slot") })
+	for range 20 {
+		if _, err := conn.Exec(ctx, `INSERT INTO `+outbox+` (event_id, aggregate_type, aggregate_id, event_type, payload)
+			VALUES (gen_random_uuid()::text, 'Order', 'o-1', 'OrderPlaced', '{}')`); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	drop := append([]string{"cdc", "drop-slot", slot}, flags...)
+	for _, extra := range [][]string{{"--dry-run"}, {"--yes"}} {
+		out, code := run(t, nil, append(drop, extra...)...)
+		if code != 1 || !strings.Contains(out, "replication slot "+slot+" is active: stop its relay first") || strings.Contains(out, "would drop") {
+			t.Fatalf("drop-slot %v of an active slot: exit %d, want 1 saying it is active\n%s", extra, code, out)
+		}
+	}
+	if !slotExists(t, conn, slot) {
+		t.Fatal("the active slot was dropped")
+	}
+
+	progress := regexp.MustCompile(`msg="relay progress" mode=cdc published=20 rate_per_s=(\d+) publishing=(\S+) window=\S+ dead_marked=0`)
+	waitLog("progress line", 40*time.Second, progress.MatchString)
+	m := progress.FindStringSubmatch(log.String())
+	busy, err := time.ParseDuration(m[2])
+	if err != nil || busy <= 0 || busy > 5*time.Second {
+		t.Fatalf("progress line: publishing=%s, want the seconds spent publishing, not the window:\n%s", m[2], log.String())
+	}
+	if rate, _ := strconv.Atoi(m[1]); rate < 4 {
+		t.Fatalf("progress line: rate_per_s=%d over %v publishing, want 20 events over the time spent publishing:\n%s", rate, busy, log.String())
+	}
+	if err := relay.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err = relay.Wait()
+	stopped = true
+	if err != nil || !strings.Contains(log.String(), `msg="relay stopped" mode=cdc published=20 dead_marked=0`) {
+		t.Fatalf("relay stop: %v, want a stop line with the counts:\n%s", err, log.String())
+	}
 }
