@@ -271,6 +271,17 @@ func Check(ctx context.Context, w *World, prod *Production) (Report, error) {
 type streamMsg struct{ id string }
 
 func readStream(ctx context.Context, w *World) ([]streamMsg, error) {
+	// Streams the stream-recreated fault deleted come first: what they
+	// held was delivered, and their order counts.
+	w.mu.Lock()
+	deleted := slices.Clone(w.deleted)
+	w.mu.Unlock()
+	live, err := readLiveStream(ctx, w)
+	return append(deleted, live...), err
+}
+
+// readLiveStream reads the stream as it is now.
+func readLiveStream(ctx context.Context, w *World) ([]streamMsg, error) {
 	nc, err := nats.Connect(w.NATS.URL)
 	if err != nil {
 		return nil, err
@@ -286,12 +297,7 @@ func readStream(ctx context.Context, w *World) ([]streamMsg, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Streams the stream-recreated fault deleted come first: what they
-	// held was delivered, and their order counts.
-	w.mu.Lock()
-	out := slices.Clone(w.deleted)
-	w.mu.Unlock()
-	total += uint64(len(out))
+	var out []streamMsg
 	for uint64(len(out)) < total {
 		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {

@@ -136,12 +136,12 @@ func recreateStream(ctx context.Context, w *World) (string, error) {
 		_, err := js.CreateOrUpdateStream(ctx, orig)
 		return err
 	}
-	caught, err := w.caughtUp(ctx, js, 60*time.Second)
+	caught, err := w.caughtUp(ctx, js, 5*time.Minute)
 	if err != nil {
 		_ = restore()
 		return "", err
 	}
-	kept, err := readStream(ctx, w)
+	kept, err := readLiveStream(ctx, w)
 	if err != nil {
 		_ = restore()
 		return "", fmt.Errorf("keep the stream's messages: %w", err)
