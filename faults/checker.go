@@ -4,38 +4,83 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Report is the checker's verdict. "Committed" comes from the producers'
-// ledger (ledgerDDL), written in the business transaction by the
-// producers' own code: the outbox tables, which the writer fills and the
-// relay moves rows between, are only consulted to say where a lost event
-// was left.
+// Report is the checker's verdict. It is computed from records the code
+// under test never writes: "committed" from the producers' ledger
+// (written in the business transaction by the producers' own code),
+// "delivered" from the broker's stream read directly, "applied" from the
+// consumers' effects table. The outbox tables, which the writer fills and
+// the relay moves rows between, are only consulted to say where a lost
+// event was left and which events the relay marked as sent.
+//
+// Each broken guarantee has a signal of its own, so that a sabotaged build
+// is caught for its own reason and an unbroken one shows none of them:
+//
+//   - SentNotInStream: marked as sent, never published (the relay marks
+//     before the broker confirmed);
+//   - UnappliedInStream: published, never applied by a consumer that had
+//     applied everything before it (the inbox acknowledges before its
+//     commit);
+//   - DoubleEffects: applied twice by one consumer (the inbox's record does
+//     not keep effects single);
+//   - PublishReorders: an aggregate's version first published after a
+//     later one (the relay breaks the aggregate's run).
 type Report struct {
-	Committed        int           // events in the producers' ledger
-	Delivered        int           // distinct events in the stream
-	Applied          int           // distinct events in the consumers' effects table
-	Lost             int           // in the ledger, never applied (must be 0)
-	LostNotInOutbox  int           // of Lost: in no outbox table (dropped by the writer, or deleted instead of archived)
-	Stuck            int           // of Lost: still unsent or DEAD in the outbox table
-	Dead             int           // DEAD rows in the outbox at the end (must be 0: the harness writes no poison event, so any is an outage that spent attempts)
-	Parked           int           // inbox rows parked (DEAD) at the end (must be 0, likewise)
-	Phantom          int           // delivered or applied, but in no ledger row (must be 0)
-	RolledBackSeen   int           // of Phantom: events of transactions rolled back on purpose
-	BrokerDuplicates int           // extra copies in the stream
-	DoubleEffects    int           // events applied more than once (must be 0)
-	ConsumerReorders int           // per-aggregate order violations at the consumer (must be 0)
-	PublishReorders  int           // per-aggregate order violations in the stream's first copies (must be 0)
-	MaxDelay         time.Duration // longest commit -> applied
-	MaxDelayEvent    string
-	LostIDs          []string // the first lost event ids
-	Examples         []string
+	Committed        int // events in the producers' ledger
+	Delivered        int // distinct events in the stream
+	BrokerDuplicates int // extra copies in the stream
+
+	Consumers []ConsumerReport // per inbox consumer name
+
+	Lost            int // in the ledger, not applied by every consumer (must be 0)
+	LostNotInOutbox int // of Lost: in no outbox table (dropped by the writer, or deleted instead of archived)
+	Stuck           int // of Lost: still unsent or DEAD in the outbox table
+	Dead            int // DEAD rows in the outbox at the end (must be 0: the harness writes no poison event, so any is an outage that spent attempts)
+	Parked          int // inbox rows parked (DEAD) at the end (must be 0, likewise)
+	Phantom         int // delivered or applied, but in no ledger row (must be 0)
+	RolledBackSeen  int // of Phantom: events of transactions rolled back on purpose
+
+	SentNotInStream   int // committed, SENT in the outbox, in no copy in the stream (must be 0)
+	UnappliedInStream int // summed over the consumers (must be 0)
+	DoubleEffects     int // summed over the consumers (must be 0)
+	ConsumerReorders  int // summed over the Ordered consumers (must be 0)
+	PublishReorders   int // per-aggregate order violations in the stream's first copies (must be 0)
+
+	MaxDelay      time.Duration // longest commit -> applied, of any consumer
+	MaxDelayEvent string
+	LostIDs       []string // the first lost event ids
+	Examples      []string
+	// Diagnosis, when an event was not applied though in the stream: the
+	// inbox rows of the first such events and the broker's view of the
+	// durables.
+	Diagnosis []string
+}
+
+// ConsumerReport is one inbox consumer name's figures.
+type ConsumerReport struct {
+	Name    string
+	Ordered bool
+	Applied int // distinct events in its effects
+	Lost    int // committed, not applied
+	// Of Lost: never in the stream; in the stream with every earlier
+	// version of its aggregate applied (UnappliedInStream); in the stream
+	// but held behind an earlier version the consumer did not apply (an
+	// Ordered consumer waits for it: that one's loss, not its own).
+	NotInStream       int
+	UnappliedInStream int
+	HeldBehind        int
+	DoubleEffects     int
+	// Reorders: per aggregate, an event applied after a higher version.
+	// Only an Ordered consumer promises the order; for the others it is
+	// not counted.
+	Reorders      int
+	MaxDelay      time.Duration
+	MaxDelayEvent string
 }
 
 // Failed lists the violated guarantees.
@@ -43,6 +88,12 @@ func (r Report) Failed() []string {
 	var f []string
 	if r.Lost > 0 {
 		f = append(f, fmt.Sprintf("lost %d (%d in no outbox table, %d stuck in the outbox)", r.Lost, r.LostNotInOutbox, r.Stuck))
+	}
+	if r.SentNotInStream > 0 {
+		f = append(f, fmt.Sprintf("SENT but never in the stream %d", r.SentNotInStream))
+	}
+	if r.UnappliedInStream > 0 {
+		f = append(f, fmt.Sprintf("in the stream, never applied %d", r.UnappliedInStream))
 	}
 	if r.Phantom > 0 {
 		f = append(f, fmt.Sprintf("phantom %d (%d of rolled-back transactions)", r.Phantom, r.RolledBackSeen))
@@ -69,38 +120,37 @@ func (r Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "committed (ledger)        %d\n", r.Committed)
 	fmt.Fprintf(&b, "delivered (distinct)      %d\n", r.Delivered)
-	fmt.Fprintf(&b, "applied (distinct)        %d\n", r.Applied)
+	fmt.Fprintf(&b, "broker duplicates         %d\n", r.BrokerDuplicates)
 	fmt.Fprintf(&b, "lost                      %d (in no outbox table %d, stuck in the outbox %d)\n", r.Lost, r.LostNotInOutbox, r.Stuck)
 	fmt.Fprintf(&b, "phantom                   %d (of rolled-back transactions %d)\n", r.Phantom, r.RolledBackSeen)
-	fmt.Fprintf(&b, "broker duplicates         %d\n", r.BrokerDuplicates)
+	fmt.Fprintf(&b, "SENT, not in the stream   %d\n", r.SentNotInStream)
+	fmt.Fprintf(&b, "in stream, not applied    %d\n", r.UnappliedInStream)
 	fmt.Fprintf(&b, "double effects            %d\n", r.DoubleEffects)
 	fmt.Fprintf(&b, "DEAD in the outbox        %d\n", r.Dead)
 	fmt.Fprintf(&b, "parked in the inbox       %d\n", r.Parked)
-	fmt.Fprintf(&b, "order violations consumer %d\n", r.ConsumerReorders)
+	fmt.Fprintf(&b, "order violations consumer %d (Ordered consumers)\n", r.ConsumerReorders)
 	fmt.Fprintf(&b, "order violations stream   %d\n", r.PublishReorders)
 	fmt.Fprintf(&b, "longest delivery delay    %v (%s)\n", r.MaxDelay.Round(time.Millisecond), r.MaxDelayEvent)
+	fmt.Fprintf(&b, "per consumer              applied / lost (not in stream, in stream unapplied, held behind) / double / order violations / longest delay\n")
+	for _, c := range r.Consumers {
+		order, kind := fmt.Sprint(c.Reorders), "Ordered"
+		if !c.Ordered {
+			order, kind = "-", "default"
+		}
+		fmt.Fprintf(&b, "  %-9s %-7s       %d / %d (%d, %d, %d) / %d / %s / %v\n", c.Name, kind, c.Applied, c.Lost,
+			c.NotInStream, c.UnappliedInStream, c.HeldBehind, c.DoubleEffects, order, c.MaxDelay.Round(time.Millisecond))
+	}
 	for _, e := range r.Examples {
 		fmt.Fprintf(&b, "  e.g. %s\n", e)
+	}
+	for _, d := range r.Diagnosis {
+		fmt.Fprintf(&b, "  diagnosis: %s\n", d)
 	}
 	return b.String()
 }
 
-type ledgerRow struct {
-	aggregate string
-	version   int64
-	committed time.Time
-}
-
-type effectRow struct {
-	aggregate string
-	version   int64
-	seq       int64
-	applied   time.Time
-	n         int
-}
-
 // Check reads the ledger, the outbox tables, the stream and the effects
-// table. It talks to the databases and the nats-server directly, never
+// table. It talks to the database server and the broker directly, never
 // through the fault proxies.
 func Check(ctx context.Context, w *World, prod *Production) (Report, error) {
 	var r Report
@@ -109,76 +159,29 @@ func Check(ctx context.Context, w *World, prod *Production) (Report, error) {
 			r.Examples = append(r.Examples, fmt.Sprintf(format, a...))
 		}
 	}
-	committed := map[string]ledgerRow{}
-	rows, err := w.Prod.Query(ctx, `SELECT event_id, aggregate_id, version, committed_at FROM ledger`)
+	committed, err := w.DB.Ledger(ctx)
 	if err != nil {
-		return r, err
-	}
-	for rows.Next() {
-		var id string
-		var l ledgerRow
-		if err := rows.Scan(&id, &l.aggregate, &l.version, &l.committed); err != nil {
-			return r, err
-		}
-		committed[id] = l
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return r, err
 	}
 	r.Committed = len(committed)
-
 	// Where each event sits in the outbox tables: its status in the outbox
 	// table, or SENT in the archive; absent from both: nowhere.
-	where := map[string]string{}
-	rows, err = w.Prod.Query(ctx, `SELECT event_id, status FROM outbox_event UNION ALL SELECT event_id, 'SENT' FROM outbox_event_sent`)
+	where, err := w.DB.Where(ctx)
 	if err != nil {
 		return r, err
 	}
-	for rows.Next() {
-		var id, st string
-		if err := rows.Scan(&id, &st); err != nil {
-			return r, err
-		}
-		if where[id] == "" || st != "SENT" {
-			where[id] = st
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if r.Dead, r.Parked, err = w.DB.Dead(ctx); err != nil {
 		return r, err
 	}
-
-	if err := w.Prod.QueryRow(ctx, `SELECT count(*) FROM outbox_event WHERE status = 'DEAD'`).Scan(&r.Dead); err != nil {
-		return r, err
-	}
-	if err := w.Cons.QueryRow(ctx, `SELECT count(*) FROM inbox_event WHERE status = 'DEAD'`).Scan(&r.Parked); err != nil {
-		return r, err
-	}
-
-	effects := map[string]effectRow{}
-	rows, err = w.Cons.Query(ctx, `SELECT event_id, aggregate_id, version, applied_seq, applied_at, n FROM effects`)
+	effects, err := w.DB.Effects(ctx)
 	if err != nil {
 		return r, err
 	}
-	for rows.Next() {
-		var id string
-		var e effectRow
-		if err := rows.Scan(&id, &e.aggregate, &e.version, &e.seq, &e.applied, &e.n); err != nil {
-			return r, err
-		}
-		effects[id] = e
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return r, err
-	}
-	r.Applied = len(effects)
-
-	stream, err := readStream(ctx, w)
+	stream, err := w.Broker.Read(ctx)
 	if err != nil {
 		return r, err
 	}
+
 	seen := map[string]bool{}
 	lastVersion := map[string]int64{}
 	for _, m := range stream {
@@ -198,43 +201,120 @@ func Check(ctx context.Context, w *World, prod *Production) (Report, error) {
 		lastVersion[l.aggregate] = max(lastVersion[l.aggregate], l.version)
 	}
 	r.Delivered = len(seen)
-
 	for id, l := range committed {
-		e, ok := effects[id]
-		if !ok {
-			r.Lost++
-			if len(r.LostIDs) < 100 {
-				r.LostIDs = append(r.LostIDs, id)
-			}
-			at := where[id]
-			switch at {
-			case "":
-				r.LostNotInOutbox++
-				at = "in no outbox table"
-			case "SENT":
-			default:
-				r.Stuck++
-			}
-			example("lost: %s %s v%d (outbox: %s, in stream: %v)", id, l.aggregate, l.version, at, seen[id])
-			continue
-		}
-		if e.n > 1 {
-			r.DoubleEffects++
-			example("double effect: %s applied %d times", id, e.n)
-		}
-		if d := e.applied.Sub(l.committed); d > r.MaxDelay {
-			r.MaxDelay, r.MaxDelayEvent = d, fmt.Sprintf("%s v%d", l.aggregate, l.version)
+		if where[id] == "SENT" && !seen[id] {
+			r.SentNotInStream++
+			example("SENT, not in the stream: %s %s v%d", id, l.aggregate, l.version)
 		}
 	}
+
+	lost := map[string]bool{}
+	var unapplied []string // in the stream, not applied: the first few
+	for _, spec := range consumerNames() {
+		c := ConsumerReport{Name: spec.Inbox, Ordered: spec.Ordered}
+		es := effects[spec.Inbox]
+		c.Applied = len(es)
+		// The lowest version of each aggregate this consumer did not apply.
+		firstGap := map[string]int64{}
+		for id, l := range committed {
+			if _, ok := es[id]; !ok {
+				if v, ok := firstGap[l.aggregate]; !ok || l.version < v {
+					firstGap[l.aggregate] = l.version
+				}
+			}
+		}
+		for id, l := range committed {
+			e, ok := es[id]
+			if !ok {
+				c.Lost++
+				lost[id] = true
+				switch {
+				case !seen[id]:
+					c.NotInStream++
+				case spec.Ordered && l.version > firstGap[l.aggregate]:
+					c.HeldBehind++
+				default:
+					c.UnappliedInStream++
+					example("in the stream, not applied by %s: %s %s v%d", spec.Inbox, id, l.aggregate, l.version)
+					if len(unapplied) < 5 {
+						unapplied = append(unapplied, id)
+					}
+				}
+				continue
+			}
+			if e.n > 1 {
+				c.DoubleEffects++
+				example("double effect: %s applied %d times by %s", id, e.n, spec.Inbox)
+			}
+			if d := e.applied.Sub(l.committed); d > c.MaxDelay {
+				c.MaxDelay, c.MaxDelayEvent = d, fmt.Sprintf("%s v%d", l.aggregate, l.version)
+			}
+		}
+		if spec.Ordered {
+			byAgg := map[string][]effectRow{}
+			for _, e := range es {
+				byAgg[e.aggregate] = append(byAgg[e.aggregate], e)
+			}
+			for agg, rows := range byAgg {
+				slices.SortFunc(rows, func(a, b effectRow) int { return cmp.Compare(a.seq, b.seq) })
+				for i := 1; i < len(rows); i++ {
+					if rows[i].version < rows[i-1].version {
+						c.Reorders++
+						example("consumer %s: %s v%d applied after v%d", spec.Inbox, agg, rows[i].version, rows[i-1].version)
+					}
+				}
+			}
+			r.ConsumerReorders += c.Reorders
+		}
+		r.UnappliedInStream += c.UnappliedInStream
+		r.DoubleEffects += c.DoubleEffects
+		if c.MaxDelay > r.MaxDelay {
+			r.MaxDelay, r.MaxDelayEvent = c.MaxDelay, c.MaxDelayEvent+" at "+c.Name
+		}
+		r.Consumers = append(r.Consumers, c)
+	}
+	for _, id := range slices.Sorted(maps.Keys(lost)) {
+		r.Lost++
+		if len(r.LostIDs) < 100 {
+			r.LostIDs = append(r.LostIDs, id)
+		}
+		at := where[id]
+		switch at {
+		case "":
+			r.LostNotInOutbox++
+			at = "in no outbox table"
+		case "SENT":
+		default:
+			r.Stuck++
+		}
+		l := committed[id]
+		example("lost: %s %s v%d (outbox: %s, in stream: %v)", id, l.aggregate, l.version, at, seen[id])
+	}
+
+	if len(unapplied) > 0 {
+		rows, err := w.DB.InboxRows(ctx, unapplied)
+		if err != nil {
+			return r, err
+		}
+		for _, id := range unapplied {
+			r.Diagnosis = append(r.Diagnosis, fmt.Sprintf("inbox rows of %s: %v", id, rows[id]))
+		}
+		if d := w.Broker.Diagnose(ctx); d != "" {
+			r.Diagnosis = append(r.Diagnosis, d)
+		}
+	}
+
 	phantoms := map[string]bool{}
 	for id := range seen {
 		if _, ok := committed[id]; !ok {
 			phantoms[id] = true
 		}
 	}
-	for id := range effects {
-		if _, ok := committed[id]; !ok {
-			phantoms[id] = true
+	for _, es := range effects {
+		for id := range es {
+			if _, ok := committed[id]; !ok {
+				phantoms[id] = true
+			}
 		}
 	}
 	r.Phantom = len(phantoms)
@@ -248,69 +328,8 @@ func Check(ctx context.Context, w *World, prod *Production) (Report, error) {
 		prod.mu.Unlock()
 	}
 	for id := range phantoms {
-		example("phantom: %s (in stream: %v, applied: %v, outbox: %q)", id, seen[id], effects[id].n > 0, where[id])
+		example("phantom: %s (in stream: %v, outbox: %q)", id, seen[id], where[id])
 		break
 	}
-
-	byAgg := map[string][]effectRow{}
-	for _, e := range effects {
-		byAgg[e.aggregate] = append(byAgg[e.aggregate], e)
-	}
-	for agg, es := range byAgg {
-		slices.SortFunc(es, func(a, b effectRow) int { return cmp.Compare(a.seq, b.seq) })
-		for i := 1; i < len(es); i++ {
-			if es[i].version < es[i-1].version {
-				r.ConsumerReorders++
-				example("consumer: %s v%d applied after v%d", agg, es[i].version, es[i-1].version)
-			}
-		}
-	}
 	return r, nil
-}
-
-type streamMsg struct{ id string }
-
-func readStream(ctx context.Context, w *World) ([]streamMsg, error) {
-	// Streams the stream-recreated fault deleted come first: what they
-	// held was delivered, and their order counts.
-	w.mu.Lock()
-	deleted := slices.Clone(w.deleted)
-	w.mu.Unlock()
-	live, err := readLiveStream(ctx, w)
-	return append(deleted, live...), err
-}
-
-// readLiveStream reads the stream as it is now.
-func readLiveStream(ctx context.Context, w *World) ([]streamMsg, error) {
-	nc, err := nats.Connect(w.NATS.URL)
-	if err != nil {
-		return nil, err
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	st, err := js.Stream(ctx, w.Stream)
-	if err != nil {
-		return nil, err
-	}
-	total := st.CachedInfo().State.Msgs
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return nil, err
-	}
-	var out []streamMsg
-	for uint64(len(out)) < total {
-		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return nil, err
-		}
-		n := 0
-		for m := range batch.Messages() {
-			out = append(out, streamMsg{id: m.Headers().Get("ce-id")})
-			n++
-		}
-		if n == 0 {
-			return out, fmt.Errorf("stream read stalled at %d of %d", len(out), total)
-		}
-	}
-	return out, nil
 }

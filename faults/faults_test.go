@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 )
 
 var (
-	duration = flag.Duration("faults.duration", 90*time.Second, "how long producers write while faults are injected (long mode: 30m)")
+	duration = flag.Duration("faults.duration", 90*time.Second, "how long producers write while faults are injected (long mode: 30m); also the length of TestFaultsMariaDB and TestFaultsKafka when given")
 	seedFlag = flag.Uint64("faults.seed", 0, "seed of the fault schedule and the producers (0: from the clock)")
 	rate     = flag.Float64("faults.rate", 200, "events per second written by the producers")
 	mode     = flag.String("faults.mode", "poll", "relay mode: poll (one relay with transaction claims, one with leases) or cdc (both on one replication slot: one reads, one is standby)")
@@ -46,13 +47,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// run is one harness run; it returns the checker's report and the faults
-// it injected.
+// runOpts is one harness run.
 type runOpts struct {
 	relayBin, consumerBin string
+	world                 string // postgres-nats (default), postgres-nats-shared, mariadb-nats, postgres-kafka
 	duration              time.Duration
 	scale                 int
-	quiesce               time.Duration
+	quiesce               time.Duration // longest wait for every event to be applied
+	settle                time.Duration // 0, or: stop waiting once nothing was applied for this long
 	seed                  uint64
 	cdc                   bool // relays in --mode cdc
 	// long are the long outages, run within duration (none: a sabotage
@@ -62,60 +64,100 @@ type runOpts struct {
 	defaultRetry bool
 }
 
-func harness(t *testing.T, o runOpts) (Report, map[Kind]int) {
-	w := NewWorld(t, o.relayBin)
-	w.GapIDs = *gapIDs
-	w.RetryArgs = relayRetry(o.defaultRetry)
-	if o.cdc {
-		w.EnableCDC()
+func newWorld(t *testing.T, o runOpts) *World {
+	relayBin := o.relayBin
+	switch o.world {
+	case "", "postgres-nats":
+		w := NewWorld(t, relayBin)
+		w.Postgres().GapIDs = *gapIDs
+		if o.cdc {
+			w.Postgres().EnableCDC(w)
+		}
+		return w
+	case "mariadb-nats":
+		db := NewMariaDB(t)
+		db.GapIDs = *gapIDs
+		return NewWorldOn(t, relayBin, db, NewNATS(t))
+	case "postgres-nats-shared":
+		// On the shared server: no PostgreSQL restart.
+		db := NewPostgres(t, false)
+		db.GapIDs = *gapIDs
+		return NewWorldOn(t, relayBin, db, NewNATS(t))
+	case "postgres-kafka":
+		db := NewPostgres(t, true)
+		db.GapIDs = *gapIDs
+		return NewWorldOn(t, relayBin, db, NewKafka(t))
 	}
+	t.Fatalf("no world %q", o.world)
+	return nil
+}
+
+// harness runs the world's processes, producers and faults; it returns the
+// checker's report and the faults it injected.
+func harness(t *testing.T, o runOpts) (Report, map[Kind]int, Minimums) {
+	w := newWorld(t, o)
 	if o.consumerBin != "" {
 		w.self = o.consumerBin
 	}
+	w.RetryArgs = relayRetry(o.defaultRetry)
 	for i := range w.Relays() {
 		w.StartRelay(i)
 	}
-	for i := range 2 {
+	for i := range Consumers {
 		w.StartConsumer(i)
 	}
 	ctx := context.Background()
 	pctx, stopProducers := context.WithTimeout(ctx, o.duration)
 	defer stopProducers()
 	prod := Produce(pctx, w, 4, *rate, o.seed, 0.1)
+	min := w.Minimums()
 	injected := make(chan map[Kind]int, 1)
-	sched := WithLong(o.seed, Schedule(o.seed, o.duration-o.long.Total(), ShortMinimums, o.scale), o.long)
+	sched := WithLong(o.seed, Schedule(o.seed, o.duration-o.long.Total(), min, o.scale), o.long)
 	go func() { injected <- Inject(ctx, w, sched, t.Logf) }()
 	done := <-injected
 	prod.Wait()
 	// Bring back anything a fault left down, then let the flow drain.
-	w.NATS.Start()
-	w.PGProxy.Restore()
-	w.NATProxy.Restore()
+	w.Broker.Start()
+	w.DB.Proxy().Restore()
+	w.Broker.Proxy().Restore()
 	w.Skew.Store(false)
 	for i := range w.Relays() {
 		w.StartRelay(i)
 	}
-	for i := range 2 {
+	for i := range Consumers {
 		w.StartConsumer(i)
 	}
-	rep := drainAndCheck(t, w, prod, o.quiesce)
+	rep := drainAndCheck(t, w, prod, o.quiesce, o.settle)
 	prod.mu.Lock()
 	t.Logf("producers: %d committed, %d rolled back on purpose, %d errors", prod.Committed, len(prod.RolledBack), prod.Errors)
 	prod.mu.Unlock()
-	return rep, done
+	return rep, done, min
 }
 
 // drainAndCheck waits up to quiesce for every event of the ledger to be
-// applied, then past the ack wait (late redeliveries must be absorbed too),
-// and runs the checker.
-func drainAndCheck(t *testing.T, w *World, prod *Production, quiesce time.Duration) Report {
+// applied by every consumer (with settle, only while events are still
+// being applied: a broken build may never apply them all), then past the
+// ack wait (late redeliveries must be absorbed too), and runs the checker.
+func drainAndCheck(t *testing.T, w *World, prod *Production, quiesce, settle time.Duration) Report {
 	ctx := context.Background()
 	deadline := time.Now().Add(quiesce)
-	var committed, applied int
+	last, lastChange := -1, time.Now()
 	for time.Now().Before(deadline) {
-		_ = w.Prod.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&committed)
-		_ = w.Cons.QueryRow(ctx, `SELECT count(*) FROM effects`).Scan(&applied)
-		if applied >= committed && committed > 0 {
+		committed, applied, err := w.DB.Progress(ctx)
+		total, all := 0, committed > 0
+		if err == nil {
+			for _, c := range consumerNames() {
+				total += applied[c.Inbox]
+				all = all && applied[c.Inbox] >= committed
+			}
+			if all {
+				break
+			}
+		}
+		if total != last {
+			last, lastChange = total, time.Now()
+		} else if settle > 0 && time.Since(lastChange) > settle {
+			t.Logf("nothing applied for %v: checking (%d committed, applied %v)", settle, committed, applied)
 			break
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -135,11 +177,11 @@ func seed() uint64 {
 	return uint64(time.Now().UnixNano())
 }
 
-// TestFaults is the harness: nothing lost, nothing applied twice, no
-// reorder, under every kind of fault, at least the short mode's minimums.
-// -faults.mode picks the relays' mode (poll by default).
+// TestFaults is the harness on PostgreSQL and NATS: nothing lost, nothing
+// applied twice, no reorder, under every kind of fault, at least the short
+// mode's minimums. -faults.mode picks the relays' mode (poll by default).
 func TestFaults(t *testing.T) {
-	runFaults(t, *mode == "cdc", *duration)
+	runFaults(t, runOpts{cdc: *mode == "cdc", duration: *duration})
 }
 
 // TestFaultsCDC is the harness with both relays in --mode cdc on one
@@ -150,43 +192,75 @@ func TestFaultsCDC(t *testing.T) {
 	if *mode == "cdc" {
 		t.Skip("-faults.mode cdc: TestFaults runs the harness in cdc mode already")
 	}
-	runFaults(t, true, 90*time.Second)
+	runFaults(t, runOpts{cdc: true, duration: 90 * time.Second})
 }
 
-func runFaults(t *testing.T, cdc bool, d time.Duration) {
-	s := seed()
-	m := "poll"
-	if cdc {
-		m = "cdc"
+// TestFaultsMariaDB is the harness on MariaDB (the MySQL store, every relay
+// claiming by lease) and NATS. In CI it runs beside TestFaultsKafka, 45 s of
+// faults and the long outages; -faults.duration sets its length (long
+// runs).
+func TestFaultsMariaDB(t *testing.T) {
+	t.Parallel()
+	runFaults(t, runOpts{world: "mariadb-nats", duration: secondWorldDuration()})
+}
+
+// TestFaultsKafka is the harness on PostgreSQL and Kafka (kfake, in this
+// process, behind a proxy the cluster advertises). As TestFaultsMariaDB.
+func TestFaultsKafka(t *testing.T) {
+	t.Parallel()
+	runFaults(t, runOpts{world: "postgres-kafka", duration: secondWorldDuration()})
+}
+
+func secondWorldDuration() time.Duration {
+	d := 45 * time.Second
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "faults.duration" {
+			d = *duration
+		}
+	})
+	return d
+}
+
+func runFaults(t *testing.T, o runOpts) {
+	o.seed = seed()
+	if o.world == "" {
+		o.world = "postgres-nats"
 	}
-	long := LongFor(*defaultRetry, *longOutage)
-	if d < long.Total()+time.Minute {
+	o.long, o.defaultRetry = LongFor(*defaultRetry, *longOutage), *defaultRetry
+	if o.duration < o.long.Total()+time.Minute {
 		// The ordinary faults keep at least a minute besides the long ones
-		// (CI's 90 s runs get their long outages on top).
-		d += long.Total()
+		// (CI's short runs get their long outages on top).
+		o.duration += o.long.Total()
 	}
-	t.Logf("seed %d (replay: go test ./faults -run 'TestFaults$' -args -faults.seed %d -faults.duration %v -faults.mode %s -faults.long-outage %v -faults.default-retry=%v)",
-		s, s, d, m, *longOutage, *defaultRetry)
-	scale := max(1, int((d-long.Total())/(90*time.Second)))
+	replay := fmt.Sprintf("-run 'TestFaults$' -args -faults.seed %d -faults.duration %v", o.seed, o.duration)
+	switch {
+	case o.cdc:
+		replay += " -faults.mode cdc"
+	case o.world != "postgres-nats":
+		replay = fmt.Sprintf("-run '%s$' -args -faults.seed %d -faults.duration %v", t.Name(), o.seed, o.duration)
+	}
+	replay += fmt.Sprintf(" -faults.long-outage %v -faults.default-retry=%v", *longOutage, *defaultRetry)
+	t.Logf("world %s, seed %d (replay: go test ./faults %s)", o.world, o.seed, replay)
+	o.relayBin = testenv.Binary(t)
+	o.scale = max(1, int((o.duration-o.long.Total())/(90*time.Second)))
 	// The backlog a long outage leaves takes its time to drain: the wait
 	// for it grows with the outage (it ends as soon as all is applied).
-	quiesce := max(3*time.Minute, long[LongBrokerOutage])
-	rep, done := harness(t, runOpts{relayBin: testenv.Binary(t), duration: d, scale: scale, quiesce: quiesce, seed: s, cdc: cdc,
-		long: long, defaultRetry: *defaultRetry})
+	o.quiesce = max(3*time.Minute, o.long[LongBrokerOutage])
+	rep, done, min := harness(t, o)
 	t.Logf("faults injected: %v", done)
 	t.Logf("report:\n%s", rep)
-	for k, n := range ShortMinimums {
+	for k, n := range min {
 		if done[k] < n {
 			t.Errorf("only %d of %d %s faults were injected", done[k], n, k)
 		}
 	}
-	for k := range long {
+	for k := range o.long {
 		if done[k] != 1 {
 			t.Errorf("%d %s faults were injected, want 1", done[k], k)
 		}
 	}
 	if f := rep.Failed(); len(f) > 0 {
-		t.Fatalf("VIOLATIONS: %s (seed %d)", strings.Join(f, ", "), s)
+		t.Fatalf("VIOLATIONS: %s (seed %d)", strings.Join(f, ", "), o.seed)
 	}
 	if rep.Committed < 1000 {
 		t.Fatalf("only %d events committed: the run proved too little", rep.Committed)
@@ -194,13 +268,21 @@ func runFaults(t *testing.T, cdc bool, d time.Duration) {
 }
 
 // TestSabotagedBuildsAreCaught builds the deliberately broken variants and
-// shows the checker reports each with the violation that build causes,
-// while events were applied (a harness that applies nothing would report
-// "lost" for any build).
+// shows that the checker catches each by the signal that belongs to it,
+// while an unbroken build, run at the same settings (duration, seed, so
+// the same faults at the same times, the same wait for the flow to drain),
+// shows none of these signals.
+//
+// It runs beside TestFaultsMariaDB and TestFaultsKafka (t.Parallel), its
+// five runs three at a time: they are subtests run from goroutines of its
+// own, which the -parallel limit does not count, so that the second worlds
+// keep the test binary's other parallel slot. The runs are on the shared
+// PostgreSQL server, so without the PostgreSQL restart.
 func TestSabotagedBuildsAreCaught(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
+	t.Parallel()
 	dir := t.TempDir()
 	root := moduleRoot(t)
 	build := func(out, pkg string, args ...string) string {
@@ -218,36 +300,84 @@ func TestSabotagedBuildsAreCaught(t *testing.T) {
 	consumer := func(tag string) string {
 		return build("faults-"+tag+".test", "./faults", "test", "-c", "-tags", "txbox_sabotage_"+tag)
 	}
-	lost := func(r Report) int { return r.Lost }
-	// Two runs at a time: half the wall time, within the server's
-	// connections (a run holds about 25).
-	slots := make(chan struct{}, 2)
+	shipped := testenv.Binary(t)
+	s := seed()
+	t.Logf("seed %d (replay: go test ./faults -run TestSabotagedBuildsAreCaught -args -faults.seed %d)", s, s)
+	// Three runs at a time, within the shared server's connections (a run
+	// holds about 30).
+	slots := make(chan struct{}, 3)
+	var wg sync.WaitGroup
 	for _, c := range []struct {
 		name, relay, consumer string
-		kind                  string
-		count                 func(Report) int
+		signal                int // index in signals; -1: the unbroken build, which must show none
 	}{
-		{"RelayMarksSentBeforeAck", relay("mark_first"), "", "lost", lost},
-		{"InboxAcksBeforeCommit", testenv.Binary(t), consumer("ack_first"), "lost", lost},
-		{"RelayBreaksAggregateRun", relay("overtake"), "", "order violations in the stream", func(r Report) int { return r.PublishReorders }},
-		{"InboxSkipsItsRecord", testenv.Binary(t), consumer("no_inbox"), "double effects", func(r Report) int { return r.DoubleEffects }},
+		{"Unbroken", shipped, "", -1},
+		{"RelayMarksSentBeforeAck", relay("mark_first"), "", 0},
+		{"InboxAcksBeforeCommit", shipped, consumer("ack_first"), 1},
+		{"InboxSkipsItsRecord", shipped, consumer("no_inbox"), 2},
+		{"RelayBreaksAggregateRun", relay("overtake"), "", 3},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			s := seed()
-			rep, _ := harness(t, runOpts{relayBin: c.relay, consumerBin: c.consumer, duration: 30 * time.Second, scale: 1, quiesce: 20 * time.Second, seed: s})
-			t.Logf("report of the broken build:\n%s", rep)
-			if rep.Applied == 0 {
-				t.Fatalf("nothing was applied: the run shows nothing about %s (seed %d)", c.name, s)
-			}
-			if n := c.count(rep); n == 0 {
-				t.Fatalf("the checker did not report %s for the broken build %s (seed %d); it reported: %v", c.kind, c.name, s, rep.Failed())
-			}
-			t.Logf("caught: %s %d (%d applied); all: %s", c.kind, c.count(rep), rep.Applied, strings.Join(rep.Failed(), ", "))
-		})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.Run(c.name, func(t *testing.T) {
+				slots <- struct{}{}
+				defer func() { <-slots }()
+				sabotageRun(t, c.relay, c.consumer, c.signal, s)
+			})
+		}()
 	}
+	wg.Wait()
+}
+
+// signals are the checker's figures that each belong to one broken
+// guarantee (Report).
+var signals = []struct {
+	name  string
+	count func(Report) int
+}{
+	{"SENT but never in the stream", func(r Report) int { return r.SentNotInStream }},
+	{"in the stream, never applied", func(r Report) int { return r.UnappliedInStream }},
+	{"double effects", func(r Report) int { return r.DoubleEffects }},
+	{"order violations in the stream", func(r Report) int { return r.PublishReorders }},
+}
+
+// sabotageRun is one run of TestSabotagedBuildsAreCaught: the build of
+// relay and consumer must show signals[signal], or, for -1, none of them
+// and no violation at all.
+func sabotageRun(t *testing.T, relay, consumer string, signal int, seed uint64) {
+	rep, _, _ := harness(t, runOpts{world: "postgres-nats-shared", relayBin: relay, consumerBin: consumer,
+		duration: 30 * time.Second, scale: 1, quiesce: 2 * time.Minute, settle: 20 * time.Second, seed: seed})
+	t.Logf("report:\n%s", rep)
+	var figures []string
+	for _, sig := range signals {
+		figures = append(figures, fmt.Sprintf("%s %d", sig.name, sig.count(rep)))
+	}
+	t.Logf("signals: %s", strings.Join(figures, ", "))
+	if signal < 0 {
+		for _, sig := range signals {
+			if n := sig.count(rep); n != 0 {
+				t.Errorf("the unbroken build shows %s %d (seed %d)", sig.name, n, seed)
+			}
+		}
+		if f := rep.Failed(); len(f) > 0 {
+			t.Errorf("the unbroken build: %s (seed %d)", strings.Join(f, ", "), seed)
+		}
+		if rep.Committed < 1000 {
+			t.Errorf("only %d events committed: the control proves too little", rep.Committed)
+		}
+		return
+	}
+	for _, cr := range rep.Consumers {
+		if cr.Applied == 0 {
+			t.Fatalf("nothing was applied by %s: the run shows nothing (seed %d)", cr.Name, seed)
+		}
+	}
+	sig := signals[signal]
+	if n := sig.count(rep); n == 0 {
+		t.Fatalf("the checker did not report %s for the broken build (seed %d); it reported: %v", sig.name, seed, rep.Failed())
+	}
+	t.Logf("caught: %s %d; all: %s", sig.name, sig.count(rep), strings.Join(rep.Failed(), ", "))
 }
 
 func moduleRoot(t *testing.T) string {

@@ -6,23 +6,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/txbox/txbox"
 )
 
-// The faults that are not kind to the data: skewed keys, operators working
-// on the outbox under the running relays, clock trouble, a read-only
-// database and a full stream. Each is expected to pause the flow at most:
-// the checker must still find nothing lost, doubled or reordered.
-
-// skewKeys sends 90% of the events to three hot aggregates for a while.
-func skewKeys(w *World) {
-	w.Skew.Store(true)
-	time.Sleep(5 * time.Second)
-	w.Skew.Store(false)
-}
+// The faults that are not kind to the data, on PostgreSQL: operators
+// working on the outbox under the running relays, clock trouble and a
+// read-only database (the MariaDB ones are in mariadb.go, the full stream
+// in nats.go). Each is expected to pause the flow at most: the checker must
+// still find nothing lost, doubled or reordered.
 
 // truncateKeeping is the clean-up operators do: the undelivered rows are
 // kept, the table is emptied and its identity restarted, and the kept rows
@@ -31,9 +23,9 @@ func skewKeys(w *World) {
 // publishing them only makes duplicates, and its marks, fenced on the old
 // lease, change nothing. The delivered history stays in the archive, whose
 // ids are not unique for this reason (migration 004).
-func truncateKeeping(ctx context.Context, w *World) (string, error) {
+func (d *Postgres) truncateKeeping(ctx context.Context) (string, error) {
 	var kept int64
-	err := pgx.BeginFunc(ctx, w.Prod, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, d.Prod, func(tx pgx.Tx) error {
 		for _, q := range []string{
 			`SET LOCAL lock_timeout = '10s'`,
 			`LOCK TABLE outbox_event IN ACCESS EXCLUSIVE MODE`,
@@ -67,10 +59,10 @@ func truncateKeeping(ctx context.Context, w *World) (string, error) {
 // or (World.GapIDs) ids the sequence handed out earlier to transactions that
 // rolled back, below where claims read from (the claim floor), falling back
 // to the sequence when there are no such gaps.
-func explicitIDs(ctx context.Context, w *World, n int) (string, error) {
+func (d *Postgres) explicitIDs(ctx context.Context, n int) (string, error) {
 	agg := fmt.Sprintf("explicit-%d", n)
 	var ids []int64
-	err := pgx.BeginFunc(ctx, w.Prod, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, d.Prod, func(tx pgx.Tx) error {
 		ids = ids[:0]
 		rows, err := tx.Query(ctx, `WITH hi AS (SELECT last_value - 200 AS v FROM outbox_event_id_seq)
 			SELECT g FROM hi, generate_series(greatest((SELECT v FROM hi) - 2000, 1), (SELECT v FROM hi)) g
@@ -84,7 +76,7 @@ func explicitIDs(ctx context.Context, w *World, n int) (string, error) {
 		if err != nil {
 			return err
 		}
-		if w.GapIDs {
+		if d.GapIDs {
 			ids = gaps
 		}
 		for len(ids) < 2 {
@@ -104,7 +96,7 @@ func explicitIDs(ctx context.Context, w *World, n int) (string, error) {
 				VALUES ($1, $2, $3, $4, $5, $6, $7)`, id, ev.ID, ev.AggregateType, ev.AggregateID, ev.AggregateVersion, ev.Type, string(ev.Payload)); err != nil {
 				return err
 			}
-			if err := recordLedger(ctx, tx, ev); err != nil {
+			if err := d.recordLedger(ctx, tx, ev); err != nil {
 				return err
 			}
 		}
@@ -117,8 +109,8 @@ func explicitIDs(ctx context.Context, w *World, n int) (string, error) {
 // redrive, under the running relays. Rows a claim holds are left alone
 // (SKIP LOCKED); a row a lease relay is publishing loses its lease, so that
 // relay's mark is fenced off and the row goes again (a duplicate).
-func manualRetry(ctx context.Context, w *World) (string, error) {
-	tag, err := w.Prod.Exec(ctx, `UPDATE outbox_event SET status = 'RETRY', next_retry_at = now() + interval '500 milliseconds',
+func (d *Postgres) manualRetry(ctx context.Context) (string, error) {
+	tag, err := d.Prod.Exec(ctx, `UPDATE outbox_event SET status = 'RETRY', next_retry_at = now() + interval '500 milliseconds',
 			retry_count = retry_count + 1, locked_by = NULL, locked_until = NULL, last_error = 'set to RETRY by hand (faults)'
 		WHERE id IN (SELECT id FROM outbox_event WHERE status IN ('PENDING', 'PROCESSING') ORDER BY id LIMIT 20 FOR UPDATE SKIP LOCKED)`)
 	return fmt.Sprintf("%d rows", tag.RowsAffected()), err
@@ -126,30 +118,25 @@ func manualRetry(ctx context.Context, w *World) (string, error) {
 
 // vacuumFull rewrites the outbox and its archive under the running relays
 // (an ACCESS EXCLUSIVE lock while it runs).
-func vacuumFull(ctx context.Context, w *World) error {
-	_, err := w.Prod.Exec(ctx, `VACUUM FULL outbox_event, outbox_event_sent`)
+func (d *Postgres) vacuumFull(ctx context.Context) error {
+	_, err := d.Prod.Exec(ctx, `VACUUM FULL outbox_event, outbox_event_sent`)
 	return err
 }
 
-// readOnly makes both databases read-only for a while, as a failover to a
+// readOnly makes both databases read-only for dur, as a failover to a
 // replica or a full disk does. default_transaction_read_only is read when a
 // session starts: the relays' and consumers' sessions are ended so that
 // they reconnect into it, and every session begun during the window is
 // ended after the reset so that nothing stays read-only. It is set on the
-// harness's own databases only: other tests share the server.
-func readOnly(ctx context.Context, w *World) (string, error) {
-	return setReadOnly(ctx, w, 3*time.Second)
-}
-
-// setReadOnly is readOnly for d.
-func setReadOnly(ctx context.Context, w *World, d time.Duration) (string, error) {
+// harness's own databases only (not the audit database).
+func (d *Postgres) readOnly(ctx context.Context, dur time.Duration) (string, error) {
 	var since time.Time
-	if err := w.Admin.QueryRow(ctx, `SELECT now()`).Scan(&since); err != nil {
+	if err := d.Admin.QueryRow(ctx, `SELECT now()`).Scan(&since); err != nil {
 		return "", err
 	}
 	set := func(v string) error {
-		for _, db := range []string{w.ProdDB, w.ConsDB} {
-			if _, err := w.Admin.Exec(ctx, "ALTER DATABASE "+db+" "+v); err != nil {
+		for _, db := range []string{d.ProdDB, d.ConsDB} {
+			if _, err := d.Admin.Exec(ctx, "ALTER DATABASE "+db+" "+v); err != nil {
 				return err
 			}
 		}
@@ -159,100 +146,44 @@ func setReadOnly(ctx context.Context, w *World, d time.Duration) (string, error)
 		return "", err
 	}
 	var n1, n2 int
-	err := w.Admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+	err := d.Admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		WHERE application_name IN ('txbox-relay', 'txbox-consumer')`).Scan(&n1)
-	time.Sleep(d)
+	time.Sleep(dur)
 	if rerr := set("RESET default_transaction_read_only"); rerr != nil {
 		return "", rerr
 	}
-	if err2 := w.Admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE datname IN ($1, $2) AND pid <> pg_backend_pid() AND backend_start >= $3`, w.ProdDB, w.ConsDB, since).Scan(&n2); err == nil {
+	if err2 := d.Admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname IN ($1, $2) AND pid <> pg_backend_pid() AND backend_start >= $3`, d.ProdDB, d.ConsDB, since).Scan(&n2); err == nil {
 		err = err2
 	}
 	return fmt.Sprintf("ended %d sessions, then %d begun read-only", n1, n2), err
 }
 
-// streamFull makes the stream refuse every publish for a while: at its
-// message limit, discarding new messages. The limit is enforced when it is
-// set, whatever the discard policy: set below the stream's count it would
-// delete the oldest messages (an earlier version of this fault did, by a
-// race with the relays' publishes, and the checker found one delivered
-// event missing from the stream). So the limit leaves a margin over the
-// count, the fault waits for the relays to fill it, and it fails if the
-// stream's first message changed.
-func streamFull(ctx context.Context, w *World) (string, error) {
-	nc, err := nats.Connect(w.NATS.URL)
-	if err != nil {
-		return "", err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return "", err
-	}
-	st, err := js.Stream(ctx, w.Stream)
-	if err != nil {
-		return "", err
-	}
-	before, err := st.Info(ctx)
-	if err != nil {
-		return "", err
-	}
-	orig := before.Config
-	full := orig
-	full.MaxMsgs, full.Discard = int64(before.State.Msgs)+200, jetstream.DiscardNew
-	if _, err := js.UpdateStream(ctx, full); err != nil {
-		return "", fmt.Errorf("make the stream full: %w", err)
-	}
-	start := time.Now()
-	var filled time.Duration
-	for time.Since(start) < 10*time.Second {
-		info, err := st.Info(ctx)
-		if err == nil && int64(info.State.Msgs) >= full.MaxMsgs {
-			filled = time.Since(start)
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(3 * time.Second)
-	after, ierr := st.Info(ctx)
-	if _, err := js.UpdateStream(ctx, orig); err != nil {
-		return "", fmt.Errorf("restore the stream: %w", err)
-	}
-	if ierr != nil {
-		return "", ierr
-	}
-	if after.State.FirstSeq != before.State.FirstSeq {
-		return "", fmt.Errorf("the limit deleted messages: first sequence %d, was %d", after.State.FirstSeq, before.State.FirstSeq)
-	}
-	return fmt.Sprintf("limit %d messages, full after %v, then 3s", full.MaxMsgs, filled.Round(10*time.Millisecond)), nil
-}
-
-// leaseClockJump is the lease relays' clock jumping forward by d while they
+// leaseClockJump is the lease relays' clock jumping forward by jump while they
 // hold leases, again and again for three seconds (a lease is held only
 // while its batch is published, a few milliseconds at a time).
 // PostgreSQL's lease claims run on the server's clock (now()), so each jump
-// is simulated by moving the held leases and the retry times back by d:
+// is simulated by moving the held leases and the retry times back by jump:
 // held leases run out at once, and another relay may take their rows while
 // the holder still publishes them (duplicates; the holder's marks are
 // fenced on its lease token).
-func leaseClockJump(ctx context.Context, w *World, d time.Duration) (string, error) {
+func (d *Postgres) leaseClockJump(ctx context.Context, jump time.Duration) (string, error) {
 	var leases, retries int64
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		var l, r int64
 		// SKIP LOCKED: rows a claim or a mark is changing right now are
 		// left for the next jump; waiting for them deadlocked with the
 		// relays' marks.
-		err := w.Prod.QueryRow(ctx, `WITH m AS (UPDATE outbox_event SET
+		err := d.Prod.QueryRow(ctx, `WITH m AS (UPDATE outbox_event SET
 				locked_until = locked_until - $1 * interval '1 millisecond',
 				next_retry_at = next_retry_at - $1 * interval '1 millisecond'
 			WHERE id IN (SELECT id FROM outbox_event WHERE status IN ('PROCESSING', 'RETRY') ORDER BY id FOR UPDATE SKIP LOCKED)
 			RETURNING status)
-			SELECT count(*) FILTER (WHERE status = 'PROCESSING'), count(*) FILTER (WHERE status = 'RETRY') FROM m`, d.Milliseconds()).Scan(&l, &r)
+			SELECT count(*) FILTER (WHERE status = 'PROCESSING'), count(*) FILTER (WHERE status = 'RETRY') FROM m`, jump.Milliseconds()).Scan(&l, &r)
 		if err != nil {
 			return "", err
 		}
 		leases, retries = leases+l, retries+r
 	}
-	return fmt.Sprintf("jumped %v every 10ms for 3s: %d held leases and %d retry times moved", d, leases, retries), nil
+	return fmt.Sprintf("jumped %v every 10ms for 3s: %d held leases and %d retry times moved", jump, leases, retries), nil
 }

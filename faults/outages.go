@@ -1,14 +1,10 @@
 package faults
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Outages as long as production's: a broker away for longer than the
@@ -28,7 +24,9 @@ const (
 
 // Long are the outages that last minutes in a long run: each runs alone
 // (the schedule's other faults wait for it to end) and is not multiplied
-// by the run's scale. For is how long each lasts.
+// by the run's scale. For is how long each lasts. Every world has them
+// all: its broker stops, its database turns read-only, its consumers'
+// audit database is cut off.
 type Long map[Kind]time.Duration
 
 // LongFor is the length of the long outages for a run: the broker down for
@@ -89,104 +87,14 @@ func (l Long) Total() time.Duration {
 	return d
 }
 
-// brokerDown stops the nats-server for d: long past the relays' retry
+// brokerDown stops the broker for d: long past the relays' retry
 // schedule, so a relay that spent attempts on the outage would send the
 // backlog DEAD.
 func brokerDown(w *World, d time.Duration) string {
-	w.NATS.Kill()
+	w.Broker.Stop()
 	time.Sleep(d)
-	w.NATS.Start()
+	w.Broker.Start()
 	return fmt.Sprintf("down %v", d)
-}
-
-// recreateStream deletes the stream under the running relays and makes it
-// again, as an operator re-creating it with other settings would. First
-// the stream stops capturing the subjects (the relays' publishes then fail
-// with no stream for the subject: an outage), the consumers catch up with
-// what it holds, and its messages are kept for the checker (they are
-// delivered: the deletion, not txbox, takes them out of the stream); then
-// it is deleted, the relays find no stream for a few seconds, and it is
-// made again with its old settings, empty. The consumers' durable
-// consumer went with it and is made again by the subscriber.
-func recreateStream(ctx context.Context, w *World) (string, error) {
-	nc, err := nats.Connect(w.NATS.URL)
-	if err != nil {
-		return "", err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return "", err
-	}
-	st, err := js.Stream(ctx, w.Stream)
-	if err != nil {
-		return "", err
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return "", err
-	}
-	orig := info.Config
-	parked := orig
-	parked.Subjects = []string{"faults-parked-" + w.Stream}
-	if _, err := js.UpdateStream(ctx, parked); err != nil {
-		return "", fmt.Errorf("stop the stream capturing its subjects: %w", err)
-	}
-	restore := func() error {
-		_, err := js.CreateOrUpdateStream(ctx, orig)
-		return err
-	}
-	caught, err := w.caughtUp(ctx, js, 5*time.Minute)
-	if err != nil {
-		_ = restore()
-		return "", err
-	}
-	kept, err := readLiveStream(ctx, w)
-	if err != nil {
-		_ = restore()
-		return "", fmt.Errorf("keep the stream's messages: %w", err)
-	}
-	w.keepDeleted(kept)
-	if err := js.DeleteStream(ctx, w.Stream); err != nil {
-		_ = restore()
-		return "", fmt.Errorf("delete the stream: %w", err)
-	}
-	time.Sleep(3 * time.Second)
-	if err := restore(); err != nil {
-		return "", fmt.Errorf("make the stream again: %w", err)
-	}
-	return fmt.Sprintf("%d messages deleted with it (consumers caught up in %v)", len(kept), caught.Round(10*time.Millisecond)), nil
-}
-
-// caughtUp waits until the consumers' durable consumer has nothing pending
-// or unacknowledged, and returns how long that took.
-func (w *World) caughtUp(ctx context.Context, js jetstream.JetStream, limit time.Duration) (time.Duration, error) {
-	start := time.Now()
-	for {
-		c, err := js.Consumer(ctx, w.Stream, consumerDurable)
-		if err == nil {
-			info, err := c.Info(ctx)
-			if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
-				return time.Since(start), nil
-			}
-		}
-		if time.Since(start) > limit {
-			return 0, fmt.Errorf("the consumers did not catch up with the stream within %v", limit)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// restartPostgres restarts the world's PostgreSQL server as a crash would
-// end it (immediate shutdown, crash recovery at start): every session of
-// the relays, the consumers and the producers is cut, CDC's slot goes back
-// to what it confirmed.
-func restartPostgres(w *World) string {
-	start := time.Now()
-	w.PG.Crash()
-	time.Sleep(time.Second)
-	w.PG.Start()
-	return fmt.Sprintf("down %v", time.Since(start).Round(10*time.Millisecond))
 }
 
 // handlerDBDown cuts the consumers' handlers off from the database they
@@ -194,8 +102,8 @@ func restartPostgres(w *World) string {
 // fail with a lost or refused connection, an outage, which must park
 // nothing however long it lasts.
 func handlerDBDown(w *World, d time.Duration) string {
-	w.AuditProxy.Cut()
+	w.DB.AuditProxy().Cut()
 	time.Sleep(d)
-	w.AuditProxy.Restore()
+	w.DB.AuditProxy().Restore()
 	return fmt.Sprintf("down %v", d)
 }

@@ -3,20 +3,25 @@
 package faults
 
 import (
+	"database/sql"
+	"fmt"
+
 	"github.com/jackc/pgx/v5"
 
-	"github.com/txbox/txbox/inbox"
 	"github.com/txbox/txbox/internal/sabotage"
 	"github.com/txbox/txbox/store"
 )
 
 // A deliberately broken build: the inbox records nothing, so a redelivered
-// event is applied again. The version guard would drop the redelivery as
-// stale, so it goes too, and Ordered with it (it needs the guard). Never
-// build releases with this tag.
+// event is applied again. Never build releases with this tag.
 func init() {
-	consumerInbox = func(s store.InboxStore[pgx.Tx], c inbox.Config) (store.InboxStore[pgx.Tx], inbox.Config) {
-		c.VersionGuard, c.Ordered = false, false
-		return sabotage.NoInbox(s), c
+	skipInboxRecord = func(st any) any {
+		switch s := st.(type) {
+		case store.InboxStore[pgx.Tx]:
+			return sabotage.NoInbox(s)
+		case store.InboxStore[*sql.Tx]:
+			return sabotage.NoInbox(s)
+		}
+		panic(fmt.Sprintf("no-inbox sabotage: %T", st))
 	}
 }

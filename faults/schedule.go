@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -29,15 +30,21 @@ const (
 	ReadOnly       Kind = "read-only database"
 	StreamFull     Kind = "stream full"
 	LeaseClockJump Kind = "lease clock jump"
+
+	// MariaDB's equivalents of PostgreSQL's kinds (mariadb.go), and Kafka's
+	// of the full stream (kafka.go).
+	KillConnection Kind = "KILL CONNECTION"
+	OptimizeTable  Kind = "OPTIMIZE TABLE"
+	ProduceRefused Kind = "produce refused"
 )
 
 // Minimums are the fault counts a run must reach.
 type Minimums map[Kind]int
 
-// ShortMinimums is what the CI short mode must inject at least.
-var ShortMinimums = Minimums{KillRelay: 5, KillConsumer: 2, RestartBroker: 2, TerminatePG: 3, CutNetwork: 1, SlowNetwork: 1, HalfOpen: 1,
-	SkewedKeys: 1, TruncateOutbox: 1, ExplicitIDs: 1, ManualRetry: 1, VacuumFull: 1, ReadOnly: 1, StreamFull: 1, LeaseClockJump: 1,
-	StreamRecreated: 1, RestartPostgres: 1}
+// A world's minimums (World.Minimums) are what its CI short mode must
+// inject at least. On PostgreSQL and NATS: 5 relay kills, 2 consumer
+// kills, 2 broker restarts, 3 pg_terminate_backend rounds, and one of each
+// other kind.
 
 // Fault is one scheduled fault.
 type Fault struct {
@@ -73,7 +80,7 @@ func Schedule(seed uint64, d time.Duration, min Minimums, scale int) []Fault {
 func Inject(ctx context.Context, w *World, faults []Fault, logf func(string, ...any)) map[Kind]int {
 	done := map[Kind]int{}
 	start := time.Now()
-	kills := 0
+	kills, consumerKills := 0, 0
 	for _, f := range faults {
 		select {
 		case <-ctx.Done():
@@ -94,68 +101,52 @@ func Inject(ctx context.Context, w *World, faults []Fault, logf func(string, ...
 			w.StartRelay(i)
 			note = fmt.Sprintf("relay-%d", i)
 		case KillConsumer:
-			w.Kill(fmt.Sprintf("consumer-%d", f.Arg))
+			// In turn, shifted by the seed.
+			consumerKills++
+			i := (consumerKills + f.Arg) % len(Consumers)
+			w.Kill(Consumers[i].Proc)
 			time.Sleep(300 * time.Millisecond)
-			w.StartConsumer(f.Arg)
+			w.StartConsumer(i)
+			note = Consumers[i].Proc
 		case RestartBroker:
-			w.NATS.Kill()
+			w.Broker.Stop()
 			time.Sleep(1500 * time.Millisecond)
-			w.NATS.Start()
-		case TerminatePG:
-			var n int
-			err = w.Admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-				WHERE application_name IN ('txbox-relay', 'txbox-consumer')`).Scan(&n)
-			if logf != nil {
-				logf("terminated %d backends", n)
-			}
+			w.Broker.Start()
 		case CutNetwork:
-			p := w.PGProxy
+			p := w.DB.Proxy()
 			if f.Arg == 1 {
-				p = w.NATProxy
+				p = w.Broker.Proxy()
 			}
 			p.Cut()
 			time.Sleep(1500 * time.Millisecond)
 			p.Restore()
 		case SlowNetwork:
-			w.NATProxy.SetDelay(20 * time.Millisecond)
-			w.PGProxy.SetDelay(5 * time.Millisecond)
+			w.Broker.Proxy().SetDelay(20 * time.Millisecond)
+			w.DB.Proxy().SetDelay(5 * time.Millisecond)
 			time.Sleep(2 * time.Second)
-			w.NATProxy.SetDelay(0)
-			w.PGProxy.SetDelay(0)
+			w.Broker.Proxy().SetDelay(0)
+			w.DB.Proxy().SetDelay(0)
 		case HalfOpen:
-			p := w.NATProxy
+			p := w.Broker.Proxy()
 			if f.Arg == 1 {
-				p = w.PGProxy
+				p = w.DB.Proxy()
 			}
 			p.Blackhole()
 			time.Sleep(2 * time.Second)
 			p.Restore()
 		case SkewedKeys:
-			skewKeys(w)
-		case TruncateOutbox:
-			note, err = truncateKeeping(ctx, w)
-		case ExplicitIDs:
-			note, err = explicitIDs(ctx, w, done[f.Kind])
-		case ManualRetry:
-			note, err = manualRetry(ctx, w)
-		case VacuumFull:
-			err = vacuumFull(ctx, w)
-		case ReadOnly:
-			note, err = readOnly(ctx, w)
-		case StreamFull:
-			note, err = streamFull(ctx, w)
-		case LeaseClockJump:
-			note, err = leaseClockJump(ctx, w, 5*time.Second)
+			w.Skew.Store(true)
+			time.Sleep(5 * time.Second)
+			w.Skew.Store(false)
 		case LongBrokerOutage:
 			note = brokerDown(w, f.For)
-		case StreamRecreated:
-			note, err = recreateStream(ctx, w)
-		case ReadOnlyLong:
-			note, err = setReadOnly(ctx, w, f.For)
-		case RestartPostgres:
-			note = restartPostgres(w)
 		case HandlerDBDown:
 			note = handlerDBDown(w, f.For)
+		default:
+			note, err = w.DB.Fault(ctx, f, done[f.Kind])
+			if errors.Is(err, errNotHere) {
+				note, err = w.Broker.Fault(ctx, f)
+			}
 		}
 		if err != nil {
 			// A fault that did not happen is not counted: the run then

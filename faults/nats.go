@@ -1,0 +1,272 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/txbox/txbox/internal/testenv"
+)
+
+// NATS is a nats-server of the run's own with JetStream, and the stream the
+// relays create.
+type NATS struct {
+	Server   *testenv.NATSServer
+	NProxy   *testenv.Proxy
+	Stream   string
+	Subjects string
+
+	mu sync.Mutex
+	// deleted holds the messages of streams the stream-recreated fault
+	// deleted, for the checker (Read).
+	deleted []streamMsg
+}
+
+// NewNATS starts the server and its proxy, stopped when t ends.
+func NewNATS(t *testing.T) *NATS {
+	b := &NATS{Server: testenv.StartNATS(t), Stream: "FAULTS", Subjects: "faults.>"}
+	b.NProxy = testenv.NewProxy(t, fmt.Sprintf("127.0.0.1:%d", b.Server.Port))
+	return b
+}
+
+func (b *NATS) Kind() string          { return "nats" }
+func (b *NATS) URL() string           { return "nats://" + b.NProxy.Addr() }
+func (b *NATS) Proxy() *testenv.Proxy { return b.NProxy }
+func (b *NATS) Stop()                 { b.Server.Kill() }
+func (b *NATS) Start()                { b.Server.Start() }
+func (b *NATS) Minimums() Minimums {
+	return Minimums{RestartBroker: 2, StreamFull: 1, StreamRecreated: 1}
+}
+
+func (b *NATS) RelayArgs() []string {
+	return []string{"--nats-stream", b.Stream, "--nats-subjects", b.Subjects, "--nats-create-stream"}
+}
+
+func (b *NATS) ConsumerEnv() []string { return []string{"FAULTS_STREAM=" + b.Stream} }
+
+func (b *NATS) Fault(ctx context.Context, f Fault) (string, error) {
+	switch f.Kind {
+	case StreamFull:
+		return b.streamFull(ctx)
+	case StreamRecreated:
+		return b.recreateStream(ctx)
+	}
+	return "", errNotHere
+}
+
+func (b *NATS) Diagnose(ctx context.Context) string {
+	nc, err := nats.Connect(b.Server.URL)
+	if err != nil {
+		return err.Error()
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	var out []string
+	for _, c := range consumerNames() {
+		cons, err := js.Consumer(ctx, b.Stream, c.Inbox)
+		if err != nil {
+			out = append(out, fmt.Sprintf("durable %s: %v", c.Inbox, err))
+			continue
+		}
+		i, err := cons.Info(ctx)
+		if err != nil {
+			out = append(out, fmt.Sprintf("durable %s: %v", c.Inbox, err))
+			continue
+		}
+		out = append(out, fmt.Sprintf("durable %s: %d pending, %d unacknowledged, %d redelivered, %d waiting pulls",
+			c.Inbox, i.NumPending, i.NumAckPending, i.NumRedelivered, i.NumWaiting))
+	}
+	return strings.Join(out, "; ")
+}
+
+// Read is the stream's messages, after those of the streams the
+// stream-recreated fault deleted: what they held was delivered, and their
+// order counts.
+func (b *NATS) Read(ctx context.Context) ([]streamMsg, error) {
+	b.mu.Lock()
+	out := slices.Clone(b.deleted)
+	b.mu.Unlock()
+	cur, err := b.read(ctx)
+	return append(out, cur...), err
+}
+
+func (b *NATS) read(ctx context.Context) ([]streamMsg, error) {
+	nc, err := nats.Connect(b.Server.URL)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	st, err := js.Stream(ctx, b.Stream)
+	if err != nil {
+		return nil, err
+	}
+	total := st.CachedInfo().State.Msgs
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return nil, err
+	}
+	var out []streamMsg
+	for uint64(len(out)) < total {
+		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for m := range batch.Messages() {
+			out = append(out, streamMsg{id: m.Headers().Get("ce-id")})
+			n++
+		}
+		if n == 0 {
+			return out, fmt.Errorf("stream read stalled at %d of %d", len(out), total)
+		}
+	}
+	return out, nil
+}
+
+// streamFull makes the stream refuse every publish for a while: at its
+// message limit, discarding new messages. The limit is enforced when it is
+// set, whatever the discard policy: set below the stream's count it would
+// delete the oldest messages (an earlier version of this fault did, by a
+// race with the relays' publishes, and the checker found one delivered
+// event missing from the stream). So the limit leaves a margin over the
+// count, the fault waits for the relays to fill it, and it fails if the
+// stream's first message changed.
+func (b *NATS) streamFull(ctx context.Context) (string, error) {
+	nc, err := nats.Connect(b.Server.URL)
+	if err != nil {
+		return "", err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return "", err
+	}
+	st, err := js.Stream(ctx, b.Stream)
+	if err != nil {
+		return "", err
+	}
+	before, err := st.Info(ctx)
+	if err != nil {
+		return "", err
+	}
+	orig := before.Config
+	full := orig
+	full.MaxMsgs, full.Discard = int64(before.State.Msgs)+200, jetstream.DiscardNew
+	if _, err := js.UpdateStream(ctx, full); err != nil {
+		return "", fmt.Errorf("make the stream full: %w", err)
+	}
+	start := time.Now()
+	var filled time.Duration
+	for time.Since(start) < 10*time.Second {
+		info, err := st.Info(ctx)
+		if err == nil && int64(info.State.Msgs) >= full.MaxMsgs {
+			filled = time.Since(start)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second)
+	after, ierr := st.Info(ctx)
+	if _, err := js.UpdateStream(ctx, orig); err != nil {
+		return "", fmt.Errorf("restore the stream: %w", err)
+	}
+	if ierr != nil {
+		return "", ierr
+	}
+	// An empty stream (just made again) has nothing to lose.
+	if before.State.Msgs > 0 && after.State.FirstSeq != before.State.FirstSeq {
+		return "", fmt.Errorf("the limit deleted messages: first sequence %d, was %d", after.State.FirstSeq, before.State.FirstSeq)
+	}
+	return fmt.Sprintf("limit %d messages, full after %v, then 3s", full.MaxMsgs, filled.Round(10*time.Millisecond)), nil
+}
+
+// recreateStream deletes the stream under the running relays and makes it
+// again, as an operator re-creating it with other settings would. First
+// the stream stops capturing the subjects (the relays' publishes then fail
+// with no stream for the subject: an outage), the consumers catch up with
+// what it holds, and its messages are kept for the checker (they are
+// delivered: the deletion, not txbox, takes them out of the stream); then
+// it is deleted, the relays find no stream for a few seconds, and it is
+// made again with its old settings, empty. The consumers' durable
+// consumers went with it and are made again by the subscribers.
+func (b *NATS) recreateStream(ctx context.Context) (string, error) {
+	nc, err := nats.Connect(b.Server.URL)
+	if err != nil {
+		return "", err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return "", err
+	}
+	st, err := js.Stream(ctx, b.Stream)
+	if err != nil {
+		return "", err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return "", err
+	}
+	orig := info.Config
+	parked := orig
+	parked.Subjects = []string{"faults-parked-" + b.Stream}
+	if _, err := js.UpdateStream(ctx, parked); err != nil {
+		return "", fmt.Errorf("stop the stream capturing its subjects: %w", err)
+	}
+	restore := func() error {
+		_, err := js.CreateOrUpdateStream(ctx, orig)
+		return err
+	}
+	caught, err := b.caughtUp(ctx, js, 5*time.Minute)
+	if err != nil {
+		_ = restore()
+		return "", err
+	}
+	kept, err := b.read(ctx)
+	if err != nil {
+		_ = restore()
+		return "", fmt.Errorf("keep the stream's messages: %w", err)
+	}
+	b.mu.Lock()
+	b.deleted = append(b.deleted, kept...)
+	b.mu.Unlock()
+	if err := js.DeleteStream(ctx, b.Stream); err != nil {
+		_ = restore()
+		return "", fmt.Errorf("delete the stream: %w", err)
+	}
+	time.Sleep(3 * time.Second)
+	if err := restore(); err != nil {
+		return "", fmt.Errorf("make the stream again: %w", err)
+	}
+	return fmt.Sprintf("%d messages deleted with it (consumers caught up in %v)", len(kept), caught.Round(10*time.Millisecond)), nil
+}
+
+// caughtUp waits until every consumer name's durable consumer has nothing
+// pending or unacknowledged, and returns how long that took.
+func (b *NATS) caughtUp(ctx context.Context, js jetstream.JetStream, limit time.Duration) (time.Duration, error) {
+	start := time.Now()
+	for _, c := range consumerNames() {
+		for {
+			cons, err := js.Consumer(ctx, b.Stream, c.Inbox)
+			if err == nil {
+				info, err := cons.Info(ctx)
+				if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
+					break
+				}
+			}
+			if time.Since(start) > limit {
+				return 0, fmt.Errorf("the consumers (%s) did not catch up with the stream within %v", c.Inbox, limit)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return time.Since(start), nil
+}
