@@ -205,6 +205,9 @@ func (s *Subscriber) failed(ctx context.Context, err error) error {
 			return rerr
 		}
 	}
+	if errors.Is(err, txbox.ErrBrokerUnavailable) {
+		return err
+	}
 	return txbox.Unavailable(fmt.Errorf("nats: fetch: %w", err))
 }
 
