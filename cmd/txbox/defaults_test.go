@@ -20,9 +20,10 @@ import (
 func TestRelayShortLeaseStarts(t *testing.T) {
 	srv := testenv.StartNATS(t)
 	db := "sqlite://" + filepath.Join(t.TempDir(), "outbox.db")
+	bin := testenv.Binary(t) // built before the clock starts: a loaded machine takes long
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, testenv.Binary(t), "relay", "--lease", "15s", "--db", db, "--migrate",
+	cmd := exec.CommandContext(ctx, bin, "relay", "--lease", "15s", "--db", db, "--migrate",
 		"--broker", srv.URL, "--nats-create-stream")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
