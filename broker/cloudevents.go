@@ -58,6 +58,9 @@ func Attributes(m Message) ([][2]string, error) {
 		{AttrDataContentType, ContentJSON},
 		{AttrAggregateType, e.AggregateType},
 	}
+	// 0 means "not versioned" (txbox.Event): no attribute, rather than a
+	// version 0 that a consumer checking versions would take as one. A
+	// missing attribute reads back as 0, so the round trip keeps it.
 	if e.AggregateVersion > 0 {
 		attrs = append(attrs, [2]string{AttrAggregateVersion, strconv.FormatInt(e.AggregateVersion, 10)})
 	}

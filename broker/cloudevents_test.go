@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"maps"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,4 +202,56 @@ func FuzzEventFromAttributes(f *testing.F) {
 			t.Fatalf("re-encoding changed the event:\n got %+v\nwant %+v", again, e)
 		}
 	})
+}
+
+// An event's aggregate version is an attribute only when it is versioned
+// (above 0): 0 means "not versioned", and a missing attribute reads back as
+// 0.
+func TestAggregateVersionOnlyWhenVersioned(t *testing.T) {
+	for _, c := range []struct {
+		version int64
+		want    string
+	}{{0, ""}, {1, "1"}, {42, "42"}} {
+		e := txbox.MustEvent("Order", "o-1", "OrderPlaced", map[string]int{"n": 1})
+		e.AggregateVersion = c.version
+		attrs, err := broker.Attributes(broker.Message{Event: e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		get, _ := wire(attrs)
+		got, ok := get(broker.AttrAggregateVersion)
+		if ok != (c.want != "") || got != c.want {
+			t.Fatalf("version %d: aggregateversion %q (present %v), want %q", c.version, got, ok, c.want)
+		}
+		back, err := roundTrip(t, broker.Message{Event: e})
+		if err != nil || back.AggregateVersion != c.version {
+			t.Fatalf("version %d reads back as %d (%v)", c.version, back.AggregateVersion, err)
+		}
+	}
+}
+
+// Every document that lists the aggregateversion attribute says when it
+// is sent: a reader must not expect it on events that are not versioned.
+func TestDocsSayWhenAggregateVersionIsSent(t *testing.T) {
+	files, _ := filepath.Glob("../docs/*.md")
+	files = append(files, "../README.md")
+	found := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, para := range strings.Split(string(b), "\n\n") {
+			if !strings.Contains(para, "aggregateversion") {
+				continue
+			}
+			found++
+			if !strings.Contains(para, "above 0") {
+				t.Errorf("%s lists aggregateversion without saying it is sent only above 0:\n%s", f, para)
+			}
+		}
+	}
+	if found == 0 {
+		t.Fatal("no document lists the aggregateversion attribute")
+	}
 }

@@ -16,7 +16,7 @@
 // payload, untouched. Headers follow the binding's binary mode: every
 // CloudEvents attribute except datacontenttype travels as a header named
 // "ce_" + attribute ("ce_specversion", "ce_id", "ce_type", "ce_source",
-// "ce_subject", "ce_time", "ce_aggregatetype", "ce_aggregateversion",
+// "ce_subject", "ce_time", "ce_aggregatetype", "ce_aggregateversion" (when above 0),
 // "ce_traceparent", ...), and datacontenttype is the "content-type" header
 // ("application/json"). This is what the CloudEvents Go SDK's Kafka binding
 // (protocol/kafka_sarama/v2) reads as a binary-mode event.

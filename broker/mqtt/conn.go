@@ -13,7 +13,7 @@
 // datacontenttype ("application/json") travels in the PUBLISH Content Type
 // property, every other attribute as a User Property named by the attribute,
 // unprefixed ("specversion", "id", "type", "source", "subject", "time",
-// "aggregatetype", "aggregateversion", "traceparent", ...), and the payload is
+// "aggregatetype", "aggregateversion" (when above 0), "traceparent", ...), and the payload is
 // the event's JSON, byte for byte. A Subscriber also decodes structured mode
 // (Content Type "application/cloudevents+json"), the only mode MQTT 3.1.1
 // producers can send.

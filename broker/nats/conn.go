@@ -9,7 +9,7 @@
 // On the wire each event is one JetStream message on the subject rendered
 // from the relay's template. Every CloudEvents attribute travels as a header
 // named "ce-" + attribute ("ce-id", "ce-type", "ce-source", "ce-subject",
-// "ce-time", "ce-datacontenttype", "ce-aggregatetype", "ce-aggregateversion",
+// "ce-time", "ce-datacontenttype", "ce-aggregatetype", "ce-aggregateversion" (when above 0),
 // "ce-traceparent", ...), the body is the JSON payload, "content-type" is
 // "application/json", and "Nats-Msg-Id" is the event id, so JetStream drops a
 // republished event inside the stream's duplicate window. This is what the

@@ -17,7 +17,7 @@
 // attribute is a header (an application property) named "cloudEvents_" +
 // attribute: "cloudEvents_specversion", "cloudEvents_id", "cloudEvents_type",
 // "cloudEvents_source", "cloudEvents_subject", "cloudEvents_time",
-// "cloudEvents_aggregatetype", "cloudEvents_aggregateversion",
+// "cloudEvents_aggregatetype", "cloudEvents_aggregateversion" (when above 0),
 // "cloudEvents_traceparent", ... all as AMQP strings (the canonical string
 // form the binding allows).
 //

@@ -16,7 +16,7 @@
 // attribute, in this order: "ce_specversion", "ce_id", "ce_type",
 // "ce_source", "ce_subject" (aggregate id), "ce_time" (RFC 3339, UTC,
 // nanoseconds), "ce_datacontenttype" ("application/json"),
-// "ce_aggregatetype", "ce_aggregateversion" (when set), then one "ce_"
+// "ce_aggregatetype", "ce_aggregateversion" (when above 0), then one "ce_"
 // field per event header ("ce_traceparent", ...), and last "data": the JSON
 // payload, byte for byte.
 //

@@ -14,7 +14,7 @@
 // and the event's rendered topic (see Publisher.Target). Every CloudEvents
 // attribute travels as a header "ce-" + attribute ("ce-specversion",
 // "ce-id", "ce-type", "ce-source", "ce-subject", "ce-time",
-// "ce-aggregatetype", "ce-aggregateversion", "ce-traceparent", ...), its
+// "ce-aggregatetype", "ce-aggregateversion" (when above 0), "ce-traceparent", ...), its
 // value percent-encoded as the binding requires (space, '"', '%' and
 // anything outside printable ASCII); datacontenttype is the Content-Type,
 // "application/json"; the body is the payload, byte for byte.
