@@ -32,6 +32,10 @@ type observer struct {
 	beat        atomic.Int64 // unix ns: the claim loop went round
 	lastRound   atomic.Int64 // unix ns: a publish round ended
 	lastPublish atomic.Int64 // unix ns: the broker last confirmed a message
+	// firstPublish is when the progress window's first confirmed round
+	// began (0: none yet): the window's publishing time runs from it to
+	// lastPublish.
+	firstPublish atomic.Int64
 
 	// The database's state as the claims and samples see it: down from
 	// the first failure to the next success, unknown until either.
@@ -46,7 +50,9 @@ type observer struct {
 	sampleErr  error
 	lastReady  error
 	progressAt time.Time
-	progressN  int64
+	progressN  int64 // Published at progressAt
+	progressD  int64 // Dead at progressAt
+	progressF  int64 // Deferred at progressAt
 }
 
 var (
@@ -182,6 +188,7 @@ func (o *observer) published(start time.Time, created []time.Time, errs []error)
 	o.lastRound.Store(now.UnixNano())
 	if ok {
 		o.lastPublish.Store(now.UnixNano())
+		o.firstPublish.CompareAndSwap(0, start.UnixNano())
 	}
 }
 
@@ -270,7 +277,8 @@ func (o *observer) watch(ctx context.Context) {
 	t := time.NewTicker(o.r.cfg.MetricsInterval)
 	defer t.Stop()
 	o.mu.Lock()
-	o.progressAt, o.progressN = time.Now(), o.r.ctrs.Published.Load()
+	c := &o.r.ctrs
+	o.progressAt, o.progressN, o.progressD, o.progressF = time.Now(), c.Published.Load(), c.Dead.Load(), c.Deferred.Load()
 	o.mu.Unlock()
 	for {
 		o.sample(ctx)
@@ -328,7 +336,11 @@ func (o *observer) pingIfIdle(ctx context.Context) {
 }
 
 // progress logs one line per ProgressEvery while the relay works: something
-// was published, or a backlog is waiting. An idle relay stays silent.
+// was published, or a backlog is waiting. An idle relay stays silent. The
+// rate is over the time spent publishing in the window (from its first
+// confirmed round to its last), not the whole window: 15,000 events sent in
+// 2 s of a 10 s window read as 7,500/s. dead_marked and deferred count what
+// this relay did in the window; dead_in_table is the table's DEAD rows.
 func (o *observer) progress() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -336,14 +348,25 @@ func (o *observer) progress() {
 	if now.Sub(o.progressAt) < o.r.cfg.ProgressEvery {
 		return
 	}
-	n := o.r.ctrs.Published.Load()
+	c := &o.r.ctrs
+	n, dead, deferred := c.Published.Load(), c.Dead.Load(), c.Deferred.Load()
 	sent, took := n-o.progressN, now.Sub(o.progressAt)
-	o.progressAt, o.progressN = now, n
+	busy := time.Duration(0)
+	if first := o.firstPublish.Swap(0); first != 0 && sent > 0 {
+		busy = min(max(time.Duration(o.lastPublish.Load()-first), time.Millisecond), took)
+	}
+	deadN, deferredN := dead-o.progressD, deferred-o.progressF
+	o.progressAt, o.progressN, o.progressD, o.progressF = now, n, dead, deferred
 	if sent == 0 && o.backlog.Unsent() == 0 {
 		return
 	}
-	o.r.log.Info("relay progress", "published", sent, "rate_per_s", int64(float64(sent)/took.Seconds()+0.5),
-		"backlog", o.backlog.Unsent(), "dead", o.backlog.Dead, "oldest_age", o.backlog.OldestAge.Round(time.Millisecond).String(), "window", took.Round(time.Millisecond).String())
+	rate := int64(0)
+	if busy > 0 {
+		rate = int64(float64(sent)/busy.Seconds() + 0.5)
+	}
+	o.r.log.Info("relay progress", "published", sent, "rate_per_s", rate, "publishing", busy.Round(time.Millisecond).String(),
+		"window", took.Round(time.Millisecond).String(), "backlog", o.backlog.Unsent(), "oldest_age", o.backlog.OldestAge.Round(time.Millisecond).String(),
+		"dead_marked", deadN, "deferred", deferredN, "dead_in_table", o.backlog.Dead)
 }
 
 // eventAttrs are the attributes every log line about an event carries,

@@ -86,7 +86,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	r.log.Info("relay started", "claims", r.claimKind(), "batch", r.cfg.BatchSize, "workers", r.cfg.Workers, "poll", r.cfg.PollInterval, "idle_poll_max", r.cfg.IdlePollMax, "lease", r.cfg.Lease, "topic", string(r.cfg.Topic))
 	defer func() {
 		c := &r.ctrs
-		r.log.Info("relay stopped", "published", c.Published.Load(), "dead", c.Dead.Load(), "retried", c.Retried.Load(),
+		r.log.Info("relay stopped", "published", c.Published.Load(), "dead_marked", c.Dead.Load(), "retried", c.Retried.Load(), "deferred", c.Deferred.Load(),
 			"claim_time", time.Duration(c.ClaimNanos.Load()), "publish_time", time.Duration(c.PublishNanos.Load()),
 			"mark_time", time.Duration(c.MarkNanos.Load()))
 	}()

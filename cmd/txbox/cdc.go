@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -95,63 +93,14 @@ func runCDC(ctx context.Context, g *globals, cfg relay.Config, cf cdcFlags, s *p
 		return err
 	}
 	g.log.Info("relay connected", "mode", modeCDC, "slot", cf.slot, "db", redact.URL(g.db), "broker", redact.URL(g.broker))
-	every := cfg.ProgressEvery
-	if every <= 0 {
-		every = 10 * time.Second
-	}
-	pctx, stopProgress := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		cdcProgress(pctx, r.Relay(), every, time.Second, g.log)
-	}()
+	// The relay's own observer logs the progress line (relay.Relay.Observe,
+	// which the CDC relay runs); the counts at stop are this command's.
 	err = r.Run(ctx)
-	stopProgress()
-	<-done
 	st := r.Relay().Stats()
 	g.log.Info("relay stopped", "mode", modeCDC, "published", st.Published, "dead_marked", st.Dead, "retried", st.Retried, "deferred", st.Deferred)
 	return err
 }
 
-// cdcProgress logs the CDC relay's progress line every window while it
-// publishes: the events published in the window and their rate over the
-// time spent publishing (the seconds, sampled every tick, in which the
-// count grew), not over the whole window, so 15,000 events sent in 2 s of
-// a 10 s window read as 7,500/s. dead_marked counts the events this relay
-// sent to DEAD in the window, not the table's DEAD rows. An idle relay
-// stays silent.
-func cdcProgress(ctx context.Context, r *relay.Relay, window, tick time.Duration, log *slog.Logger) {
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	start := r.Stats()
-	last, began, lastAt := start.Published, time.Now(), time.Now()
-	var busy time.Duration
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			st := r.Stats()
-			if st.Published > last {
-				busy += now.Sub(lastAt)
-			}
-			last, lastAt = st.Published, now
-			if now.Sub(began) < window {
-				continue
-			}
-			sent, dead := st.Published-start.Published, st.Dead-start.Dead
-			if sent > 0 || dead > 0 {
-				rate := int64(0)
-				if busy > 0 {
-					rate = int64(float64(sent)/busy.Seconds() + 0.5)
-				}
-				log.Info("relay progress", "mode", modeCDC, "published", sent, "rate_per_s", rate, "publishing", busy.Round(time.Millisecond).String(),
-					"window", now.Sub(began).Round(time.Millisecond).String(), "dead_marked", dead, "retried", st.Retried-start.Retried)
-			}
-			start, began, busy = st, now, 0
-		}
-	}
-}
 
 func newCDC(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
