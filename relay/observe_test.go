@@ -105,7 +105,7 @@ func TestMetricsAndProgress(t *testing.T) {
 			break
 		}
 	}
-	for _, k := range []string{`"published":`, `"rate_per_s":`, `"backlog":`, `"oldest_age":"`} {
+	for _, k := range []string{`"published":`, `"rate_per_s":`, `"publishing":"`, `"backlog":`, `"oldest_age":"`, `"dead_marked":`, `"deferred":`, `"dead_in_table":`} {
 		if !strings.Contains(line, k) {
 			t.Fatalf("progress line lacks %s: %s", k, line)
 		}
