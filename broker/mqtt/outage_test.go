@@ -194,8 +194,9 @@ func TestConnectRefusedOnReconnectIsOutage(t *testing.T) {
 }
 
 // TestNotAuthorizedIsOutage: a Mosquitto of the test's own whose ACL does
-// not let the publisher write the topic answers PUBACK 0x87: an outage,
-// gone once the ACL allows it (a restart with the new file).
+// not let the publisher write the topic refuses the publish: an outage,
+// gone once the ACL allows it (a restart with the new file). The PUBACK
+// code itself is checked against every reason in the fake server's test.
 func TestNotAuthorizedIsOutage(t *testing.T) {
 	dir, err := os.MkdirTemp("", "txbox-mqtt-acl-")
 	if err != nil {
@@ -223,8 +224,11 @@ func TestNotAuthorizedIsOutage(t *testing.T) {
 		t.Fatalf("allowed topic: %v", errs[0])
 	}
 	err = errs[1]
-	if !errors.Is(err, txbox.ErrBrokerUnavailable) || errors.Is(err, txbox.ErrPermanent) || !strings.Contains(err.Error(), "0x87") {
-		t.Fatalf("topic the ACL denies: %v, want an outage naming PUBACK 0x87", err)
+	// Mosquitto 2.0 answers the denied publish with PUBACK 0x87 or, as
+	// often here, drops the connection instead: an outage either way.
+	if !errors.Is(err, txbox.ErrBrokerUnavailable) || errors.Is(err, txbox.ErrPermanent) ||
+		!strings.Contains(err.Error(), "0x87") && !strings.Contains(err.Error(), "connection lost") {
+		t.Fatalf("topic the ACL denies: %v, want an outage naming PUBACK 0x87 or the lost connection", err)
 	}
 	t.Logf("%v", err)
 
