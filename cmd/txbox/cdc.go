@@ -101,7 +101,6 @@ func runCDC(ctx context.Context, g *globals, cfg relay.Config, cf cdcFlags, s *p
 	return err
 }
 
-
 func newCDC(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cdc",
