@@ -73,6 +73,14 @@ type RawMessage struct {
 	Body    []byte
 }
 
+// AckWaiter is a Subscriber that says how long a delivery may stay
+// unsettled before it is handed out again (0: never). The inbox holds an
+// Ordered delivery for well under that (inbox.Config.HoldFor): a copy
+// handed out again while the first is held would only be held beside it.
+type AckWaiter interface {
+	AckWait() time.Duration
+}
+
 // Subscriber receives deliveries for one durable consumer.
 type Subscriber interface {
 	// Receive blocks until at least one delivery is there, up to max, or ctx

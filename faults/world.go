@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -154,6 +155,13 @@ func (w *World) start(name, bin string, args, env []string) {
 	out := &strings.Builder{}
 	lw := &lockedWriter{b: out}
 	cmd.Stdout, cmd.Stderr = lw, lw
+	if dir := os.Getenv("FAULTS_LOGDIR"); dir != "" {
+		// Whole outputs, for a run being debugged (the report shows only
+		// the last lines of each process).
+		if f, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
+			lw.file = f
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		w.t.Fatalf("start %s: %v", name, err)
 	}
@@ -216,13 +224,17 @@ func (w *World) stopAll() {
 }
 
 type lockedWriter struct {
-	mu sync.Mutex
-	b  *strings.Builder
+	mu   sync.Mutex
+	b    *strings.Builder
+	file *os.File // FAULTS_LOGDIR: everything, unbounded
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.file != nil {
+		_, _ = l.file.Write(p)
+	}
 	if l.b.Len() > 1<<20 {
 		return len(p), nil // bounded: a chatty process cannot eat memory
 	}

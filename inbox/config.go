@@ -59,8 +59,9 @@ type Config struct {
 
 	// HoldFor is how long an Ordered delivery whose predecessor is missing
 	// is held, unacknowledged, waiting for it; then it is sent back for
-	// redelivery. Keep it well below the broker's ack wait. Default
-	// DefaultHoldFor.
+	// redelivery. Keep it well below the broker's ack wait: a subscriber
+	// that says its ack wait (broker.AckWaiter, as every adapter's does)
+	// lowers it to half that. Default DefaultHoldFor.
 	HoldFor time.Duration
 	// MaxHeld caps the deliveries held at once. Default DefaultMaxHeld.
 	MaxHeld int

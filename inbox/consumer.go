@@ -79,6 +79,13 @@ func newConsumer(cfg Config, d store.InboxDialect, admin store.InboxAdmin, db tx
 		return nil, err
 	}
 	c := &Consumer{cfg: cfg, log: cfg.Logger.With("consumer", cfg.Name), dialect: d, admin: admin, db: db, handle: h, held: map[string]held{}}
+	if aw, ok := cfg.Subscriber.(broker.AckWaiter); ok && cfg.Ordered && aw.AckWait() > 0 && c.cfg.HoldFor > aw.AckWait()/2 {
+		// Held past the ack wait, a delivery is handed out again while it
+		// is held, to this process or another, and the two copies wait
+		// side by side.
+		c.cfg.HoldFor = aw.AckWait() / 2
+		c.log.Info("inbox: HoldFor lowered to half the subscriber's ack wait", "hold_for", c.cfg.HoldFor, "ack_wait", aw.AckWait())
+	}
 	c.out.up.Store(true)
 	c.obs = newObserver(c)
 	c.acqDone, _ = d.(store.InboxProcessedAcquirer)

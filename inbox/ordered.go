@@ -30,8 +30,11 @@ func heldKey(ev txbox.Event, version int64) string {
 func (c *Consumer) hold(ctx context.Context, ev txbox.Event, d broker.Delivery) {
 	c.ctrs.Gaps.Add(1)
 	k := heldKey(ev, ev.AggregateVersion)
-	if old, ok := c.held[k]; ok {
-		c.settle(ctx, old.d, false, c.cfg.BackoffBase) // a redelivered copy replaces it
+	if _, ok := c.held[k]; ok {
+		// A copy handed out again replaces the held one, unsettled: the
+		// broker has given up on the first (its ack wait passed), and a
+		// nak of it would, on a broker that settles by message (JetStream),
+		// send the very message held here out once more.
 	} else if len(c.held) >= c.cfg.MaxHeld {
 		c.settle(ctx, d, false, c.cfg.BackoffBase)
 		return

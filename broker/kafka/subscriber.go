@@ -589,3 +589,9 @@ func (d *delivery) Nak(ctx context.Context, delay time.Duration) error {
 	}
 	return nil
 }
+
+// AckWait is how long a delivery may stay unsettled before the adapter hands it
+// out again (broker.AckWaiter).
+func (s *Subscriber) AckWait() time.Duration { return s.ackWait }
+
+var _ broker.AckWaiter = (*Subscriber)(nil)

@@ -571,3 +571,9 @@ func (d *delivery) Raw() broker.RawMessage {
 	}
 	return broker.RawMessage{Topic: pb.Topic, ID: id, Headers: h, Body: append([]byte(nil), pb.Payload...)}
 }
+
+// AckWait is how long a delivery may stay unsettled before the adapter hands it
+// out again (broker.AckWaiter).
+func (s *Subscriber) AckWait() time.Duration { return s.opts.AckWait }
+
+var _ broker.AckWaiter = (*Subscriber)(nil)

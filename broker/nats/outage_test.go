@@ -235,3 +235,101 @@ func TestSubscriberRemakesItsDurableConsumer(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleDeliverySettlesNothing: JetStream finds an ack's message by its
+// stream sequence alone. A delivery taken before the stream was deleted and
+// made again, settled after another process made the durable consumer again,
+// would settle the new stream's message with the same sequence, which would
+// then never come (the fault harness lost events this way: an Ordered inbox
+// holds deliveries for a while). Its ack is refused and its nak sends
+// nothing; a delivery of the current consumer, held as long, settles as
+// usual.
+func TestStaleDeliverySettlesNothing(t *testing.T) {
+	url := testenv.URL(t, "TXBOX_TEST_NATS")
+	prefix := unique("txboxtest.stale")
+	cfg := jetstream.StreamConfig{Name: streamName(prefix), Subjects: []string{prefix + ".>"}, Storage: jetstream.MemoryStorage}
+	js, ctx := jetStreamAt(t, url, 60*time.Second)
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), cfg.Name) })
+	p := open(t, url, natsbroker.Options{Stream: cfg.Name})
+	subscriber := func() *natsbroker.Subscriber {
+		s, err := natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Stream: cfg.Name, Durable: "held", AckWait: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	receiveOne := func(s *natsbroker.Subscriber, id string) broker.Delivery {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		ds, err := s.Receive(rctx, 10)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("receive: %d deliveries, %v", len(ds), err)
+		}
+		if ev, err := ds[0].Event(); err != nil || ev.ID != id {
+			t.Fatalf("received %v, %v; want %s", ev.ID, err, id)
+		}
+		return ds[0]
+	}
+	ackPending := func() int {
+		c, err := js.Consumer(ctx, cfg.Name, "held")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.NumAckPending
+	}
+
+	old := msg(prefix+".Order.Created", "k", 1)
+	if err := publishOne(t, p, old); err != nil {
+		t.Fatal(err)
+	}
+	a := subscriber()
+	held := receiveOne(a, old.Event.ID) // stream sequence 1, held unacknowledged
+
+	// The stream is deleted and made again; another process makes the
+	// durable consumer again and takes the new stream's first message, also
+	// at stream sequence 1.
+	if err := js.DeleteStream(ctx, cfg.Name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	current := msg(prefix+".Order.Created", "k", 2)
+	if err := publishOne(t, p, current); err != nil {
+		t.Fatal(err)
+	}
+	b := subscriber()
+	fresh := receiveOne(b, current.Event.ID)
+	if n := ackPending(); n != 1 {
+		t.Fatalf("ack pending %d before the stale settles, want 1", n)
+	}
+
+	time.Sleep(1500 * time.Millisecond) // both held past a quick settle
+	if err := held.(broker.AsyncAcker).AckAsync(); err == nil {
+		t.Error("async ack of the stale delivery was sent")
+	}
+	if err := held.Ack(ctx); err == nil {
+		t.Error("ack of the stale delivery was sent")
+	}
+	if err := held.Nak(ctx, 0); err != nil {
+		t.Errorf("nak of the stale delivery: %v, want nil (nothing to send back)", err)
+	}
+	time.Sleep(300 * time.Millisecond) // an ack sent would have landed by now
+	if n := ackPending(); n != 1 {
+		t.Fatalf("ack pending %d after the stale delivery was settled: it settled the new stream's message in its place", n)
+	}
+	if err := fresh.Ack(ctx); err != nil {
+		t.Fatalf("ack of the current delivery, held as long: %v", err)
+	}
+	if n := ackPending(); n != 0 {
+		t.Fatalf("ack pending %d after the current delivery was acknowledged, want 0", n)
+	}
+}

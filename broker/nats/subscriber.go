@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -55,10 +56,22 @@ type Subscriber struct {
 	log     *slog.Logger
 	// What OpenSubscriber made the durable consumer with, to make it again
 	// when it is gone (remake).
-	js        jetstream.JetStream
-	stream    string
-	cfg       jetstream.ConsumerConfig
-	checked   time.Time // when Receive last asked whether the consumer is gone
+	js     jetstream.JetStream
+	stream string
+	cfg    jetstream.ConsumerConfig
+	// checkMu guards checked, created and the question itself: Ack may run
+	// beside Receive.
+	checkMu sync.Mutex
+	checked time.Time // when the subscriber last asked whether the consumer is gone
+	// gen counts the durable consumer's incarnations this subscriber has
+	// seen, and created is when the current one was made. JetStream finds
+	// an ack's message by its stream sequence alone, so an ack of a
+	// delivery from an earlier incarnation (the stream deleted and made
+	// again) would settle whatever message of the new stream has that
+	// sequence, and that message would never come: a delivery taken before
+	// the consumer was made again is settled no more (see stale).
+	gen       atomic.Uint64
+	created   time.Time
 	closeOnce sync.Once
 }
 
@@ -139,7 +152,11 @@ func OpenSubscriber(ctx context.Context, url string, opts SubscriberOptions) (*S
 		}
 		return fail(txbox.Unavailable(fmt.Errorf("nats: create consumer %q on stream %q: %w", opts.Durable, opts.Stream, err)))
 	}
-	return &Subscriber{nc: nc, ownConn: own, cons: cons, log: opts.Logger, js: js, stream: opts.Stream, cfg: cfg}, nil
+	s := &Subscriber{nc: nc, ownConn: own, cons: cons, log: opts.Logger, js: js, stream: opts.Stream, cfg: cfg}
+	if ci := cons.CachedInfo(); ci != nil {
+		s.created = ci.Created
+	}
+	return s, nil
 }
 
 // Receive returns what the consumer has ready, up to max, or else waits for
@@ -152,6 +169,16 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 	if err := ended(ctx); err != nil {
 		return nil, err
 	}
+	if s.sinceCheck() >= goneCheck {
+		// Busy or not, now and then: another process may have made the
+		// consumer again, and this one's deliveries from before must then
+		// settle nothing.
+		if s.gone(ctx) {
+			if err := s.remake(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
 	out, err := s.fetchNoWait(ctx, max)
 	if len(out) > 0 {
 		return out, nil
@@ -163,7 +190,7 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 		wctx, cancel := context.WithTimeout(ctx, longPoll)
 		batch, err := s.cons.Fetch(1, jetstream.FetchContext(wctx))
 		if err == nil {
-			out, err = collect(batch)
+			out, err = s.collect(batch)
 		}
 		cancel()
 		if len(out) > 0 {
@@ -178,8 +205,7 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 		}
 		// Nothing came. A pull request to a consumer that is gone is not
 		// answered either, so now and then ask whether it still exists.
-		if time.Since(s.checked) >= goneCheck {
-			s.checked = time.Now()
+		if s.sinceCheck() >= goneCheck {
 			if s.gone(ctx) {
 				if err := s.remake(ctx); err != nil {
 					return nil, err
@@ -212,12 +238,32 @@ func (s *Subscriber) failed(ctx context.Context, err error) error {
 }
 
 // gone reports whether the durable consumer no longer exists: deleted with
-// its stream (an operator re-creating the stream) or on its own.
+// its stream (an operator re-creating the stream) or on its own. Either
+// way, and when another process has made it again since this one last
+// looked, the deliveries taken so far belong to an incarnation that is over.
 func (s *Subscriber) gone(ctx context.Context) bool {
+	s.checkMu.Lock()
+	defer s.checkMu.Unlock()
+	return s.goneLocked(ctx)
+}
+
+func (s *Subscriber) goneLocked(ctx context.Context) bool {
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	_, err := s.cons.Info(ictx)
-	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)
+	s.checked = time.Now()
+	info, err := s.cons.Info(ictx)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		s.gen.Add(1)
+		return true
+	}
+	if err == nil && !info.Created.Equal(s.created) {
+		if !s.created.IsZero() {
+			s.gen.Add(1)
+			s.log.Warn("nats: durable consumer was made again by another process; deliveries taken before are settled no more (they come again)", "stream", s.stream, "durable", s.cfg.Durable)
+		}
+		s.created = info.Created
+	}
+	return false
 }
 
 // remake makes the durable consumer again, as OpenSubscriber made it; while
@@ -228,10 +274,16 @@ func (s *Subscriber) remake(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	cons, err := s.js.CreateOrUpdateConsumer(rctx, s.stream, s.cfg)
+	s.checkMu.Lock()
+	defer s.checkMu.Unlock()
 	if err != nil {
 		return txbox.Unavailable(fmt.Errorf("nats: durable consumer %q on stream %q is gone and cannot be made again (stream deleted?): %w", s.cfg.Durable, s.stream, err))
 	}
 	s.cons = cons
+	s.gen.Add(1)
+	if ci := cons.CachedInfo(); ci != nil {
+		s.created = ci.Created
+	}
 	s.log.Warn("nats: durable consumer was gone (its stream deleted and made again?); made it again: it delivers the stream from its start", "stream", s.stream, "durable", s.cfg.Durable)
 	return nil
 }
@@ -252,7 +304,7 @@ func (s *Subscriber) fetchNoWait(ctx context.Context, max int) ([]broker.Deliver
 	batch, err := s.cons.FetchNoWait(max)
 	if err == nil {
 		var out []broker.Delivery
-		if out, err = collect(batch); len(out) > 0 {
+		if out, err = s.collect(batch); len(out) > 0 {
 			return out, nil
 		}
 	}
@@ -265,10 +317,11 @@ func (s *Subscriber) fetchNoWait(ctx context.Context, max int) ([]broker.Deliver
 	return nil, nil
 }
 
-func collect(b jetstream.MessageBatch) ([]broker.Delivery, error) {
+func (s *Subscriber) collect(b jetstream.MessageBatch) ([]broker.Delivery, error) {
 	var out []broker.Delivery
+	gen, now := s.gen.Load(), time.Now()
 	for m := range b.Messages() {
-		out = append(out, &delivery{m: m})
+		out = append(out, &delivery{m: m, s: s, gen: gen, taken: now})
 	}
 	return out, b.Error()
 }
@@ -284,7 +337,47 @@ func (s *Subscriber) Close() error {
 	return nil
 }
 
-type delivery struct{ m jetstream.Msg }
+type delivery struct {
+	m     jetstream.Msg
+	s     *Subscriber
+	gen   uint64    // the durable consumer's incarnation it came from (Subscriber.gen)
+	taken time.Time // when Receive returned it
+}
+
+// errStale is the ack of a delivery whose durable consumer was made again
+// since: it is not sent (see Subscriber.gen); the message, if the new
+// stream has it, comes again.
+var errStale = errors.New("the durable consumer was made again since this delivery; not acknowledged, so that no message of the new stream is settled in its place")
+
+// settleCheck is how old a delivery may be before settling it first asks
+// whether the consumer was made again since (unless the subscriber asked
+// that recently): a delivery settled at once needs no question, one held
+// for a while (an Ordered inbox waiting for its predecessor) gets one.
+const settleCheck = time.Second
+
+// stale reports whether the delivery's incarnation of the durable consumer
+// is over.
+func (d *delivery) stale() bool {
+	if d.s == nil {
+		return false
+	}
+	if time.Since(d.taken) > settleCheck {
+		d.s.checkMu.Lock()
+		if time.Since(d.s.checked) > settleCheck || d.s.checked.Before(d.taken) {
+			d.s.goneLocked(context.Background())
+		}
+		d.s.checkMu.Unlock()
+	}
+	return d.gen != d.s.gen.Load()
+}
+
+// sinceCheck is how long ago the subscriber last asked whether the
+// consumer is gone.
+func (s *Subscriber) sinceCheck() time.Duration {
+	s.checkMu.Lock()
+	defer s.checkMu.Unlock()
+	return time.Since(s.checked)
+}
 
 // Event decodes the ce- headers (any case) and body. content-type stands
 // in for a missing ce-datacontenttype, as the binding allows.
@@ -348,6 +441,9 @@ func (d *delivery) Attempt() int {
 // Ack is a double ack: it returns once the server confirmed it, so "ack
 // after commit" is known to have landed.
 func (d *delivery) Ack(ctx context.Context) error {
+	if d.stale() {
+		return fmt.Errorf("nats: ack: %w", errStale)
+	}
 	if err := d.m.DoubleAck(ctx); err != nil {
 		return settleErr("ack", err)
 	}
@@ -361,6 +457,9 @@ func (d *delivery) Ack(ctx context.Context) error {
 // brings the message back after the ack wait, and the inbox row makes that
 // a duplicate.
 func (d *delivery) AckAsync() error {
+	if d.stale() {
+		return fmt.Errorf("nats: ack: %w", errStale)
+	}
 	if err := d.m.Ack(); err != nil {
 		return settleErr("ack", err)
 	}
@@ -372,6 +471,9 @@ func (d *delivery) AckAsync() error {
 func (d *delivery) Nak(ctx context.Context, delay time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return txbox.Unavailable(fmt.Errorf("nats: nak: %w", err))
+	}
+	if d.stale() {
+		return nil // nothing to send back: its incarnation is over
 	}
 	var err error
 	if delay > 0 {
@@ -395,3 +497,9 @@ func settleErr(what string, err error) error {
 }
 
 var _ broker.AsyncAcker = (*delivery)(nil)
+
+// AckWait is how long a delivery may stay unsettled before JetStream hands it
+// out again (broker.AckWaiter).
+func (s *Subscriber) AckWait() time.Duration { return s.cfg.AckWait }
+
+var _ broker.AckWaiter = (*Subscriber)(nil)

@@ -576,3 +576,9 @@ func retryDelay(d time.Duration) time.Duration {
 func RetryQueueName(queue string, delay time.Duration) string {
 	return fmt.Sprintf("%s.retry.%dms", queue, delay.Milliseconds())
 }
+
+// AckWait is how long a delivery may stay unsettled before the adapter
+// requeues it (broker.AckWaiter); 0: only a lost channel does.
+func (s *Subscriber) AckWait() time.Duration { return s.opts.AckWait }
+
+var _ broker.AckWaiter = (*Subscriber)(nil)

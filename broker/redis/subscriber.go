@@ -445,3 +445,9 @@ func settleErr(what string, err error) error {
 
 // Consumer is this subscriber's consumer name in its group.
 func (s *Subscriber) Consumer() string { return s.opts.Consumer }
+
+// AckWait is how long a delivery may stay unsettled before another consumer of the group claiming it hands it
+// out again (broker.AckWaiter).
+func (s *Subscriber) AckWait() time.Duration { return s.opts.AckWait }
+
+var _ broker.AckWaiter = (*Subscriber)(nil)

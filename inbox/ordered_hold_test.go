@@ -1,0 +1,93 @@
+package inbox_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/inbox"
+)
+
+// An Ordered delivery whose predecessor is late is held; the broker hands
+// it out again once its ack wait passes. The copy handed out again replaces
+// the held one without a nak: on JetStream a nak of the first copy would
+// send the very message out once more, and each copy would nak the one
+// before it, a loop of redeliveries. The subscriber here hides its ack wait,
+// so that HoldFor (5 s) outlasts it (1 s) and copies do come while one is
+// held. When the predecessor comes, both are applied once, in order.
+func TestOrderedHeldCopyReplacedWithoutChurn(t *testing.T) {
+	e := newEnv(t)
+	mk := func(v int64) txbox.Event {
+		ev := txbox.MustEvent("Order", "o-1", "OrderUpdated", map[string]int64{"version": v})
+		ev.AggregateVersion = v
+		return ev
+	}
+	e.write(mk(2))
+	e.relay()
+	const ackWait = time.Second
+	sub := struct{ broker.Subscriber }{e.subscriber("inventory", ackWait)} // no AckWait method
+	c := e.consumer(inbox.Config{Name: "inventory", Subscriber: sub, VersionGuard: true, Ordered: true},
+		func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error { return e.applyEffect(ctx, tx, ev) })
+
+	time.Sleep(4 * ackWait) // version 2 waits, alone, for four ack waits
+	cons, err := e.js.Consumer(context.Background(), e.stream, "inventory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A copy per ack wait, replacing the one held: about four. A nak per
+	// copy handed out again makes hundreds.
+	if n := info.Delivered.Consumer; n > 20 {
+		t.Fatalf("version 2 was delivered %d times in %v while it waited for version 1: the held copies churn", n, 4*ackWait)
+	} else {
+		t.Logf("version 2 delivered %d times in %v while it waited", n, 4*ackWait)
+	}
+	e.write(mk(1))
+	waitFor(t, 15*time.Second, "both applied", func() bool { return c.Stats().Processed == 2 })
+	for id, n := range e.effectCounts() {
+		if n != 1 {
+			t.Fatalf("%s applied %d times", id, n)
+		}
+	}
+}
+
+// A subscriber that says its ack wait (broker.AckWaiter) lowers an Ordered
+// consumer's HoldFor to half of it, with a line that says so.
+func TestOrderedHoldForBelowAckWait(t *testing.T) {
+	e := newEnv(t)
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedBuffer{b: &logs, mu: &logMu}, nil))
+	_, err := inbox.New(e.s, inbox.Config{Name: "inventory", Subscriber: e.subscriber("inventory", time.Second), VersionGuard: true, Ordered: true, Logger: logger},
+		func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if !strings.Contains(logs.String(), "HoldFor lowered") || !strings.Contains(logs.String(), "hold_for=500ms") {
+		t.Fatalf("HoldFor (default %v) was not lowered to half the subscriber's ack wait of 1s; log:\n%s", inbox.DefaultHoldFor, logs.String())
+	}
+}
+
+type lockedBuffer struct {
+	b  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
