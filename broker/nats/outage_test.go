@@ -295,7 +295,11 @@ func TestStaleDeliverySettlesNothing(t *testing.T) {
 
 	// The stream is deleted and made again; another process makes the
 	// durable consumer again and takes the new stream's first message, also
-	// at stream sequence 1.
+	// at stream sequence 1. Made again at once, with delivered sequences no
+	// lower than the first one's, a consumer is told apart only by its
+	// creation time, which is compared to the second (a server restart moves
+	// the one it reports by a fraction of one): so not at once.
+	time.Sleep(1500 * time.Millisecond)
 	if err := js.DeleteStream(ctx, cfg.Name); err != nil {
 		t.Fatal(err)
 	}
@@ -331,5 +335,76 @@ func TestStaleDeliverySettlesNothing(t *testing.T) {
 	}
 	if n := ackPending(); n != 0 {
 		t.Fatalf("ack pending %d after the current delivery was acknowledged, want 0", n)
+	}
+}
+
+// TestHeldDeliveryAckedAcrossBrokerRestart: a server restart is not the
+// durable consumer made again (the creation time it reports moves by a
+// fraction of a second): a delivery held across one still settles its own
+// message.
+func TestHeldDeliveryAckedAcrossBrokerRestart(t *testing.T) {
+	if _, err := testenv.NATSBinary(); err != nil && !testenv.Required() {
+		t.Skipf("own nats-server unavailable: %v", err)
+	}
+	srv := testenv.StartNATS(t)
+	waitJetStream(t, srv.URL)
+	prefix := unique("txboxtest.restart")
+	cfg := jetstream.StreamConfig{Name: streamName(prefix), Subjects: []string{prefix + ".>"}, Storage: jetstream.FileStorage}
+	js, ctx := jetStreamAt(t, srv.URL, 60*time.Second)
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	p := open(t, srv.URL, natsbroker.Options{Stream: cfg.Name, ReconnectWait: 100 * time.Millisecond})
+	for i := range 2 {
+		if err := publishOne(t, p, msg(prefix+".Order.Created", "k", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub, err := natsbroker.OpenSubscriber(ctx, srv.URL, natsbroker.SubscriberOptions{Stream: cfg.Name, Durable: "held", AckWait: time.Minute, ReconnectWait: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ds, err := sub.Receive(rctx, 1)
+	cancel()
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("receive: %d deliveries, %v", len(ds), err)
+	}
+	held := ds[0]
+
+	srv.Kill()
+	srv.Start()
+	waitJetStream(t, srv.URL)
+	time.Sleep(1500 * time.Millisecond) // held past a quick settle
+	// A receive after the restart asks whether the consumer is gone.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		ds, err := sub.Receive(rctx, 1)
+		cancel()
+		if err == nil && len(ds) == 1 {
+			if err := ds[0].Ack(ctx); err != nil {
+				t.Fatalf("ack of the delivery taken after the restart: %v", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no delivery after the restart: %v", err)
+		}
+	}
+	if err := held.Ack(ctx); err != nil {
+		t.Fatalf("ack of the delivery held across the restart: %v (taken for one of a consumer made again?)", err)
+	}
+	js2, ctx2 := jetStreamAt(t, srv.URL, 10*time.Second)
+	c, err := js2.Consumer(ctx2, cfg.Name, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumAckPending != 0 || info.NumPending != 0 {
+		t.Fatalf("after both acks: %d ack pending, %d pending; want 0 and 0", info.NumAckPending, info.NumPending)
 	}
 }
