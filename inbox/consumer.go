@@ -48,8 +48,11 @@ type Consumer struct {
 	handle  func(ctx context.Context, native any, e txbox.Event) error
 	ctrs    counters
 	held    map[string]held // Ordered: deliveries waiting for a predecessor; Run's goroutine only
-	obs     *observer
-	out     outage // the outage in progress, if any
+	// nextRecheck is when the held deliveries are next tried again
+	// (recheckHeld).
+	nextRecheck time.Time
+	obs         *observer
+	out         outage // the outage in progress, if any
 
 	// Optional capabilities of the dialect (the PostgreSQL store's has both).
 	acqDone  store.InboxProcessedAcquirer
@@ -103,10 +106,15 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.replays(context.WithoutCancel(ctx))
 			nextReplay = time.Now().Add(c.cfg.ReplayInterval)
 		}
-		rctx, cancel := context.WithTimeout(ctx, c.cfg.ReplayInterval)
+		wait := c.cfg.ReplayInterval
+		if len(c.held) > 0 {
+			wait = min(wait, recheckEvery) // held deliveries are tried again meanwhile
+		}
+		rctx, cancel := context.WithTimeout(ctx, wait)
 		ds, err := c.cfg.Subscriber.Receive(rctx, c.cfg.BatchSize)
 		cancel()
 		if err != nil {
+			c.recheckHeld(context.WithoutCancel(ctx))
 			c.expireHeld(context.WithoutCancel(ctx), ctx.Err() != nil)
 			if ctx.Err() != nil {
 				return nil
@@ -167,6 +175,7 @@ func (c *Consumer) handleBatch(ctx context.Context, ds []broker.Delivery) {
 			c.releaseSuccessors(ctx, ev)
 		}
 	}
+	c.recheckHeld(ctx)
 	c.expireHeld(ctx, false)
 }
 

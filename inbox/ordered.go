@@ -5,6 +5,7 @@ package inbox
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
@@ -61,6 +62,59 @@ func (c *Consumer) releaseSuccessors(ctx context.Context, ev txbox.Event) {
 			return
 		}
 		ev = h.ev
+	}
+}
+
+// recheckEvery is how often the held deliveries are tried again. Several
+// processes share one consumer name and the broker hands an aggregate's
+// events to any of them: the predecessor a delivery waits for is often
+// applied by another process, which cannot release it. Without a look of
+// its own, the held delivery would wait until HoldFor sends it back and the
+// broker hands it out again, to a process chosen at random, and a hot
+// aggregate would advance by a few events per HoldFor.
+const recheckEvery = 100 * time.Millisecond
+
+// recheckMax bounds the aggregates tried in one recheck (each is a
+// transaction), the longest-held first; the rest wait for the next one.
+const recheckMax = 32
+
+// recheckHeld tries again the lowest held version of each aggregate that
+// has held deliveries: applied if its predecessor has been applied
+// meanwhile (here or in another process), then its held successors in
+// order; held on otherwise.
+func (c *Consumer) recheckHeld(ctx context.Context) {
+	if len(c.held) == 0 || time.Now().Before(c.nextRecheck) || c.ownDown() {
+		return
+	}
+	c.nextRecheck = time.Now().Add(recheckEvery)
+	heads := map[string]string{} // aggregate -> key of its lowest held version
+	for k, h := range c.held {
+		agg := h.ev.AggregateType + "\x00" + h.ev.AggregateID
+		if cur, ok := heads[agg]; !ok || h.ev.AggregateVersion < c.held[cur].ev.AggregateVersion {
+			heads[agg] = k
+		}
+	}
+	keys := make([]string, 0, len(heads))
+	for _, k := range heads {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return c.held[a].since.Compare(c.held[b].since) })
+	for _, k := range keys[:min(len(keys), recheckMax)] {
+		h, ok := c.held[k]
+		if !ok {
+			continue
+		}
+		delete(c.held, k)
+		ack, delay := c.run(ctx, h.ev, txbox.StatusRetry, true)
+		if delay == waitMarker {
+			c.held[k] = h       // its predecessor is still missing
+			c.ctrs.Gaps.Add(-1) // and it was counted when first held
+			continue
+		}
+		c.settle(ctx, h.d, ack, delay)
+		if ack {
+			c.releaseSuccessors(ctx, h.ev)
+		}
 	}
 }
 

@@ -91,3 +91,54 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
+
+// Two processes share an Ordered consumer name and its durable consumer,
+// and the broker hands each some of a hot aggregate's events: most events
+// wait in one process for a predecessor the other applies. Each process
+// looks again at what it holds, so the aggregate is applied in order about
+// as fast as one process would; waiting for HoldFor to send the held ones
+// back, it advanced by a few events per HoldFor.
+func TestOrderedSharedNameKeepsUp(t *testing.T) {
+	e := newEnv(t)
+	const n = 600
+	evs := make([]txbox.Event, n)
+	for i := range evs {
+		evs[i] = txbox.MustEvent("Order", "hot", "OrderUpdated", map[string]int{"version": i + 1})
+		evs[i].AggregateVersion = int64(i + 1)
+	}
+	for i := 0; i < n; i += 100 {
+		e.write(evs[i : i+100]...)
+	}
+	var mu sync.Mutex
+	var applied []int64
+	handler := func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {
+		mu.Lock()
+		applied = append(applied, ev.AggregateVersion)
+		mu.Unlock()
+		return e.applyEffect(ctx, tx, ev)
+	}
+	// A small batch, so that the events are spread over both processes.
+	cfg := func() inbox.Config {
+		return inbox.Config{Name: "inventory", Subscriber: e.subscriber("inventory", 30*time.Second), VersionGuard: true, Ordered: true, BatchSize: 10}
+	}
+	a, b := e.consumer(cfg(), handler), e.consumer(cfg(), handler)
+	start := time.Now()
+	e.relay()
+	waitFor(t, 60*time.Second, "all applied", func() bool { return a.Stats().Processed+b.Stats().Processed == n })
+	took := time.Since(start)
+	t.Logf("%d events of one aggregate applied in %v by two processes (%d and %d; held %d and %d times)",
+		n, took.Round(time.Millisecond), a.Stats().Processed, b.Stats().Processed, a.Stats().Gaps, b.Stats().Gaps)
+	mu.Lock()
+	for i, v := range applied {
+		if v != int64(i+1) {
+			t.Fatalf("applied out of order: position %d is version %d", i, v)
+		}
+	}
+	mu.Unlock()
+	if a.Stats().Processed == 0 || b.Stats().Processed == 0 {
+		t.Logf("one process applied everything: the case did not split the aggregate (%d, %d)", a.Stats().Processed, b.Stats().Processed)
+	}
+	if took > 20*time.Second {
+		t.Fatalf("%d events took %v: the held deliveries waited for HoldFor instead of being tried again", n, took)
+	}
+}
