@@ -12,62 +12,6 @@ import (
 	"github.com/txbox/txbox/store"
 )
 
-// queries holds this dialect's relay SQL, built once per table name.
-type queries struct {
-	table   string // hot table: unsent and DEAD rows
-	sent    string // archive of delivered rows
-	heads   string
-	between string
-	lock    string // prefix; the id list is appended per claim
-}
-
-// deliverable is true for a row a claimer may take now. As a selected
-// column it goes through okCol: NULL (a PROCESSING row without
-// locked_until, say, written by hand) must read as "not deliverable".
-const deliverable = `(%[1]s.status = 'PENDING'
-	OR (%[1]s.status = 'RETRY' AND %[1]s.next_retry_at <= UTC_TIMESTAMP(6))
-	OR (%[1]s.status = 'PROCESSING' AND %[1]s.locked_until <= UTC_TIMESTAMP(6)))`
-
-func okCol(alias string) string { return "COALESCE(" + fmt.Sprintf(deliverable, alias) + ", 0) AS ok" }
-
-func buildQueries(table, sent string) queries {
-	d := func(alias string) string { return fmt.Sprintf(deliverable, alias) }
-	q := queries{table: table, sent: sent}
-
-	// heads: the first unsent row of each aggregate, if it is deliverable,
-	// oldest first, locked with SKIP LOCKED so concurrent claimers split the
-	// work. An aggregate whose first unsent row waits in RETRY or is leased to
-	// another relay has no head, so nothing of it is taken: that is how a
-	// failing event blocks only its own aggregate, across relay processes.
-	//
-	// "First unsent row" is a scalar MIN() subquery rather than NOT EXISTS:
-	// MySQL 8 may turn NOT EXISTS into an antijoin, and the locking clause,
-	// SKIP LOCKED included, would then apply to the earlier rows it reads,
-	// making a row leased in a concurrent claim look absent. A subquery that
-	// stays a subquery is a plain consistent read. FORCE INDEX because the
-	// hot table is small and its statistics swing; the plan must not.
-	q.heads = `SELECT o.id, o.aggregate_type, o.aggregate_id
-	FROM ` + table + ` o FORCE INDEX (unsent_idx)
-	WHERE o.unsent = 1 AND ` + d("o") + `
-	  AND o.id = (
-		SELECT MIN(e.id) FROM ` + table + ` e FORCE INDEX (aggregate_unsent_idx)
-		WHERE e.aggregate_type = o.aggregate_type AND e.aggregate_id = o.aggregate_id AND e.unsent = 1)
-	ORDER BY o.id
-	LIMIT ?
-	FOR UPDATE SKIP LOCKED`
-
-	q.between = `SELECT e.id, e.aggregate_type, e.aggregate_id, ` + okCol("e") + `
-	FROM ` + table + ` e FORCE INDEX (unsent_idx)
-	WHERE e.unsent = 1 AND e.id > ? AND e.id < ?
-	ORDER BY e.id`
-
-	// lock: the picked rows, locked, re-checked and read in full, with the
-	// lease end from the database clock.
-	q.lock = `SELECT ` + prefixed("t", recordCols) + `, ` + okCol("t") + `, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
-	FROM ` + table + ` t WHERE t.id IN (`
-	return q
-}
-
 // runQuery reads the run behind each head: at most run-1 unsent rows of its
 // aggregate, in id order, with whether each is deliverable.
 func (q queries) runQuery(heads []head, run int) (string, []any) {
@@ -77,10 +21,7 @@ func (q queries) runQuery(heads []head, run int) (string, []any) {
 		if i > 0 {
 			b.WriteString(" UNION ALL ")
 		}
-		b.WriteString(`(SELECT e.id, e.aggregate_type, e.aggregate_id, ` + okCol("e") + `
-		FROM ` + q.table + ` e FORCE INDEX (aggregate_unsent_idx)
-		WHERE e.aggregate_type = ? AND e.aggregate_id = ? AND e.unsent = 1 AND e.id > ?
-		ORDER BY e.id LIMIT ?)`)
+		b.WriteString(q.run)
 		args = append(args, h.aggType, h.aggID, h.id, run-1)
 	}
 	return b.String(), args

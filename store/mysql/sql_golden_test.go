@@ -7,9 +7,9 @@ import (
 	"github.com/txbox/txbox/store/internal/sqlgolden"
 )
 
-// TestSQLGolden prints every statement the store builds from its table
-// names into testdata/sql_*.golden: a change to the SQL the database sees
-// shows in the diff. Rewrite the files with -update.
+// TestSQLGolden prints the MySQL store's claim statements for the default
+// and custom table names into testdata/sql_*.golden, so a change to the SQL
+// shows in the diff; -update rewrites them.
 func TestSQLGolden(t *testing.T) {
 	sqlgolden.Run(t, map[string]Options{
 		"sql_default":       {},

@@ -110,7 +110,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	}
 	s := &Store{pool: pool, tables: t, opts: opts, log: opts.Logger, inbox: pgxtx.NewInbox(pool)}
 	s.bgCtx, s.bgStop = context.WithCancel(context.Background())
-	s.q = buildQueries(t.Qualified(t.Outbox), t.Qualified(t.Outbox+"_sent"), opts.DeleteSent)
+	s.q = newQueries(t.Qualified(t.Outbox), t.Qualified(t.Outbox+"_sent"), opts.DeleteSent)
 	return s, nil
 }
 

@@ -8,9 +8,9 @@ import (
 	"github.com/txbox/txbox/store/internal/sqlgolden"
 )
 
-// TestSQLGolden prints every statement the store builds from its table
-// names and options into testdata/sql_*.golden: a change to the SQL the
-// database sees shows in the diff. Rewrite the files with -update.
+// TestSQLGolden prints the SQLite store's probe, claim and marks, with and
+// without DeleteSent and for custom table names, into testdata/sql_*.golden;
+// -update rewrites them.
 func TestSQLGolden(t *testing.T) {
 	sqlgolden.Run(t, map[string]Options{
 		"sql_default":       {},

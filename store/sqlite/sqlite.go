@@ -183,7 +183,7 @@ func New(db *sql.DB, opts Options) (*Store, error) {
 	}
 	opts = opts.WithDefaults()
 	s := &Store{db: db, tables: t, opts: opts, log: opts.Logger}
-	s.q = buildQueries(t.Outbox, opts.DeleteSent)
+	s.q = newQueries(t.Outbox, opts.DeleteSent)
 	return s, nil
 }
 
