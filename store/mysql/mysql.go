@@ -63,7 +63,7 @@
 // MySQL's 64.
 //
 // Every SQL statement of this dialect is in this package: opening in
-// open.go, the claim in claim.go, the marks in marks.go, the operator's
+// open.go, the claim in queries/ and claim.go, the marks in marks.go, the operator's
 // statements in admin.go, the inbox in inbox.go, the schema in sql/, the
 // per-transaction statements in dialect.go.
 package mysql

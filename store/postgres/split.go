@@ -24,7 +24,7 @@ import (
 // aggregates at once: no heartbeat to miss, no timeout to wait out.
 //
 // Nothing here is needed for correctness. The row locks keep order and one
-// holder per row (claim.go); a claim whose member lock is not granted to
+// holder per row (queries/lock.sql); a claim whose member lock is not granted to
 // this store's connection (lost, or not yet taken) looks at every aggregate,
 // as a store that never split does.
 

@@ -27,7 +27,7 @@ func (s *Store) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
 }
 
 // ClaimTxChained implements store.ChainClaimer: ClaimTx that also takes the
-// rows behind this store's other open claims (claim.go, chain).
+// rows behind this store's other open claims (queries/window.sql, chain).
 func (s *Store) ClaimTxChained(ctx context.Context, limit int) (store.ChainedClaim, error) {
 	c, err := s.claimTxRetry(ctx, limit, s.q.txChain)
 	if err != nil {
@@ -37,8 +37,8 @@ func (s *Store) ClaimTxChained(ctx context.Context, limit int) (store.ChainedCla
 }
 
 // HandBack implements store.ChainedClaim: the rows leave this store's held
-// list, so later claims see them as locked by another transaction (claim.go,
-// busy), which ends their aggregate's run there.
+// list, so later claims see them as locked by another transaction
+// (queries/window.sql, busy), which ends their aggregate's run there.
 func (c *txClaim) HandBack(ids []int64) {
 	h := &c.s.held
 	h.mu.Lock()
@@ -152,7 +152,7 @@ func (s *Store) claimTx(ctx context.Context, limit int, query string) (*txClaim,
 //     stays on.
 //
 // The claim statement is prepared once per connection, and PostgreSQL
-// switches to a generic plan after five runs; claim.go's query is written so
+// switches to a generic plan after five runs; the claim (queries/) is written so
 // that the generic plan is as good as a custom one (an anti-join, written
 // before, became a nested loop under the generic plan).
 const planClaim = `SELECT set_config('enable_bitmapscan', 'off', true), set_config('jit', 'off', true)`

@@ -87,7 +87,7 @@ func TestTxClaimReleasedWhenConnectionDies(t *testing.T) {
 // A claim leaves out rows another transaction has locked, with their
 // aggregates' later rows, and takes rows whose last locker has ended,
 // whether it rolled back or committed without changing them: the claim
-// reads lockers from the rows' xmax (claim.go, busy), and a stale xmax must
+// reads lockers from the rows' xmax (queries/window.sql, busy), and a stale xmax must
 // not keep a row from delivery.
 func TestTxClaimRowsLockedElsewhere(t *testing.T) {
 	s := migratedStore(t, postgres.Options{})

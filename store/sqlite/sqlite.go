@@ -20,7 +20,7 @@
 //     with SQLITE_BUSY if one holds the write lock longer than the busy
 //     timeout; the relay's next poll tries again.
 //   - The claim itself is the same head-of-aggregate statement as on
-//     PostgreSQL (see claim.go), and partial indexes on the unsent rows keep
+//     PostgreSQL (queries/claim.sql), and partial indexes on the unsent rows keep
 //     it independent of how much delivered history the table holds.
 //   - Every mark is one fenced statement (locked_by = lease AND status =
 //     PROCESSING), its own short write transaction; id lists travel as one
@@ -55,7 +55,7 @@
 // empty database. Use a file (t.TempDir() in tests).
 //
 // Every SQL statement of this dialect is in this package: the claim in
-// claim.go, the schema in sql/, the rest here and in dialect.go.
+// queries/ and claim.go, the schema in sql/, the rest here and in dialect.go.
 package sqlite
 
 import (
