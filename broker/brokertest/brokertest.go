@@ -54,6 +54,18 @@ type Harness struct {
 	// that can be missing (the case is skipped).
 	MissingDestination func(t *testing.T) (topic string, create func(t *testing.T))
 
+	// RecreateDestination deletes the destination topic's messages go to,
+	// with its messages and every consumer's state on it, and makes it
+	// again, empty, as an operator re-creating it would: a NATS stream
+	// deleted and created with the same config, a Redis stream key
+	// deleted, a RabbitMQ queue deleted and declared again with its
+	// binding, a Kafka topic deleted and created again. A delivery taken
+	// before must then settle nothing of the new destination (see the
+	// StaleDeliverySettlesNothing case). Nil when the broker keeps no
+	// messages in a destination that can be made again (the case is
+	// skipped); nil for a Synchronous harness.
+	RecreateDestination func(t *testing.T, topic string)
+
 	// AckWait is the ack wait of the harness's subscribers. When > 0 the
 	// suite checks that a delivery never acknowledged comes back after it.
 	// Keep it short (about a second).
@@ -125,6 +137,7 @@ func Run(t *testing.T, h Harness) {
 		{"RedeliveryNak", testRedeliveryNak},
 		{"RedeliveryAckWait", testRedeliveryAckWait},
 		{"AsyncAck", testAsyncAck},
+		{"StaleDeliverySettlesNothing", testStaleDelivery},
 		{"UndecodableMessage", testUndecodable},
 		{"BrokerDown", testBrokerDown},
 	}

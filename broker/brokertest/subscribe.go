@@ -206,3 +206,117 @@ func testAsyncAck(t *testing.T, h Harness) {
 	}
 	wait(false)
 }
+
+// staleHold is how long the stale-delivery case holds a delivery before the
+// next step: the NATS adapter tells a durable consumer made again by a
+// creation time compared to the second, and settles a delivery older than
+// a second only after asking.
+const staleHold = 1500 * time.Millisecond
+
+// testStaleDelivery: a delivery taken before its destination was deleted
+// and made again (an operator re-creating a stream, topic or queue)
+// settles nothing of the new destination. JetStream settles an ack by the
+// message's stream sequence alone: the NATS adapter's ack of such a
+// delivery, sent after another process had made the durable consumer
+// again, settled the new stream's message with the same sequence, which
+// then never came (the fault harness lost events so: an Ordered inbox
+// holds deliveries for a while). Subscriber A takes m1 and holds it; the
+// destination is made again; m2, published to it, is taken and held by
+// subscriber B of the same group; A's stale delivery is settled every way
+// it can be (its errors are allowed); B's Nak must still bring m2 back.
+func testStaleDelivery(t *testing.T, h Harness) {
+	if h.RecreateDestination == nil {
+		t.Skip("skipped: Harness.RecreateDestination is nil (broker has no destination holding messages to delete and make again)")
+	}
+	if h.Synchronous {
+		t.Fatal("Harness.RecreateDestination is set on a Synchronous harness, which holds no messages to delete")
+	}
+	p := publisher(t, h)
+	if !h.caps(p).Redelivery {
+		t.Skip("skipped: adapter does not declare Redelivery")
+	}
+	topic := h.Topic(t)
+	g := group()
+	m1, m2 := event("k", 0), event("k", 1)
+	a := subscriber(t, h, g, topic)
+	publishOK(t, p, []broker.Message{message(topic, m1)})
+	stale := receiveID(t, a, m1.ID, "subscriber A")
+	time.Sleep(staleHold)
+
+	h.RecreateDestination(t, topic)
+	publishAgain(t, p, message(topic, m2))
+	b := subscriber(t, h, g, topic)
+	current := receiveID(t, b, m2.ID, "subscriber B, of the destination made again,")
+	time.Sleep(staleHold) // both held past a quick settle
+
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if aa, ok := stale.(broker.AsyncAcker); ok {
+		t.Logf("AckAsync of the stale delivery: %v", aa.AckAsync())
+	}
+	t.Logf("Ack of the stale delivery: %v", stale.Ack(ctx))
+	t.Logf("Nak of the stale delivery: %v", stale.Nak(ctx, 0))
+	time.Sleep(quietPeriod) // an ack sent without a confirm has landed by now
+
+	if err := current.Nak(ctx, 0); err != nil {
+		if h.AckWait <= 0 || h.AckWait >= staleHold {
+			t.Fatalf("Nak of m2, the destination's current message: %v", err)
+		}
+		// Held past the ack wait, it may have been handed out again
+		// already: it must come back all the same.
+		t.Logf("Nak of m2, held past the ack wait of %v: %v", h.AckWait, err)
+	}
+	again := receiveID(t, b, m2.ID, "after its Nak, subscriber B (a stale settle that settled m2 in its place keeps it away)")
+	if err := again.Ack(ctx); err != nil {
+		t.Fatalf("Ack of m2 delivered again: %v", err)
+	}
+}
+
+// receiveID takes the next delivery from s, which must be of event id,
+// within opTimeout; an outage Receive reports (a subscriber finding its
+// destination made again) is waited out.
+func receiveID(t *testing.T, s broker.Subscriber, id, who string) broker.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	for {
+		ds, err := s.Receive(ctx, 1)
+		if errors.Is(err, txbox.ErrBrokerUnavailable) && ctx.Err() == nil {
+			t.Logf("%s: Receive: %v (trying again)", who, err)
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s did not receive %s within %v: %v", who, id, opTimeout, err)
+		}
+		if len(ds) != 1 {
+			t.Fatalf("%s: Receive(max=1) returned %d deliveries", who, len(ds))
+		}
+		if e := decode(t, ds[0]); e.ID != id {
+			t.Fatalf("%s received %s, want %s", who, e.ID, id)
+		}
+		return ds[0]
+	}
+}
+
+// publishAgain publishes m to a destination just made again, retrying
+// outages as the relay would (a publisher may learn the new destination
+// only from a failed publish) for up to recoverWithin.
+func publishAgain(t *testing.T, p broker.Publisher, m broker.Message) {
+	t.Helper()
+	deadline := time.Now().Add(recoverWithin)
+	for attempt := 1; ; attempt++ {
+		err := publish(t, p, []broker.Message{m})[0]
+		if err == nil {
+			if attempt > 1 {
+				t.Logf("published to the destination made again at attempt %d", attempt)
+			}
+			return
+		}
+		if errors.Is(err, txbox.ErrPermanent) || time.Now().After(deadline) {
+			t.Fatalf("publish %s to the destination made again, attempt %d: %v", m.Event.ID, attempt, err)
+		}
+		t.Logf("publish to the destination made again, attempt %d: %v", attempt, err)
+		time.Sleep(200 * time.Millisecond)
+	}
+}

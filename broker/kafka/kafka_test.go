@@ -44,7 +44,7 @@ func open(t *testing.T, kc *kafkatest.Cluster, opts kafkabroker.Options) *kafkab
 func TestConformance(t *testing.T) {
 	kc := kafkatest.Start(t)
 	var n atomic.Int64
-	const ackWait = time.Second
+	const ackWait, partitions = time.Second, 3
 	brokertest.Run(t, brokertest.Harness{
 		// One partition per key keeps order; acks=all persists; Kafka does
 		// not drop a republished event (the idempotent producer drops only
@@ -74,7 +74,7 @@ func TestConformance(t *testing.T) {
 		},
 		Topic: func(t *testing.T) string {
 			topic := fmt.Sprintf("bt.t%d.Order.Created", n.Add(1))
-			if err := kc.CreateTopic(topic, 3, nil); err != nil {
+			if err := kc.CreateTopic(topic, partitions, nil); err != nil {
 				t.Fatal(err)
 			}
 			return topic
@@ -89,6 +89,19 @@ func TestConformance(t *testing.T) {
 				if err := kc.CreateTopic(topic, 1, nil); err != nil {
 					t.Fatal(err)
 				}
+			}
+		},
+		// The topic, with its records and the groups' offsets, deleted
+		// and created again (a new topic id). StaleDeliverySettlesNothing's
+		// second subscriber joins the group beside the first, and the
+		// cooperative-sticky balancer hands it the highest partition,
+		// where the case's key lands (2 of 3): so it gets the new message.
+		RecreateDestination: func(t *testing.T, topic string) {
+			if err := kc.Kfake().DeleteTopic(topic); err != nil {
+				t.Fatal(err)
+			}
+			if err := kc.CreateTopic(topic, partitions, nil); err != nil {
+				t.Fatal(err)
 			}
 		},
 		AckWait: ackWait,

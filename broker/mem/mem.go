@@ -84,6 +84,7 @@ type entry struct {
 	id      string
 	headers map[string]string // prefixed CloudEvents attributes
 	body    []byte
+	gone    bool // deleted with its topic (RecreateTopic): never delivered again
 }
 
 // group is a durable consumer: it sees every stored message once, and again
@@ -301,6 +302,31 @@ func (b *Broker) CreateTopic(topic string) {
 	delete(b.missing, topic)
 }
 
+// RecreateTopic deletes topic with its stored messages and what every
+// group holds of it (deliveries out, Nak'd, due again), and makes it again,
+// empty, as an operator deleting a stream or topic and creating it again
+// does. A delivery of it taken before settles nothing; sequences are never
+// reused, so it cannot settle a message stored since.
+func (b *Broker) RecreateTopic(topic string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.log {
+		if e.topic == topic && !e.gone {
+			e.gone = true
+			delete(b.seen, e.id)
+		}
+	}
+	for _, g := range b.groups {
+		for seq, p := range g.pending {
+			if p.e.gone {
+				delete(g.pending, seq)
+			}
+		}
+	}
+	delete(b.missing, topic)
+	b.wakeLocked()
+}
+
 // SetDown makes the broker unreachable (true) or reachable again (false).
 // While down, Publish, Receive, Ack and Nak fail with errors wrapping
 // txbox.ErrBrokerUnavailable; stored messages are kept.
@@ -415,7 +441,7 @@ func (b *Broker) takeLocked(g *group, max int, now time.Time) ([]broker.Delivery
 	for len(out) < max && g.next < len(b.log) {
 		e := b.log[g.next]
 		g.next++
-		if !matchAny(g.topics, e.topic) {
+		if e.gone || !matchAny(g.topics, e.topic) {
 			continue
 		}
 		p := &inflight{e: e}

@@ -36,9 +36,10 @@ func TestConformance(t *testing.T) {
 			b.DeleteTopic(topic)
 			return topic, func(*testing.T) { b.CreateTopic(topic) }
 		},
-		AckWait:     time.Second,
-		StopBroker:  func(*testing.T) { b.SetDown(true) },
-		StartBroker: func(*testing.T) { b.SetDown(false) },
+		RecreateDestination: func(_ *testing.T, topic string) { b.RecreateTopic(topic) },
+		AckWait:             time.Second,
+		StopBroker:          func(*testing.T) { b.SetDown(true) },
+		StartBroker:         func(*testing.T) { b.SetDown(false) },
 		PublishRaw: func(_ context.Context, _ *testing.T, topic string, h map[string]string, body []byte) {
 			b.PublishRaw(topic, h, body)
 		},
@@ -215,5 +216,55 @@ func TestInvalidHeaderIsPermanent(t *testing.T) {
 	m.Event.Headers = map[string]string{"Bad-Name": "x"}
 	if errs := b.Publish(context.Background(), []broker.Message{m}); !errors.Is(errs[0], txbox.ErrPermanent) {
 		t.Fatalf("err = %v, want permanent", errs[0])
+	}
+}
+
+// TestRecreateTopic: a topic made again has lost its messages, delivered or
+// not, and what groups held of them; other topics keep theirs, and a
+// delivery taken before settles nothing.
+func TestRecreateTopic(t *testing.T) {
+	b := membroker.New(membroker.WithDedupe())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	held, waiting, other := msg("t", "a", 0), msg("t", "a", 1), msg("u", "a", 2)
+	for _, err := range b.Publish(ctx, []broker.Message{held, waiting, other}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := b.Subscribe("g", "t", "u")
+	ds, err := s.Receive(ctx, 1)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("Receive = %d, %v", len(ds), err)
+	}
+	b.RecreateTopic("t")
+	again := msg("t", "a", 3)
+	again.Event.ID = held.Event.ID // the new topic's dedupe forgot the old one's ids
+	if err := b.Publish(ctx, []broker.Message{again})[0]; err != nil {
+		t.Fatal(err)
+	}
+	if err := ds[0].Ack(ctx); err != nil {
+		t.Fatalf("Ack of a delivery of the deleted topic: %v, want nil (settles nothing)", err)
+	}
+	var got []string
+	for len(got) < 2 {
+		ds, err := s.Receive(ctx, 10)
+		if err != nil {
+			t.Fatalf("after %v: %v", got, err)
+		}
+		for _, d := range ds {
+			got = append(got, string(d.Raw().Body))
+			if err := d.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if want := []string{`{"n":2}`, `{"n":3}`}; got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("after RecreateTopic delivered %v, want %v (the other topic's, then the new one's)", got, want)
+	}
+	qctx, qcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer qcancel()
+	if ds, err := s.Receive(qctx, 10); err == nil {
+		t.Fatalf("delivered %d more", len(ds))
 	}
 }

@@ -187,6 +187,30 @@ func conformance(t *testing.T, url string, stop, start func(*testing.T), mode st
 				})
 			}
 		},
+		// Every topic is a subject of the one stream: deleted and created
+		// again with its config, as an operator re-creating it would.
+		RecreateDestination: func(t *testing.T, _ string) {
+			js, err := jetstream.New(setup.Conn())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			st, err := js.Stream(ctx, stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := st.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := js.DeleteStream(ctx, stream); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := js.CreateStream(ctx, info.Config); err != nil {
+				t.Fatalf("create stream %s again: %v", stream, err)
+			}
+		},
 		AckWait:     ackWait,
 		StopBroker:  stop,
 		StartBroker: start,

@@ -180,6 +180,15 @@ func TestConformance(t *testing.T) {
 			topic := fmt.Sprintf("%s.m%d.Order.Created", run, n.Add(1))
 			return topic, func(t *testing.T) { adm.queue(t, exchange, "q."+topic, topic) }
 		},
+		// The topic's queue, with its messages and consumers, declared
+		// and bound again.
+		RecreateDestination: func(t *testing.T, topic string) {
+			adm.do(t, func(ch *amqp.Channel) error {
+				_, err := ch.QueueDelete("q."+topic, false, false, false)
+				return err
+			})
+			adm.queue(t, exchange, "q."+topic, topic)
+		},
 		AckWait:     ackWait,
 		StopBroker:  func(*testing.T) { proxy.Cut() },
 		StartBroker: func(*testing.T) { proxy.Restore() },

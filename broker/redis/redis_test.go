@@ -139,6 +139,12 @@ func TestConformance(t *testing.T) {
 				}
 			}
 		},
+		// The stream key, with its entries and consumer groups.
+		RecreateDestination: func(t *testing.T, topic string) {
+			if err := adm.Del(context.Background(), topic).Err(); err != nil {
+				t.Fatal(err)
+			}
+		},
 		AckWait:     ackWait,
 		StopBroker:  stop,
 		StartBroker: start,
