@@ -169,6 +169,31 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// waitProgress waits until count reaches want, for as long as count keeps
+// growing: it fails when it did not grow for stall, or after limit. On a
+// loaded machine a fixed deadline measures the machine; a stall is the
+// consumer's.
+func waitProgress(t *testing.T, what string, stall, limit time.Duration, want int, count func() int) {
+	t.Helper()
+	start, last, lastAt := time.Now(), -1, time.Now()
+	for {
+		n := count()
+		if n >= want {
+			return
+		}
+		if n > last {
+			last, lastAt = n, time.Now()
+		}
+		switch {
+		case time.Since(lastAt) > stall:
+			t.Fatalf("%s: %d of %d, none for %v", what, n, want, stall)
+		case time.Since(start) > limit:
+			t.Fatalf("%s: %d of %d after %v", what, n, want, limit)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func (e *env) inboxRow(consumer, eventID string) store.InboxRow {
 	e.t.Helper()
 	rows, err := e.s.InboxList(context.Background(), store.InboxFilter{Consumer: consumer, EventIDs: []string{eventID}})

@@ -95,9 +95,12 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 // Two processes share an Ordered consumer name and its durable consumer,
 // and the broker hands each some of a hot aggregate's events: most events
 // wait in one process for a predecessor the other applies. Each process
-// looks again at what it holds, so the aggregate is applied in order about
-// as fast as one process would; waiting for HoldFor to send the held ones
-// back, it advanced by a few events per HoldFor.
+// looks again at what it holds, so the pair applies the aggregate in order
+// about as fast as one process (measured first, in the same run, as the
+// yardstick of this machine's speed right now); waiting for HoldFor (5 s
+// here) to send the held ones back, it advanced by a few events per HoldFor
+// (600 events: 3 s with the recheck, not done in 60 s without, on an idle
+// machine).
 func TestOrderedSharedNameKeepsUp(t *testing.T) {
 	e := newEnv(t)
 	const n = 600
@@ -109,36 +112,53 @@ func TestOrderedSharedNameKeepsUp(t *testing.T) {
 	for i := 0; i < n; i += 100 {
 		e.write(evs[i : i+100]...)
 	}
-	var mu sync.Mutex
-	var applied []int64
-	handler := func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {
-		mu.Lock()
-		applied = append(applied, ev.AggregateVersion)
-		mu.Unlock()
-		return e.applyEffect(ctx, tx, ev)
-	}
-	// A small batch, so that the events are spread over both processes.
-	cfg := func() inbox.Config {
-		return inbox.Config{Name: "inventory", Subscriber: e.subscriber("inventory", 30*time.Second), VersionGuard: true, Ordered: true, BatchSize: 10}
-	}
-	a, b := e.consumer(cfg(), handler), e.consumer(cfg(), handler)
-	start := time.Now()
 	e.relay()
-	waitFor(t, 60*time.Second, "all applied", func() bool { return a.Stats().Processed+b.Stats().Processed == n })
-	took := time.Since(start)
-	t.Logf("%d events of one aggregate applied in %v by two processes (%d and %d; held %d and %d times)",
-		n, took.Round(time.Millisecond), a.Stats().Processed, b.Stats().Processed, a.Stats().Gaps, b.Stats().Gaps)
-	mu.Lock()
-	for i, v := range applied {
-		if v != int64(i+1) {
-			t.Fatalf("applied out of order: position %d is version %d", i, v)
+	var mu sync.Mutex
+	applied := map[string][]int64{}
+	handler := func(name string) func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {
+		return func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {
+			mu.Lock()
+			applied[name] = append(applied[name], ev.AggregateVersion)
+			mu.Unlock()
+			return nil
 		}
 	}
-	mu.Unlock()
+	// A small batch, so that the events are spread over both processes.
+	cfg := func(name string) inbox.Config {
+		return inbox.Config{Name: name, Subscriber: e.subscriber(name, 30*time.Second), VersionGuard: true, Ordered: true, BatchSize: 10}
+	}
+	count := func(cs ...*inbox.Consumer) func() int {
+		return func() int {
+			var k int64
+			for _, c := range cs {
+				k += c.Stats().Processed
+			}
+			return int(k)
+		}
+	}
+
+	start := time.Now()
+	solo := e.consumer(cfg("solo"), handler("solo"))
+	waitProgress(t, "one process", 60*time.Second, 5*time.Minute, n, count(solo))
+	alone := time.Since(start)
+
+	start = time.Now()
+	a, b := e.consumer(cfg("pair"), handler("pair")), e.consumer(cfg("pair"), handler("pair"))
+	bound := 2*alone + 30*time.Second
+	waitProgress(t, "two processes", bound, bound, n, count(a, b))
+	took := time.Since(start)
+	t.Logf("%d events of one aggregate: one process %v, two %v (%d and %d; held %d and %d times)",
+		n, alone.Round(time.Millisecond), took.Round(time.Millisecond), a.Stats().Processed, b.Stats().Processed, a.Stats().Gaps, b.Stats().Gaps)
+	mu.Lock()
+	defer mu.Unlock()
+	for name, vs := range applied {
+		for i, v := range vs {
+			if v != int64(i+1) {
+				t.Fatalf("%s applied out of order: position %d is version %d", name, i, v)
+			}
+		}
+	}
 	if a.Stats().Processed == 0 || b.Stats().Processed == 0 {
 		t.Logf("one process applied everything: the case did not split the aggregate (%d, %d)", a.Stats().Processed, b.Stats().Processed)
-	}
-	if took > 20*time.Second {
-		t.Fatalf("%d events took %v: the held deliveries waited for HoldFor instead of being tried again", n, took)
 	}
 }

@@ -145,7 +145,7 @@ func TestConsumerSIGKILLedDuring10kRun(t *testing.T) {
 		t.Fatalf("kills did not land mid-run (%d applied)", d)
 	}
 	e.startChild("inventory", "inventory")
-	waitFor(t, 90*time.Second, "every event applied", func() bool { d, _ := e.applied(); return d >= n })
+	waitProgress(t, "every event applied", 60*time.Second, 10*time.Minute, n, func() int { d, _ := e.applied(); return d })
 	time.Sleep(2500 * time.Millisecond) // past the ack wait: late redeliveries must be absorbed too
 	e.assertExactlyOnce(n)
 }
