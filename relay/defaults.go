@@ -11,9 +11,9 @@ const (
 	// DefaultIdlePollMax caps an idle relay's back-off: while its claims
 	// keep coming back empty, its wait doubles from PollInterval up to this
 	// (Config.IdlePollMax). It is also what the first rows of a burst after
-	// an idle spell may wait, so it stays within issue 21's p99 target for
-	// plain-SQL producers (100 ms at 500/s); an idle relay claims 10 times
-	// a second instead of 20 (BENCHMARKS.md).
+	// an idle spell may wait, so it is kept to the p99 latency the relay
+	// aims at for producers without a wake-up; an idle relay claims 10
+	// times a second.
 	DefaultIdlePollMax = 100 * time.Millisecond
 	DefaultLease       = 30 * time.Second
 	// DefaultPublishTimeout caps the default publish timeout, which is

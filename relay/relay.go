@@ -211,18 +211,14 @@ func (r *Relay) Observe(ctx context.Context) { r.obs.watch(ctx) }
 // that other relays or producers without a wake-up make claimable.
 //
 // An idle relay backs off: *idle, its next idle wait, doubles after each
-// idle wait that ran its full time (the claim after it runs on a table that
-// held nothing claimable for that long), up to IdlePollMax. A wake-up or a
-// batch end sets it back to PollInterval, and so does a claim that finds
-// rows (Run). The back-off lengthens only waits taken with nothing
-// claimable and nothing in flight: a relay with work claims at once or
-// waits for its own batches, as before.
+// idle wait that ran its full time, up to IdlePollMax, and goes back to
+// PollInterval on a wake-up, a batch end or a claim that finds rows (Run).
+// A relay with work in flight never backs off.
 //
 // The poll interval runs from the start of the short claim, not its end
 // (afterPoll): the claim saw every row committed before its snapshot, so a
 // row committed just after it waits one interval for the next claim, not
-// an interval plus the claim's own time: at --poll-interval 10ms a claim
-// of about 1.5 ms was part of the relay's p99 (BENCHMARKS.md, issue 21).
+// an interval plus the claim's own time.
 func (r *Relay) waitAfterShortClaim(ctx context.Context, fl *flight, endsBefore uint64, idle *time.Duration, claimTook time.Duration) bool {
 	n, ends, next := fl.state()
 	switch {
