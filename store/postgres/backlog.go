@@ -11,7 +11,8 @@ import (
 // backlogQuery repeats the partial indexes' predicates verbatim (unsent_idx,
 // dead_idx), which is what lets the planner answer from them: the cost
 // follows the backlog, not the delivered rows that stay in the table (rows
-// marked SENT in place by older versions, or a table an operator refilled).
+// marked SENT in place before 003_sent_archive.sql, or a table an operator
+// refilled).
 const backlogQuery = `SELECT
 	count(*) FILTER (WHERE status = 'PENDING'),
 	count(*) FILTER (WHERE status = 'RETRY'),

@@ -16,9 +16,9 @@ import (
 // constraint or trigger an operator added), that transaction is rolled
 // back, the claim's rows are locked again in a new one, and the sent rows
 // are marked in halves under savepoints down to the single refused row; the
-// refused rows are recorded with the failure refused gives them. Before,
-// the whole batch rolled back, was published again, and was refused again,
-// twice a second, with nothing ever reaching RETRY or DEAD.
+// refused rows are recorded with the failure refused gives them. Without
+// this, the whole batch would roll back, be published again and be refused
+// again, with nothing ever reaching RETRY or DEAD.
 func (c *txClaim) FinishIsolating(ctx context.Context, sent []int64, failures []store.Failure, refusedAs func(id int64, err error) store.Failure) error {
 	c.keepOnRefusal = true
 	err := c.Finish(ctx, sent, failures)

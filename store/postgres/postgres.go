@@ -292,8 +292,8 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error
 	}
 	lim := strconv.Itoa(limit)
 	order := sqlstore.OrderBy(f)
-	// The outbox table may hold SENT rows too: earlier versions kept them
-	// in place.
+	// The outbox table may hold SENT rows too: rows marked in place before
+	// 003_sent_archive.sql.
 	parts := []string{`(SELECT ` + cols + ` FROM ` + s.q.table + ` WHERE ` + where + ` ORDER BY ` + order + ` LIMIT ` + lim + `)`}
 	if f.Status == "" || f.Status == txbox.StatusSent {
 		parts = append(parts, `(SELECT `+cols+` FROM `+s.q.sent+` WHERE `+where+` ORDER BY `+order+` LIMIT `+lim+`)`)
@@ -337,8 +337,9 @@ func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
 }
 
 // CleanupBatch deletes at most limit SENT rows sent before now - age: from
-// the archive first, then from the outbox table, where earlier versions kept
-// them. SKIP LOCKED keeps it out of the relay's way.
+// the archive first, then from the outbox table, which holds the rows marked
+// in place before 003_sent_archive.sql. SKIP LOCKED keeps it out of the
+// relay's way.
 func (s *Store) CleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
 	var total int64
 	for _, stmt := range []string{

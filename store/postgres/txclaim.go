@@ -92,11 +92,9 @@ func (s *Store) claimTx(ctx context.Context, limit int, query string) (*txClaim,
 	// blocked aggregates; the fallback below covers the rest. Split among
 	// n relays (split.go), this store keeps 1/n of the window, and the
 	// others' rows in flight sit at the front too, about as many as its
-	// own: so the window is n times as wide. Sized for one relay, a share
-	// of it held fewer rows than a batch once this store's batches were in
-	// flight, and each such short claim ran the fallback, whose scan grows
-	// with the backlog: two relays drained a 1M Zipf backlog at 0.43 of one
-	// relay's rate, nearly all of it in claims (BENCHMARKS.md, issue 21).
+	// own: so the window is n times as wide. A window sized for one relay
+	// would leave a share shorter than a batch, and each short claim runs
+	// the fallback, whose scan grows with the backlog.
 	held := s.held.ids()
 	window := min((len(held)+limit*txScanFactor)*s.splitMembers(), maxWindow)
 	gen := s.floor.generation()
@@ -153,8 +151,7 @@ func (s *Store) claimTx(ctx context.Context, limit int, query string) (*txClaim,
 //
 // The claim statement is prepared once per connection, and PostgreSQL
 // switches to a generic plan after five runs; the claim (queries/) is written so
-// that the generic plan is as good as a custom one (an anti-join, written
-// before, became a nested loop under the generic plan).
+// that the generic plan is as good as a custom one (see missed in lock.sql).
 const planClaim = `SELECT set_config('enable_bitmapscan', 'off', true), set_config('jit', 'off', true)`
 
 // txScanFactor sizes a transaction claim's window beyond the rows this store

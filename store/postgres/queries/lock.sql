@@ -21,7 +21,7 @@ statement the database sees.
 	SELECT c.aggregate_type, c.aggregate_id, min(c.id) AS first_id
 	FROM cand c
 	-- NOT IN a hashed subplan, not an anti-join: a generic plan estimates
-	-- one locked row and made the anti-join a nested loop (55 ms, not 9).
+	-- one locked row and would make the anti-join a nested loop.
 	WHERE c.id < (SELECT m FROM top) AND c.id NOT IN (SELECT id FROM locked)
 	GROUP BY 1, 2
 ), final AS (
