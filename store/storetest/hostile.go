@@ -25,9 +25,9 @@ func checkStoredText(t *testing.T, what, got string) {
 }
 
 // testBadBytesInLastError: a failure whose text holds bytes the database
-// cannot store as text still marks its row. Before, PostgreSQL refused the
-// whole MarkFailed statement, so the batch's rows were never marked and came
-// back after every lease, forever.
+// cannot store as text still marks its row. Were the whole MarkFailed
+// statement refused (PostgreSQL refuses such text), the batch's rows would
+// never be marked and would come back after every lease, forever.
 func testBadBytesInLastError(t *testing.T, h Harness) {
 	s := open(t, h)
 	ctx := ctxT(t)

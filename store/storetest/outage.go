@@ -15,8 +15,9 @@ import (
 // aggregate as any retry does, with retry_count as it was, through every
 // way a store records failures: the lease-fenced MarkFailed and, where the
 // store has them, a transaction claim's Finish. An ordinary failure in the
-// same call still spends one. Before, every failure spent an attempt, so a
-// broker outage longer than the retry schedule sent the backlog to DEAD.
+// same call still spends one: were every failure to spend an attempt, a
+// broker outage longer than the retry schedule would send the backlog to
+// DEAD.
 func testOutageSpendsNoAttempt(t *testing.T, h Harness) {
 	s := open(t, h)
 	ctx := ctxT(t)
