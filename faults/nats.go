@@ -134,11 +134,10 @@ func (b *NATS) read(ctx context.Context) ([]streamMsg, error) {
 // streamFull makes the stream refuse every publish for a while: at its
 // message limit, discarding new messages. The limit is enforced when it is
 // set, whatever the discard policy: set below the stream's count it would
-// delete the oldest messages (an earlier version of this fault did, by a
-// race with the relays' publishes, and the checker found one delivered
-// event missing from the stream). So the limit leaves a margin over the
-// count, the fault waits for the relays to fill it, and it fails if the
-// stream's first message changed.
+// delete the oldest messages, and the relays' publishes race with setting
+// it, so a limit set at the count may lose a delivered event. So the limit
+// leaves a margin over the count, the fault waits for the relays to fill
+// it, and it fails if the stream's first message changed.
 func (b *NATS) streamFull(ctx context.Context) (string, error) {
 	nc, err := nats.Connect(b.Server.URL)
 	if err != nil {
