@@ -19,6 +19,10 @@ type held struct {
 	d     broker.Delivery
 	ev    txbox.Event
 	since time.Time
+	// retry is when recheckHeld may try it again: the wait doubles from
+	// recheckEvery with each try that found its predecessor still missing.
+	retry time.Time
+	tries int
 }
 
 func heldKey(ev txbox.Event, version int64) string {
@@ -76,12 +80,13 @@ const recheckEvery = 100 * time.Millisecond
 
 // recheckMax bounds the aggregates tried in one recheck (each is a
 // transaction), the longest-held first; the rest wait for the next one.
-const recheckMax = 32
+const recheckMax = 16
 
 // recheckHeld tries again the lowest held version of each aggregate that
 // has held deliveries: applied if its predecessor has been applied
 // meanwhile (here or in another process), then its held successors in
-// order; held on otherwise.
+// order; held on otherwise, to be tried after twice the wait (so that a
+// long wait costs the database a few transactions, not ten a second).
 func (c *Consumer) recheckHeld(ctx context.Context) {
 	if len(c.held) == 0 || time.Now().Before(c.nextRecheck) || c.ownDown() {
 		return
@@ -95,8 +100,11 @@ func (c *Consumer) recheckHeld(ctx context.Context) {
 		}
 	}
 	keys := make([]string, 0, len(heads))
+	now := time.Now()
 	for _, k := range heads {
-		keys = append(keys, k)
+		if !now.Before(c.held[k].retry) {
+			keys = append(keys, k)
+		}
 	}
 	slices.SortFunc(keys, func(a, b string) int { return c.held[a].since.Compare(c.held[b].since) })
 	for _, k := range keys[:min(len(keys), recheckMax)] {
@@ -106,9 +114,11 @@ func (c *Consumer) recheckHeld(ctx context.Context) {
 		}
 		delete(c.held, k)
 		ack, delay := c.run(ctx, h.ev, txbox.StatusRetry, true)
-		if delay == waitMarker {
-			c.held[k] = h       // its predecessor is still missing
-			c.ctrs.Gaps.Add(-1) // and it was counted when first held
+		if delay == waitMarker { // its predecessor is still missing
+			h.tries++
+			h.retry = time.Now().Add(min(recheckEvery<<min(h.tries, 10), c.cfg.HoldFor))
+			c.held[k] = h
+			c.ctrs.Gaps.Add(-1) // it was counted when first held
 			continue
 		}
 		c.settle(ctx, h.d, ack, delay)
