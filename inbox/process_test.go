@@ -130,8 +130,16 @@ func TestConsumerSIGKILLedDuring10kRun(t *testing.T) {
 	e.relay()
 	kills := 0
 	for kills < 4 {
+		// Killed once it has applied something (a loaded machine may take
+		// seconds to start it), a little later each time.
+		before, _ := e.applied()
 		p := e.startChild("inventory", "inventory")
-		time.Sleep(time.Duration(400+kills*150) * time.Millisecond)
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if d, _ := e.applied(); d > before {
+				break
+			}
+		}
+		time.Sleep(time.Duration(50+kills*100) * time.Millisecond)
 		_ = p.Process.Signal(syscall.SIGKILL)
 		_, _ = p.Process.Wait()
 		kills++
@@ -158,7 +166,7 @@ func TestTwoProcessesShareOneDurableConsumer(t *testing.T) {
 	e.relay()
 	e.startChild("inventory", "inventory")
 	e.startChild("inventory", "inventory")
-	waitFor(t, 60*time.Second, "every event applied", func() bool { d, _ := e.applied(); return d >= n })
+	waitProgress(t, "every event applied", 60*time.Second, 10*time.Minute, n, func() int { d, _ := e.applied(); return d })
 	time.Sleep(2500 * time.Millisecond)
 	e.assertExactlyOnce(n)
 	ic, err := e.s.InboxCounts(context.Background())
