@@ -138,9 +138,9 @@ func harness(t *testing.T, o runOpts) (Report, map[Kind]int, Minimums) {
 // applied by every consumer (with settle, only while events are still
 // being applied: a broken build may never apply them all), then past the
 // ack wait (late redeliveries must be absorbed too), and runs the checker.
-// Without settle, quiesce is stretched while the consumers keep applying,
-// up to three times: on a loaded machine a fixed wait measures the machine,
-// and a consumer that stopped still fails at quiesce.
+// quiesce is stretched while the consumers keep applying, up to three
+// times: on a loaded machine a fixed wait measures the machine, and a
+// consumer that stopped still fails at quiesce (or after settle).
 func drainAndCheck(t *testing.T, w *World, prod *Production, quiesce, settle time.Duration) Report {
 	ctx := context.Background()
 	start := time.Now()
@@ -160,7 +160,7 @@ func drainAndCheck(t *testing.T, w *World, prod *Production, quiesce, settle tim
 		}
 		if total != last {
 			last, lastChange = total, time.Now()
-			if settle == 0 && time.Until(deadline) < time.Minute {
+			if time.Until(deadline) < time.Minute {
 				deadline = time.Now().Add(time.Minute)
 				if limit := start.Add(3 * quiesce); deadline.After(limit) {
 					deadline = limit
