@@ -12,6 +12,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store/postgres"
 )
 
@@ -47,7 +48,7 @@ func Example_writeInTransaction() {
 		if err != nil {
 			return err
 		}
-		return w.AddPgx(ctx, tx, ev)
+		return pgxtx.Add(ctx, tx, w, ev)
 	})
 	fmt.Println("committed:", err == nil)
 }

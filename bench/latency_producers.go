@@ -17,6 +17,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -121,7 +122,7 @@ func startTxboxProducer(e *benchEnv, o latencyOpts) (*latencyProducer, error) {
 		if err != nil {
 			return "", err
 		}
-		return ev.ID, w.AddPgx(ctx, tx, ev)
+		return ev.ID, pgxtx.Add(ctx, tx, w, ev)
 	}}, nil
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -28,7 +29,7 @@ import (
 // same business transaction (INSERT an order, UPDATE its customer's counter
 // row) from --clients connections for --duration; "handwritten" adds one
 // plain INSERT into the txbox outbox table, "txbox" adds the same event
-// through outbox.NewWriter(...).AddPgx. Tables are fresh for every run.
+// through pgxtx.Add with an outbox.Writer. Tables are fresh for every run.
 // "handwritten-8col" is the hand-written INSERT binding the 8 columns txbox
 // binds (aggregate_version, headers, occurred_at too), to price them apart
 // from the API. The contenders' order rotates from run to run, so none is
@@ -263,9 +264,9 @@ func eventFor(ctx context.Context, name string, we *writeEnv, tables store.Table
 			if traced {
 				sctx, span := benchTracer.Start(ctx, "place order")
 				defer span.End()
-				return w.AddPgx(sctx, tx, te)
+				return pgxtx.Add(sctx, tx, w, te)
 			}
-			return w.AddPgx(ctx, tx, te)
+			return pgxtx.Add(ctx, tx, w, te)
 		}
 	}
 	return nil

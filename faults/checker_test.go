@@ -10,6 +10,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store/postgres"
 )
 
@@ -43,7 +44,7 @@ func TestCheckerSeesAnEventDeletedFromTheOutbox(t *testing.T) {
 	phantom := txbox.MustEvent("Order", "phantom-1", "OrderChanged", map[string]any{"order": "phantom-1"})
 	phantom.AggregateVersion = 1
 	writer := outbox.NewWriter(postgres.Dialect{Tables: pg.Tables})
-	if err := pgx.BeginFunc(ctx, pg.Prod, func(tx pgx.Tx) error { return writer.AddPgx(ctx, tx, phantom) }); err != nil {
+	if err := pgx.BeginFunc(ctx, pg.Prod, func(tx pgx.Tx) error { return pgxtx.Add(ctx, tx, writer, phantom) }); err != nil {
 		t.Fatal(err)
 	}
 

@@ -16,6 +16,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -246,7 +247,7 @@ func (d *Postgres) Write(ctx context.Context, agg string, rollback bool) (string
 		ev := txbox.MustEvent("Order", agg, "OrderChanged", map[string]any{"order": agg, "version": v})
 		ev.AggregateVersion = v
 		evID = ev.ID
-		if err := d.writer.AddPgx(ctx, tx, ev); err != nil {
+		if err := pgxtx.Add(ctx, tx, d.writer, ev); err != nil {
 			return err
 		}
 		if err := d.recordLedger(ctx, tx, ev); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
@@ -71,7 +72,7 @@ func (e *env) topic() broker.Topic { return broker.Topic(e.prefix + ".{aggregate
 func (e *env) write(evs ...txbox.Event) {
 	e.t.Helper()
 	err := pgx.BeginFunc(context.Background(), e.s.Pool(), func(tx pgx.Tx) error {
-		return outbox.NewWriter(e.s.Dialect()).AddPgx(context.Background(), tx, evs...)
+		return pgxtx.Add(context.Background(), tx, outbox.NewWriter(e.s.Dialect()), evs...)
 	})
 	if err != nil {
 		e.t.Fatal(err)

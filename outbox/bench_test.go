@@ -14,6 +14,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -69,12 +70,12 @@ func BenchmarkAddNoDB(b *testing.B) {
 	})
 }
 
-// BenchmarkAddPgx is one committed transaction per iteration holding one
+// BenchmarkPgxtxAdd is one committed transaction per iteration holding one
 // event, written by hand (the 5-column INSERT of the table contract) and
-// through NewEvent + Writer.AddPgx, on a migrated outbox table of its own.
+// through NewEvent + pgxtx.Add, on a migrated outbox table of its own.
 // Commit latency dominates; for throughput under concurrency see
 // bench/write.go. Skips when PostgreSQL (TXBOX_TEST_POSTGRES) is missing.
-func BenchmarkAddPgx(b *testing.B) {
+func BenchmarkPgxtxAdd(b *testing.B) {
 	s := storeenv.OpenPostgres(b, postgres.Options{Logger: slog.New(slog.DiscardHandler)})
 	ctx := context.Background()
 	if err := s.Migrate(ctx); err != nil {
@@ -110,7 +111,7 @@ func BenchmarkAddPgx(b *testing.B) {
 			if err != nil {
 				return err
 			}
-			return w.AddPgx(ctx, tx, ev)
+			return pgxtx.Add(ctx, tx, w, ev)
 		})
 	})
 }

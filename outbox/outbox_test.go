@@ -13,6 +13,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -67,7 +68,7 @@ func TestCommitEmitsAllInOrderRollbackNothing_Pgx(t *testing.T) {
 	if _, err := tx.Exec(ctx, `INSERT INTO `+orders(s)+` VALUES ('o-1', 10)`); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.AddPgx(ctx, tx, txbox.MustEvent("Order", "o-1", "OrderCreated", map[string]int{"amount": 10})); err != nil {
+	if err := pgxtx.Add(ctx, tx, w, txbox.MustEvent("Order", "o-1", "OrderCreated", map[string]int{"amount": 10})); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
@@ -86,7 +87,7 @@ func TestCommitEmitsAllInOrderRollbackNothing_Pgx(t *testing.T) {
 		if _, err := tx.Exec(ctx, `INSERT INTO `+orders(s)+` VALUES ('o-2', 20)`); err != nil {
 			return err
 		}
-		return w.AddPgx(ctx, tx, evs...)
+		return pgxtx.Add(ctx, tx, w, evs...)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +156,7 @@ func TestUnitOfWorkFlushesBeforeCommit(t *testing.T) {
 	// A flush that fails rolls the business change back too.
 	dup := txbox.MustEvent("Order", "o-2", "OrderCreated", nil)
 	dup.ID = got[0].EventID // unique violation at flush time
-	err = w.RunPgx(ctx, s.Pool(), func(ctx context.Context, tx pgx.Tx, rec *outbox.Recorder) error {
+	err = pgxtx.Run(ctx, s.Pool(), w, func(ctx context.Context, tx pgx.Tx, rec *outbox.Recorder) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO `+orders(s)+` VALUES ('o-2', 7)`); err != nil {
 			return err
 		}
@@ -172,7 +173,7 @@ func TestUnitOfWorkFlushesBeforeCommit(t *testing.T) {
 
 	// A handler error rolls back and emits nothing.
 	boom := errors.New("boom")
-	err = w.RunPgx(ctx, s.Pool(), func(ctx context.Context, tx pgx.Tx, rec *outbox.Recorder) error {
+	err = pgxtx.Run(ctx, s.Pool(), w, func(ctx context.Context, tx pgx.Tx, rec *outbox.Recorder) error {
 		rec.Record(txbox.MustEvent("Order", "o-3", "OrderCreated", nil))
 		return boom
 	})

@@ -7,10 +7,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 )
 
@@ -50,7 +47,8 @@ func Record(ctx context.Context, events ...txbox.Event) error {
 	return nil
 }
 
-// ErrNoUnitOfWork: Record was called outside RunSQL / RunPgx.
+// ErrNoUnitOfWork: Record was called outside a unit of work (RunSQL,
+// RunInTx, pgxtx.Run).
 var ErrNoUnitOfWork = errors.New("outbox: no unit of work in context")
 
 // RunSQL runs fn in a database/sql transaction. Events recorded during fn
@@ -67,37 +65,28 @@ func (w *Writer) RunSQL(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn
 			_ = tx.Rollback()
 		}
 	}()
-	return w.run(ctx, store.SQLTx(tx), func(ctx context.Context, rec *Recorder) error { return fn(ctx, tx, rec) }, tx.Commit)
-}
-
-// RunPgx is RunSQL for pgx: db is a *pgxpool.Pool, *pgx.Conn or anything
-// that begins a pgx transaction.
-func (w *Writer) RunPgx(ctx context.Context, db interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}, fn func(ctx context.Context, tx pgx.Tx, rec *Recorder) error) (err error) {
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("outbox: begin: %w", err)
+	if err = w.RunInTx(ctx, store.SQLTx(tx), func(ctx context.Context, rec *Recorder) error { return fn(ctx, tx, rec) }); err != nil {
+		return err
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
-		}
-	}()
-	return w.run(ctx, pgxtx.Wrap(tx), func(ctx context.Context, rec *Recorder) error { return fn(ctx, tx, rec) },
-		func() error { return tx.Commit(ctx) })
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("outbox: commit: %w", err)
+	}
+	return nil
 }
 
-func (w *Writer) run(ctx context.Context, tx store.Tx, fn func(context.Context, *Recorder) error, commit func() error) error {
+// RunInTx runs fn as a unit of work inside tx, a transaction the caller
+// began and commits or rolls back: events recorded during fn (on the
+// Recorder or through Record(ctx, ...)) are added to tx when fn returns nil.
+// An error from fn or from that insert is returned, and the caller must then
+// roll tx back. RunSQL and pgxtx.Run are RunInTx with the begin and the
+// commit around it; any driver with a store.Tx adapter can do the same.
+func (w *Writer) RunInTx(ctx context.Context, tx store.Tx, fn func(ctx context.Context, rec *Recorder) error) error {
 	rec := &Recorder{}
 	if err := fn(context.WithValue(ctx, recorderKey{}, rec), rec); err != nil {
 		return err
 	}
 	if err := w.Add(ctx, tx, rec.Events()...); err != nil {
 		return fmt.Errorf("outbox: flush before commit: %w", err)
-	}
-	if err := commit(); err != nil {
-		return fmt.Errorf("outbox: commit: %w", err)
 	}
 	return nil
 }

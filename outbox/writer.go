@@ -10,11 +10,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/tracing"
-	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 )
 
@@ -132,9 +129,4 @@ func (w *Writer) Add(ctx context.Context, tx store.Tx, events ...txbox.Event) er
 // AddSQL is Add for a database/sql transaction.
 func (w *Writer) AddSQL(ctx context.Context, tx *sql.Tx, events ...txbox.Event) error {
 	return w.Add(ctx, store.SQLTx(tx), events...)
-}
-
-// AddPgx is Add for a pgx transaction.
-func (w *Writer) AddPgx(ctx context.Context, tx pgx.Tx, events ...txbox.Event) error {
-	return w.Add(ctx, pgxtx.Wrap(tx), events...)
 }

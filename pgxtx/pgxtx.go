@@ -1,7 +1,8 @@
-// Package pgxtx adapts pgx v5 transactions to what txbox runs its SQL on
-// (store.Tx) and begins the inbox consumer's pgx transactions. It depends on
-// pgx and package store only, so the outbox's pgx entry points (AddPgx,
-// RunPgx) do not compile the PostgreSQL store or pgx's pool.
+// Package pgxtx is txbox on pgx v5 transactions: it adapts them to what
+// txbox runs its SQL on (store.Tx), writes events in them (Add, Run: the
+// outbox's pgx entry points) and begins the inbox consumer's pgx
+// transactions. It depends on pgx, store and outbox only, not on the
+// PostgreSQL store or pgx's pool; package outbox itself compiles no driver.
 package pgxtx
 
 import (

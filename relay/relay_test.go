@@ -17,6 +17,7 @@ import (
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
@@ -55,7 +56,7 @@ func write(t *testing.T, s *postgres.Store, evs ...txbox.Event) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := outbox.NewWriter(s.Dialect()).AddPgx(ctx, tx, evs...); err != nil {
+	if err := pgxtx.Add(ctx, tx, outbox.NewWriter(s.Dialect()), evs...); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -423,7 +424,7 @@ func testWakeup(t *testing.T, claims relay.ClaimMode) {
 	for i := range 5 {
 		start := time.Now()
 		err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
-			return w.AddPgx(ctx, tx, txbox.MustEvent("Order", fmt.Sprintf("o-%d", i), "E", nil))
+			return pgxtx.Add(ctx, tx, w, txbox.MustEvent("Order", fmt.Sprintf("o-%d", i), "E", nil))
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -440,7 +441,7 @@ func testWakeup(t *testing.T, claims relay.ClaimMode) {
 	// Without the wake-up option nothing notifies: the relay waits its poll.
 	plain := outbox.NewWriter(s.Dialect())
 	if err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
-		return plain.AddPgx(ctx, tx, txbox.MustEvent("Order", "quiet", "E", nil))
+		return pgxtx.Add(ctx, tx, plain, txbox.MustEvent("Order", "quiet", "E", nil))
 	}); err != nil {
 		t.Fatal(err)
 	}

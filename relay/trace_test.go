@@ -12,6 +12,7 @@ import (
 	"github.com/txbox/txbox"
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -69,7 +70,7 @@ func writeCtx(ctx context.Context, t *testing.T, s *postgres.Store, evs ...txbox
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := outbox.NewWriter(s.Dialect()).AddPgx(ctx, tx, evs...); err != nil {
+	if err := pgxtx.Add(ctx, tx, outbox.NewWriter(s.Dialect()), evs...); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -13,6 +13,7 @@ import (
 	natsbroker "github.com/txbox/txbox/broker/nats"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -52,7 +53,7 @@ func TestRelayDrainsOneAggregateInBatches(t *testing.T) {
 		evs[i] = txbox.MustEvent("Order", "hot", "Created", map[string]int{"i": i})
 	}
 	if err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
-		return outbox.NewWriter(s.Dialect()).AddPgx(ctx, tx, evs...)
+		return pgxtx.Add(ctx, tx, outbox.NewWriter(s.Dialect()), evs...)
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -53,7 +54,7 @@ func main() {
 	placed, rejected := 0, 0
 	for i := range *orders {
 		id := fmt.Sprintf("%s-%d", *prefix, i)
-		err := w.RunPgx(ctx, pool, func(ctx context.Context, tx pgx.Tx, rec *outbox.Recorder) error {
+		err := pgxtx.Run(ctx, pool, w, func(ctx context.Context, tx pgx.Tx, rec *outbox.Recorder) error {
 			return placeOrder(ctx, tx, id, fmt.Sprintf("sku-%d", i%5), 1+i%3, i%10 == 9)
 		})
 		switch {

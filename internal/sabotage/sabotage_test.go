@@ -19,6 +19,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/mysql"
 	"github.com/txbox/txbox/store/postgres"
@@ -57,7 +58,7 @@ func TestWrappersKeepOptionalInterfaces(t *testing.T) {
 		w := outbox.NewWriter(s.Dialect())
 		for i := range 8 {
 			ev := txbox.MustEvent("Order", "o"+string(rune('a'+i)), "Created", map[string]any{"i": i})
-			if err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error { return w.AddPgx(ctx, tx, ev) }); err != nil {
+			if err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error { return pgxtx.Add(ctx, tx, w, ev) }); err != nil {
 				t.Fatal(err)
 			}
 		}

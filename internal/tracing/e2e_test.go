@@ -20,6 +20,7 @@ import (
 	"github.com/txbox/txbox/internal/scenario"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -48,7 +49,7 @@ func oneTrace(t *testing.T, dest *scenario.Destination) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := outbox.NewWriter(s.Dialect()).AddPgx(wctx, tx, ev); err != nil {
+	if err := pgxtx.Add(wctx, tx, outbox.NewWriter(s.Dialect()), ev); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(wctx); err != nil {

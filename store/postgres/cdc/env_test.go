@@ -15,6 +15,7 @@ import (
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/outbox"
+	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store/postgres"
 	"github.com/txbox/txbox/store/postgres/cdc"
@@ -153,7 +154,7 @@ func (e *env) write(tableless bool, events ...txbox.Event) {
 	}
 	w := outbox.NewWriter(e.s.Dialect(), opts...)
 	ctx := context.Background()
-	err := pgx.BeginFunc(ctx, e.s.Pool(), func(tx pgx.Tx) error { return w.AddPgx(ctx, tx, events...) })
+	err := pgx.BeginFunc(ctx, e.s.Pool(), func(tx pgx.Tx) error { return pgxtx.Add(ctx, tx, w, events...) })
 	if err != nil {
 		e.t.Fatal(err)
 	}
