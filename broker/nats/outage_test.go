@@ -28,6 +28,20 @@ func isOutage(t *testing.T, what string, err error, text string) {
 	t.Logf("%s: %v", what, err)
 }
 
+// ownStream makes a stream of the test's own on the server at url, for
+// subjects under a unique prefix, and deletes it when the test ends.
+func ownStream(t *testing.T, url, prefix string, storage jetstream.StorageType, d time.Duration) (string, jetstream.StreamConfig, jetstream.JetStream, context.Context) {
+	t.Helper()
+	prefix = unique(prefix)
+	cfg := jetstream.StreamConfig{Name: streamName(prefix), Subjects: []string{prefix + ".>"}, Storage: storage}
+	js, ctx := jetStreamAt(t, url, d)
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), cfg.Name) })
+	return prefix, cfg, js, ctx
+}
+
 func publishOne(t *testing.T, p broker.Publisher, m broker.Message) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -41,13 +55,7 @@ func publishOne(t *testing.T, p broker.Publisher, m broker.Message) error {
 // confirmed once the stream is there again.
 func TestStreamDeletedAndRecreated(t *testing.T) {
 	url := testenv.URL(t, "TXBOX_TEST_NATS")
-	prefix := unique("txboxtest.del")
-	cfg := jetstream.StreamConfig{Name: streamName(prefix), Subjects: []string{prefix + ".>"}, Storage: jetstream.MemoryStorage}
-	js, ctx := jetStreamAt(t, url, 20*time.Second)
-	if _, err := js.CreateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), cfg.Name) })
+	prefix, cfg, js, ctx := ownStream(t, url, "txboxtest.del", jetstream.MemoryStorage, 20*time.Second)
 	p := open(t, url, natsbroker.Options{Stream: cfg.Name})
 	m := msg(prefix+".Order.Created", "k", 0)
 	if err := publishOne(t, p, m); err != nil {
@@ -169,13 +177,7 @@ func TestBatchStreamFullIsOutage(t *testing.T) {
 // without being opened again.
 func TestSubscriberRemakesItsDurableConsumer(t *testing.T) {
 	url := testenv.URL(t, "TXBOX_TEST_NATS")
-	prefix := unique("txboxtest.sub")
-	cfg := jetstream.StreamConfig{Name: streamName(prefix), Subjects: []string{prefix + ".>"}, Storage: jetstream.MemoryStorage}
-	js, ctx := jetStreamAt(t, url, 60*time.Second)
-	if _, err := js.CreateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), cfg.Name) })
+	prefix, cfg, js, ctx := ownStream(t, url, "txboxtest.sub", jetstream.MemoryStorage, 60*time.Second)
 	p := open(t, url, natsbroker.Options{Stream: cfg.Name})
 	sub, err := natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Stream: cfg.Name, Durable: "remade"})
 	if err != nil {
@@ -246,13 +248,7 @@ func TestSubscriberRemakesItsDurableConsumer(t *testing.T) {
 // usual.
 func TestStaleDeliverySettlesNothing(t *testing.T) {
 	url := testenv.URL(t, "TXBOX_TEST_NATS")
-	prefix := unique("txboxtest.stale")
-	cfg := jetstream.StreamConfig{Name: streamName(prefix), Subjects: []string{prefix + ".>"}, Storage: jetstream.MemoryStorage}
-	js, ctx := jetStreamAt(t, url, 60*time.Second)
-	if _, err := js.CreateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), cfg.Name) })
+	prefix, cfg, js, ctx := ownStream(t, url, "txboxtest.stale", jetstream.MemoryStorage, 60*time.Second)
 	p := open(t, url, natsbroker.Options{Stream: cfg.Name})
 	subscriber := func() *natsbroker.Subscriber {
 		s, err := natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Stream: cfg.Name, Durable: "held", AckWait: time.Minute})
@@ -348,12 +344,7 @@ func TestHeldDeliveryAckedAcrossBrokerRestart(t *testing.T) {
 	}
 	srv := testenv.StartNATS(t)
 	waitJetStream(t, srv.URL)
-	prefix := unique("txboxtest.restart")
-	cfg := jetstream.StreamConfig{Name: streamName(prefix), Subjects: []string{prefix + ".>"}, Storage: jetstream.FileStorage}
-	js, ctx := jetStreamAt(t, srv.URL, 60*time.Second)
-	if _, err := js.CreateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	prefix, cfg, _, ctx := ownStream(t, srv.URL, "txboxtest.restart", jetstream.FileStorage, 60*time.Second)
 	p := open(t, srv.URL, natsbroker.Options{Stream: cfg.Name, ReconnectWait: 100 * time.Millisecond})
 	for i := range 2 {
 		if err := publishOne(t, p, msg(prefix+".Order.Created", "k", i)); err != nil {
