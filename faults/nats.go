@@ -61,13 +61,45 @@ func (b *NATS) Fault(ctx context.Context, f Fault) (string, error) {
 	return "", errNotHere
 }
 
-func (b *NATS) Diagnose(ctx context.Context) string {
+// jetStream connects to the world's server (not through its proxy: the
+// harness's own reads and faults are not faulted); close ends it.
+func (b *NATS) jetStream() (js jetstream.JetStream, close func(), err error) {
 	nc, err := nats.Connect(b.Server.URL)
+	if err != nil {
+		return nil, nil, err
+	}
+	if js, err = jetstream.New(nc); err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return js, nc.Close, nil
+}
+
+// stream is jetStream and the world's stream with its current info.
+func (b *NATS) stream(ctx context.Context) (jetstream.JetStream, jetstream.Stream, *jetstream.StreamInfo, func(), error) {
+	js, closeJS, err := b.jetStream()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	st, err := js.Stream(ctx, b.Stream)
+	if err != nil {
+		closeJS()
+		return nil, nil, nil, nil, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		closeJS()
+		return nil, nil, nil, nil, err
+	}
+	return js, st, info, closeJS, nil
+}
+
+func (b *NATS) Diagnose(ctx context.Context) string {
+	js, closeJS, err := b.jetStream()
 	if err != nil {
 		return err.Error()
 	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	defer closeJS()
 	var out []string
 	for _, c := range consumerNames() {
 		cons, err := js.Consumer(ctx, b.Stream, c.Inbox)
@@ -98,17 +130,12 @@ func (b *NATS) Read(ctx context.Context) ([]streamMsg, error) {
 }
 
 func (b *NATS) read(ctx context.Context) ([]streamMsg, error) {
-	nc, err := nats.Connect(b.Server.URL)
+	_, st, info, closeJS, err := b.stream(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	st, err := js.Stream(ctx, b.Stream)
-	if err != nil {
-		return nil, err
-	}
-	total := st.CachedInfo().State.Msgs
+	defer closeJS()
+	total := info.State.Msgs
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		return nil, err
@@ -139,23 +166,11 @@ func (b *NATS) read(ctx context.Context) ([]streamMsg, error) {
 // leaves a margin over the count, the fault waits for the relays to fill
 // it, and it fails if the stream's first message changed.
 func (b *NATS) streamFull(ctx context.Context) (string, error) {
-	nc, err := nats.Connect(b.Server.URL)
+	js, st, before, closeJS, err := b.stream(ctx)
 	if err != nil {
 		return "", err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return "", err
-	}
-	st, err := js.Stream(ctx, b.Stream)
-	if err != nil {
-		return "", err
-	}
-	before, err := st.Info(ctx)
-	if err != nil {
-		return "", err
-	}
+	defer closeJS()
 	orig := before.Config
 	full := orig
 	full.MaxMsgs, full.Discard = int64(before.State.Msgs)+200, jetstream.DiscardNew
@@ -197,23 +212,11 @@ func (b *NATS) streamFull(ctx context.Context) (string, error) {
 // made again with its old settings, empty. The consumers' durable
 // consumers went with it and are made again by the subscribers.
 func (b *NATS) recreateStream(ctx context.Context) (string, error) {
-	nc, err := nats.Connect(b.Server.URL)
+	js, _, info, closeJS, err := b.stream(ctx)
 	if err != nil {
 		return "", err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return "", err
-	}
-	st, err := js.Stream(ctx, b.Stream)
-	if err != nil {
-		return "", err
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return "", err
-	}
+	defer closeJS()
 	orig := info.Config
 	parked := orig
 	parked.Subjects = []string{"faults-parked-" + b.Stream}
