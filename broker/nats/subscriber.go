@@ -173,15 +173,11 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 	if err := ended(ctx); err != nil {
 		return nil, err
 	}
-	if s.sinceCheck() >= goneCheck {
-		// Busy or not, now and then: another process may have made the
-		// consumer again, and this one's deliveries from before must then
-		// settle nothing.
-		if s.gone(ctx) {
-			if err := s.remake(ctx); err != nil {
-				return nil, err
-			}
-		}
+	// Busy or not, now and then: another process may have made the
+	// consumer again, and this one's deliveries from before must then
+	// settle nothing.
+	if err := s.checkDue(ctx); err != nil {
+		return nil, err
 	}
 	out, err := s.fetchNoWait(ctx, max)
 	if len(out) > 0 {
@@ -209,17 +205,22 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 		}
 		// Nothing came. A pull request to a consumer that is gone is not
 		// answered either, so now and then ask whether it still exists.
-		if s.sinceCheck() >= goneCheck {
-			if s.gone(ctx) {
-				if err := s.remake(ctx); err != nil {
-					return nil, err
-				}
-			}
+		if err := s.checkDue(ctx); err != nil {
+			return nil, err
 		}
 		if err := ended(ctx); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// checkDue asks, once goneCheck has passed since the last time, whether
+// the durable consumer is gone, and makes it again if so.
+func (s *Subscriber) checkDue(ctx context.Context) error {
+	if s.sinceCheck() < goneCheck || !s.gone(ctx) {
+		return nil
+	}
+	return s.remake(ctx)
 }
 
 // goneCheck is how often a subscriber that receives nothing asks whether
@@ -385,9 +386,6 @@ const settleCheck = time.Second
 // stale reports whether the delivery's incarnation of the durable consumer
 // is over.
 func (d *delivery) stale() bool {
-	if d.s == nil {
-		return false
-	}
 	if time.Since(d.taken) > settleCheck {
 		d.s.checkMu.Lock()
 		if time.Since(d.s.checked) > settleCheck || d.s.checked.Before(d.taken) {
