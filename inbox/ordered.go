@@ -52,21 +52,28 @@ func (c *Consumer) releaseSuccessors(ctx context.Context, ev txbox.Event) {
 	for c.cfg.Ordered && ev.AggregateVersion > 0 {
 		k := heldKey(ev, ev.AggregateVersion+1)
 		h, ok := c.held[k]
-		if !ok {
-			return
-		}
-		delete(c.held, k)
-		ack, delay := c.run(ctx, h.ev, txbox.StatusRetry, true)
-		if delay == waitMarker {
-			c.held[k] = h
-			return
-		}
-		c.settle(ctx, h.d, ack, delay)
-		if !ack {
+		if !ok || !c.runHeld(ctx, k, h) {
 			return
 		}
 		ev = h.ev
 	}
+}
+
+// runHeld runs held delivery h (key k) and settles it; it reports whether
+// it was applied. Still waiting for its predecessor, it stays held, and is
+// tried again by recheckHeld after twice the wait of its last try.
+func (c *Consumer) runHeld(ctx context.Context, k string, h held) bool {
+	delete(c.held, k)
+	ack, delay := c.run(ctx, h.ev, txbox.StatusRetry, true)
+	if delay == waitMarker {
+		h.tries++
+		h.retry = time.Now().Add(min(recheckEvery<<min(h.tries, 10), c.cfg.HoldFor))
+		c.held[k] = h
+		c.ctrs.Gaps.Add(-1) // it was counted when first held
+		return false
+	}
+	c.settle(ctx, h.d, ack, delay)
+	return ack
 }
 
 // recheckEvery is how often the held deliveries are tried again. Several
@@ -108,21 +115,7 @@ func (c *Consumer) recheckHeld(ctx context.Context) {
 	}
 	slices.SortFunc(keys, func(a, b string) int { return c.held[a].since.Compare(c.held[b].since) })
 	for _, k := range keys[:min(len(keys), recheckMax)] {
-		h, ok := c.held[k]
-		if !ok {
-			continue
-		}
-		delete(c.held, k)
-		ack, delay := c.run(ctx, h.ev, txbox.StatusRetry, true)
-		if delay == waitMarker { // its predecessor is still missing
-			h.tries++
-			h.retry = time.Now().Add(min(recheckEvery<<min(h.tries, 10), c.cfg.HoldFor))
-			c.held[k] = h
-			c.ctrs.Gaps.Add(-1) // it was counted when first held
-			continue
-		}
-		c.settle(ctx, h.d, ack, delay)
-		if ack {
+		if h, ok := c.held[k]; ok && c.runHeld(ctx, k, h) {
 			c.releaseSuccessors(ctx, h.ev)
 		}
 	}
