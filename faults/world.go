@@ -166,7 +166,11 @@ func (w *World) start(name, bin string, args, env []string) {
 		w.t.Fatalf("start %s: %v", name, err)
 	}
 	p := &proc{cmd: cmd, done: make(chan struct{}), args: args, env: env, bin: bin, out: out}
-	go func() { _ = cmd.Wait(); close(p.done) }()
+	go func() {
+		_ = cmd.Wait()
+		lw.close()
+		close(p.done)
+	}()
 	w.procs[name] = p
 }
 
@@ -227,6 +231,16 @@ type lockedWriter struct {
 	mu   sync.Mutex
 	b    *strings.Builder
 	file *os.File // FAULTS_LOGDIR: everything, unbounded
+}
+
+// close closes the FAULTS_LOGDIR file, if any, once the process is gone.
+func (l *lockedWriter) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.file != nil {
+		_ = l.file.Close()
+		l.file = nil
+	}
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
