@@ -179,8 +179,8 @@ func openSubscriber(ctx context.Context, durable string) (broker.Subscriber, err
 		// A member SIGKILLed leaves the group when its session times out:
 		// short, so that its partitions do not wait the default 45 s.
 		return kafkabroker.OpenSubscriber(ctx, g("FAULTS_BROKER"), kafkabroker.SubscriberOptions{
-			Group: durable, Topics: []string{g("FAULTS_STREAM")}, AckWait: 3 * time.Second, ClientID: g("FAULTS_NAME"),
-			KgoOptions: []kgo.Opt{kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(time.Second),
+			Group: durable, Topics: []string{g("FAULTS_STREAM")}, AckWait: 3 * time.Second, Name: g("FAULTS_NAME"),
+			ClientOptions: []kgo.Opt{kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(time.Second),
 				kgo.RebalanceTimeout(10 * time.Second), kgo.MetadataMaxAge(2 * time.Second)}})
 	}
 	return nil, fmt.Errorf("FAULTS_BROKER_KIND %q", g("FAULTS_BROKER_KIND"))

@@ -116,12 +116,12 @@ const (
 
 // Defaults for Options and SubscriberOptions.
 const (
-	DefaultPort            = 9092
-	DefaultMaxMessageBytes = 1_000_012 // Kafka's default max.message.bytes
-	DefaultDeliveryTimeout = 30 * time.Second
-	DefaultDialTimeout     = 5 * time.Second
-	DefaultAckWait         = 30 * time.Second
-	DefaultCommitTimeout   = 10 * time.Second
+	DefaultPort           = 9092
+	DefaultMaxPayload     = 1_000_012 // Kafka's default max.message.bytes
+	DefaultAckTimeout     = 30 * time.Second
+	DefaultConnectTimeout = 5 * time.Second
+	DefaultAckWait        = 30 * time.Second
+	DefaultCommitTimeout  = 10 * time.Second
 	// MaxTopicLength is the longest topic name Kafka accepts.
 	MaxTopicLength = 249
 )
@@ -152,7 +152,7 @@ func ValidateTopic(topic string) error {
 // ParseBrokers turns a broker list into seed addresses. It accepts
 // "kafka://host:port[,host:port...]", the same with "kafka://" before each
 // address, or bare "host:port" pairs; a missing port is 9092. Credentials in
-// the URL are refused (configure SASL and TLS through KgoOptions), so that a
+// the URL are refused (configure SASL and TLS through ClientOptions), so that a
 // secret never ends up in a log line.
 func ParseBrokers(raw string) ([]string, error) {
 	bad := func(reason string) ([]string, error) {
@@ -201,11 +201,32 @@ func ParseBrokers(raw string) ([]string, error) {
 	return seeds, nil
 }
 
-func orDefault(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
+// common is what both sides set the same way: the client's name, its
+// dial timeout and its logger.
+type common struct {
+	name           string
+	connectTimeout time.Duration
+	log            *slog.Logger
+}
+
+// newClient makes a franz-go client with txbox's options, then own (the
+// side's defaults), then the caller's ClientOptions, then enforced, which
+// the side's guarantees rest on and which the caller's may therefore not
+// change.
+func newClient(seeds []string, c common, own, caller []kgo.Opt, enforced ...kgo.Opt) (*kgo.Client, error) {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(seeds...),
+		kgo.ClientID(c.name),
+		kgo.DialTimeout(c.connectTimeout),
+		kgo.WithLogger(kgoLogger{c.log}),
+		kgo.MetadataMinAge(time.Second),
 	}
-	return def
+	opts = append(append(append(opts, own...), caller...), enforced...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, &txbox.ConfigError{Field: "Kafka ClientOptions", Reason: err.Error()}
+	}
+	return cl, nil
 }
 
 // ping checks that a broker answers, bounded by ctx and twice the dial

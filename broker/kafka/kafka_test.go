@@ -57,7 +57,7 @@ func TestConformance(t *testing.T) {
 			// Small record batches: a run of one key goes out in several
 			// produce requests, several in flight, so a failure can hit
 			// the middle of it (see FailPublishAfter).
-			p, err := kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Logger: quiet, MaxMessageBytes: 16 << 10})
+			p, err := kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Logger: quiet, MaxPayload: 16 << 10})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
 // Options configure a Publisher. The zero value publishes to topics that
@@ -35,28 +36,46 @@ type Options struct {
 	// ReplicationFactor of a created topic. 0 means the broker's default
 	// (default.replication.factor; needs Kafka 2.4 or later).
 	ReplicationFactor int16
-	// MaxMessageBytes bounds one record batch before compression, which
-	// bounds one record: key, headers and payload together. The publisher
-	// also reads each topic's max.message.bytes when it first publishes to
-	// it and uses the smaller of the two for that topic. Default 1,000,012,
-	// Kafka's default; allowed 512..1 GiB.
-	MaxMessageBytes int
-	// DeliveryTimeout bounds how long a record may wait in the client for
-	// its acknowledgement even when the caller's context has no deadline.
+	// MaxPayload bounds one record batch before compression, which bounds
+	// one record: key, headers and payload together (Kafka limits records,
+	// not payloads). The publisher also reads each topic's
+	// max.message.bytes when it first publishes to it and uses the smaller
+	// of the two for that topic. Default 1,000,012, Kafka's default;
+	// allowed 512..1 GiB.
+	MaxPayload int
+	// AckTimeout bounds how long a record may wait in the client for its
+	// acknowledgement even when the caller's context has no deadline.
 	// Default 30s.
-	DeliveryTimeout time.Duration
-	// DialTimeout bounds dialling one broker. Default 5s.
-	DialTimeout time.Duration
-	// ClientID is the client id the brokers log. Default "txbox-publisher".
-	ClientID string
+	AckTimeout time.Duration
+	// ConnectTimeout bounds dialling one broker. Default 5s.
+	ConnectTimeout time.Duration
+	// Name is the client id the brokers log. Default "txbox-publisher".
+	Name string
 	// Logger gets topic creation and franz-go's warnings. Default
 	// slog.Default().
 	Logger *slog.Logger
-	// KgoOptions are added to the client's: TLS (kgo.DialTLSConfig), SASL
-	// (kgo.SASL), compression, and so on. They may not disable idempotent
-	// writes; acks=all and the cancellation behaviour described in the
-	// package documentation are enforced after them.
-	KgoOptions []kgo.Opt
+	// ClientOptions are franz-go's own, added after txbox's: TLS
+	// (kgo.DialTLSConfig), SASL (kgo.SASL), compression, and so on. They
+	// may not disable idempotent writes; acks=all and the cancellation
+	// behaviour described in the package documentation are enforced after
+	// them.
+	ClientOptions []kgo.Opt
+}
+
+// withDefaults fills the fields left zero and checks the others.
+func (o *Options) withDefaults() error {
+	o.MaxPayload = defaults.Or(o.MaxPayload, DefaultMaxPayload)
+	if o.MaxPayload < 512 || o.MaxPayload > 1<<30 {
+		return &txbox.ConfigError{Field: "Kafka MaxPayload", Reason: fmt.Sprintf("%d is outside 512..%d", o.MaxPayload, 1<<30)}
+	}
+	if o.Partitions < 0 || o.ReplicationFactor < 0 {
+		return &txbox.ConfigError{Field: "Kafka topic creation", Reason: "partitions and replication factor must be positive, or 0 for the broker's default"}
+	}
+	o.AckTimeout = defaults.Positive(o.AckTimeout, DefaultAckTimeout)
+	o.ConnectTimeout = defaults.Positive(o.ConnectTimeout, DefaultConnectTimeout)
+	o.Name = defaults.Or(o.Name, "txbox-publisher")
+	o.Logger = defaults.Or(o.Logger, slog.Default())
+	return nil
 }
 
 // Publisher publishes to Kafka. It is safe for concurrent use.
@@ -98,53 +117,29 @@ func Open(ctx context.Context, brokers string, opts Options) (*Publisher, error)
 	if err != nil {
 		return nil, err
 	}
-	if opts.MaxMessageBytes == 0 {
-		opts.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if opts.MaxMessageBytes < 512 || opts.MaxMessageBytes > 1<<30 {
-		return nil, &txbox.ConfigError{Field: "Kafka MaxMessageBytes", Reason: fmt.Sprintf("%d is outside 512..%d", opts.MaxMessageBytes, 1<<30)}
-	}
-	if opts.Partitions < 0 || opts.ReplicationFactor < 0 {
-		return nil, &txbox.ConfigError{Field: "Kafka topic creation", Reason: "partitions and replication factor must be positive, or 0 for the broker's default"}
-	}
-	opts.DeliveryTimeout = orDefault(opts.DeliveryTimeout, DefaultDeliveryTimeout)
-	opts.DialTimeout = orDefault(opts.DialTimeout, DefaultDialTimeout)
-	if opts.ClientID == "" {
-		opts.ClientID = "txbox-publisher"
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+	if err := opts.withDefaults(); err != nil {
+		return nil, err
 	}
 	p := &Publisher{opts: opts, log: opts.Logger, topics: map[string]int{}}
 
-	kopts := []kgo.Opt{
-		kgo.SeedBrokers(seeds...),
-		kgo.ClientID(opts.ClientID),
-		kgo.DialTimeout(opts.DialTimeout),
-		kgo.WithLogger(kgoLogger{opts.Logger}),
-		kgo.MetadataMinAge(time.Second),
-		// Every Publish waits for its records, so lingering only adds
-		// latency; records handed over while a request is in flight are
-		// batched anyway.
-		kgo.ProducerLinger(0),
-	}
-	kopts = append(kopts, opts.KgoOptions...)
-	kopts = append(kopts,
+	// Every Publish waits for its records, so lingering only adds latency;
+	// records handed over while a request is in flight are batched anyway.
+	own := []kgo.Opt{kgo.ProducerLinger(0)}
+	cl, err := newClient(seeds, common{opts.Name, opts.ConnectTimeout, opts.Logger}, own, opts.ClientOptions,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.AllowIdempotentProduceCancellation(),
-		kgo.RecordDeliveryTimeout(opts.DeliveryTimeout),
-		kgo.ProduceRequestTimeout(min(opts.DeliveryTimeout, 10*time.Second)),
+		kgo.RecordDeliveryTimeout(opts.AckTimeout),
+		kgo.ProduceRequestTimeout(min(opts.AckTimeout, 10*time.Second)),
 		kgo.ProducerBatchMaxBytesFn(p.batchMax),
 	)
-	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
-		return nil, &txbox.ConfigError{Field: "Kafka client options", Reason: err.Error()}
+		return nil, err
 	}
 	if off, _ := cl.OptValue(kgo.DisableIdempotentWrite).(bool); off {
 		cl.Close()
-		return nil, &txbox.ConfigError{Field: "Kafka client options", Reason: "idempotent writes must stay enabled (remove kgo.DisableIdempotentWrite)"}
+		return nil, &txbox.ConfigError{Field: "Kafka ClientOptions", Reason: "idempotent writes must stay enabled (remove kgo.DisableIdempotentWrite)"}
 	}
-	if err := ping(ctx, cl, seeds, opts.DialTimeout); err != nil {
+	if err := ping(ctx, cl, seeds, opts.ConnectTimeout); err != nil {
 		cl.Close()
 		return nil, err
 	}
@@ -153,17 +148,17 @@ func Open(ctx context.Context, brokers string, opts Options) (*Publisher, error)
 }
 
 // batchMax is franz-go's per-topic batch limit: the smaller of
-// MaxMessageBytes and the topic's max.message.bytes, learnt before the first
+// MaxPayload and the topic's max.message.bytes, learnt before the first
 // record for the topic is produced.
 func (p *Publisher) batchMax(topic string) int32 {
 	if v, ok := p.limits.Load(topic); ok {
 		return v.(int32)
 	}
-	return int32(p.opts.MaxMessageBytes)
+	return int32(p.opts.MaxPayload)
 }
 
-// MaxPayload is Options.MaxMessageBytes; a topic may allow less.
-func (p *Publisher) MaxPayload() int { return p.opts.MaxMessageBytes }
+// MaxPayload is Options.MaxPayload; a topic may allow less.
+func (p *Publisher) MaxPayload() int { return p.opts.MaxPayload }
 
 // Client is the underlying franz-go client, for health checks and metrics.
 func (p *Publisher) Client() *kgo.Client { return p.cl }
@@ -512,9 +507,9 @@ func orBrokerDefault(n int) string {
 }
 
 // describeLimit reads the topic's max.message.bytes; without an answer it
-// keeps MaxMessageBytes and lets the broker judge.
+// keeps MaxPayload and lets the broker judge.
 func (p *Publisher) describeLimit(ctx context.Context, topic string) int {
-	limit := p.opts.MaxMessageBytes
+	limit := p.opts.MaxPayload
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	rr := kmsg.NewDescribeConfigsRequestResource()
 	rr.ResourceType = kmsg.ConfigResourceTypeTopic

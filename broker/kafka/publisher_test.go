@@ -281,7 +281,7 @@ func TestOpenErrors(t *testing.T) {
 		}
 	}
 	kc := kafkatest.Start(t)
-	_, err := kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Logger: quiet, KgoOptions: []kgo.Opt{kgo.DisableIdempotentWrite()}})
+	_, err := kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Logger: quiet, ClientOptions: []kgo.Opt{kgo.DisableIdempotentWrite()}})
 	if !errors.Is(err, txbox.ErrConfig) || !strings.Contains(err.Error(), "idempotent") {
 		t.Errorf("DisableIdempotentWrite: %v, want a config error", err)
 	}
@@ -291,7 +291,7 @@ func TestOpenErrors(t *testing.T) {
 	}
 	kc.Stop()
 	start := time.Now()
-	_, err = kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Logger: quiet, DialTimeout: 500 * time.Millisecond})
+	_, err = kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Logger: quiet, ConnectTimeout: 500 * time.Millisecond})
 	if !errors.Is(err, txbox.ErrBrokerUnavailable) {
 		t.Errorf("cluster down: %v, want ErrBrokerUnavailable", err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
 // SubscriberOptions configure a consumer-group member.
@@ -41,14 +42,39 @@ type SubscriberOptions struct {
 	// CommitTimeout bounds the offset commit of one Ack even when its
 	// context has no deadline. Default 10s.
 	CommitTimeout time.Duration
-	// DialTimeout, ClientID, Logger and KgoOptions are as in Options.
-	// Default ClientID "txbox-subscriber". KgoOptions may set session and
+	// ConnectTimeout, Name, Logger and ClientOptions are as in Options.
+	// Default Name "txbox-subscriber". ClientOptions may set session and
 	// rebalance timeouts, fetch sizes, TLS, SASL; auto-commit stays off
 	// and a new group starts at the earliest offset.
-	DialTimeout time.Duration
-	ClientID    string
-	Logger      *slog.Logger
-	KgoOptions  []kgo.Opt
+	ConnectTimeout time.Duration
+	Name           string
+	Logger         *slog.Logger
+	ClientOptions  []kgo.Opt
+}
+
+// withDefaults fills the fields left zero and checks the others.
+func (o *SubscriberOptions) withDefaults() error {
+	if o.Group == "" {
+		return &txbox.ConfigError{Field: "Kafka consumer group", Reason: "empty"}
+	}
+	if len(o.Topics) == 0 {
+		return &txbox.ConfigError{Field: "Kafka topics", Reason: "none given"}
+	}
+	for _, t := range o.Topics {
+		if o.Regex {
+			if _, err := regexp.Compile(t); err != nil {
+				return &txbox.ConfigError{Field: "Kafka topics", Reason: fmt.Sprintf("%q is not a regular expression: %v", t, err)}
+			}
+		} else if err := ValidateTopic(t); err != nil {
+			return &txbox.ConfigError{Field: "Kafka topics", Reason: err.Error()}
+		}
+	}
+	o.AckWait = defaults.Or(o.AckWait, DefaultAckWait) // negative disables it
+	o.CommitTimeout = defaults.Positive(o.CommitTimeout, DefaultCommitTimeout)
+	o.ConnectTimeout = defaults.Positive(o.ConnectTimeout, DefaultConnectTimeout)
+	o.Name = defaults.Or(o.Name, "txbox-subscriber")
+	o.Logger = defaults.Or(o.Logger, slog.Default())
+	return nil
 }
 
 // Subscriber receives from a Kafka consumer group and commits offsets as
@@ -147,42 +173,11 @@ func OpenSubscriber(ctx context.Context, brokers string, opts SubscriberOptions)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Group == "" {
-		return nil, &txbox.ConfigError{Field: "Kafka consumer group", Reason: "empty"}
-	}
-	if len(opts.Topics) == 0 {
-		return nil, &txbox.ConfigError{Field: "Kafka topics", Reason: "none given"}
-	}
-	for _, t := range opts.Topics {
-		if opts.Regex {
-			if _, err := regexp.Compile(t); err != nil {
-				return nil, &txbox.ConfigError{Field: "Kafka topics", Reason: fmt.Sprintf("%q is not a regular expression: %v", t, err)}
-			}
-		} else if err := ValidateTopic(t); err != nil {
-			return nil, &txbox.ConfigError{Field: "Kafka topics", Reason: err.Error()}
-		}
-	}
-	if opts.AckWait == 0 {
-		opts.AckWait = DefaultAckWait
-	}
-	opts.CommitTimeout = orDefault(opts.CommitTimeout, DefaultCommitTimeout)
-	opts.DialTimeout = orDefault(opts.DialTimeout, DefaultDialTimeout)
-	if opts.ClientID == "" {
-		opts.ClientID = "txbox-subscriber"
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+	if err := opts.withDefaults(); err != nil {
+		return nil, err
 	}
 	s := &Subscriber{log: opts.Logger, ackWait: opts.AckWait, commitTimeout: opts.CommitTimeout, parts: map[topicPartition]*partState{}}
-	kopts := []kgo.Opt{
-		kgo.SeedBrokers(seeds...),
-		kgo.ClientID(opts.ClientID),
-		kgo.DialTimeout(opts.DialTimeout),
-		kgo.WithLogger(kgoLogger{opts.Logger}),
-		kgo.MetadataMinAge(time.Second),
-	}
-	kopts = append(kopts, opts.KgoOptions...)
-	kopts = append(kopts,
+	consume := []kgo.Opt{
 		kgo.ConsumerGroup(opts.Group),
 		kgo.ConsumeTopics(opts.Topics...),
 		kgo.DisableAutoCommit(),
@@ -190,15 +185,15 @@ func OpenSubscriber(ctx context.Context, brokers string, opts SubscriberOptions)
 		kgo.OnPartitionsAssigned(s.assigned),
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.lost),
-	)
+	}
 	if opts.Regex {
-		kopts = append(kopts, kgo.ConsumeRegex())
+		consume = append(consume, kgo.ConsumeRegex())
 	}
-	cl, err := kgo.NewClient(kopts...)
+	cl, err := newClient(seeds, common{opts.Name, opts.ConnectTimeout, opts.Logger}, nil, opts.ClientOptions, consume...)
 	if err != nil {
-		return nil, &txbox.ConfigError{Field: "Kafka client options", Reason: err.Error()}
+		return nil, err
 	}
-	if err := ping(ctx, cl, seeds, opts.DialTimeout); err != nil {
+	if err := ping(ctx, cl, seeds, opts.ConnectTimeout); err != nil {
 		cl.Close()
 		return nil, err
 	}

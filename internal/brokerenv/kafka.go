@@ -86,7 +86,7 @@ func (Kafka) Setup(t *testing.T) *scenario.Destination {
 		Subscriber: func(t *testing.T, durable string) broker.Subscriber {
 			s, err := kafkabroker.OpenSubscriber(context.Background(), kc.URL(), kafkabroker.SubscriberOptions{
 				Group: durable, Topics: []string{topics}, Regex: true, AckWait: 5 * time.Second,
-				KgoOptions: []kgo.Opt{kgo.MetadataMaxAge(time.Second)},
+				ClientOptions: []kgo.Opt{kgo.MetadataMaxAge(time.Second)},
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -27,7 +27,7 @@ func init() {
 			f.BoolVar(&kafkaFlags.createTopics, "kafka-create-topics", false, "create a missing Kafka topic on its first message (else its messages wait, spending no attempts, until the topic exists)")
 			f.IntVar(&kafkaFlags.partitions, "kafka-partitions", 0, "partitions of topics created with --kafka-create-topics (0: the broker's num.partitions)")
 			f.IntVar(&kafkaFlags.replicationFactor, "kafka-replication-factor", 0, "replication factor of topics created with --kafka-create-topics (0: the broker's default.replication.factor)")
-			f.IntVar(&kafkaFlags.maxMessageBytes, "kafka-max-message-bytes", kafkabroker.DefaultMaxMessageBytes, "largest record (key, headers and payload) to send; a topic's max.message.bytes may lower it")
+			f.IntVar(&kafkaFlags.maxMessageBytes, "kafka-max-message-bytes", kafkabroker.DefaultMaxPayload, "largest record (key, headers and payload) to send; a topic's max.message.bytes may lower it")
 		},
 		open: func(ctx context.Context, raw string, log *slog.Logger) (broker.Publisher, error) {
 			if err := checkKafkaFlags(); err != nil {
@@ -37,8 +37,8 @@ func init() {
 				CreateTopics:      kafkaFlags.createTopics,
 				Partitions:        int32(kafkaFlags.partitions),
 				ReplicationFactor: int16(kafkaFlags.replicationFactor),
-				MaxMessageBytes:   kafkaFlags.maxMessageBytes,
-				ClientID:          "txbox-relay",
+				MaxPayload:        kafkaFlags.maxMessageBytes,
+				Name:              "txbox-relay",
 				Logger:            log,
 			})
 		},
