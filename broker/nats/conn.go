@@ -52,6 +52,16 @@ type connConfig struct {
 	extra          []nats.Option
 }
 
+// connOrDial returns given, which the caller owns, or else dials (own is
+// then true: the adapter closes it).
+func connOrDial(ctx context.Context, given *nats.Conn, c connConfig) (nc *nats.Conn, own bool, err error) {
+	if given != nil {
+		return given, false, nil
+	}
+	nc, err = connect(ctx, c)
+	return nc, err == nil, err
+}
+
 // connect dials NATS so that the client reconnects forever by itself and
 // never buffers while disconnected: a publish during an outage fails at once
 // instead of waiting in a buffer the relay cannot see.

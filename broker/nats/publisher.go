@@ -17,6 +17,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
 // Header names on the wire.
@@ -73,12 +74,35 @@ type Options struct {
 	// open. Its reconnect buffer should be disabled (nats.ReconnectBufSize(-1))
 	// or publishes during an outage wait in it until their context ends.
 	Conn *nats.Conn
-	// NATSOptions are added when dialling: credentials, TLS, and so on.
-	NATSOptions []nats.Option
+	// ClientOptions are nats.go's own, added after txbox's when dialling:
+	// credentials, TLS, ping interval, and so on. Unused with Conn.
+	ClientOptions []nats.Option
 	// NoBatchPublish never uses atomic batches, even where the server and
 	// stream allow them: every message is its own publish, and the relay
 	// keeps one unconfirmed message per key (see PipelinesPerKey).
 	NoBatchPublish bool
+}
+
+// withDefaults fills the fields left zero and checks the others.
+func (o *Options) withDefaults() error {
+	if o.Stream == "" && o.Topic == "" {
+		o.Stream = DefaultStream
+	}
+	if o.Stream != "" {
+		if err := ValidateStreamName(o.Stream); err != nil {
+			return &txbox.ConfigError{Field: "Options.Stream", Reason: err.Error()}
+		}
+	}
+	if len(o.Subjects) == 0 {
+		o.Subjects = []string{DefaultSubjects}
+	}
+	o.MaxInFlight = defaults.Positive(o.MaxInFlight, DefaultMaxInFlight)
+	o.AckTimeout = defaults.Positive(o.AckTimeout, DefaultAckTimeout)
+	o.ConnectTimeout = defaults.Positive(o.ConnectTimeout, DefaultConnectTimeout)
+	o.ReconnectWait = defaults.Positive(o.ReconnectWait, DefaultReconnectWait)
+	o.Name = defaults.Or(o.Name, "txbox-publisher")
+	o.Logger = defaults.Or(o.Logger, slog.Default())
+	return nil
 }
 
 // Publisher publishes to JetStream. It is safe for concurrent use.
@@ -109,41 +133,15 @@ var _ broker.Publisher = (*Publisher)(nil)
 // txbox.ErrBrokerUnavailable, a bad URL or a missing stream with a
 // *txbox.ConfigError.
 func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
-	if opts.Stream == "" && opts.Topic == "" {
-		opts.Stream = DefaultStream
+	if err := opts.withDefaults(); err != nil {
+		return nil, err
 	}
-	if opts.Stream != "" {
-		if err := ValidateStreamName(opts.Stream); err != nil {
-			return nil, &txbox.ConfigError{Field: "Options.Stream", Reason: err.Error()}
-		}
-	}
-	if len(opts.Subjects) == 0 {
-		opts.Subjects = []string{DefaultSubjects}
-	}
-	if opts.MaxInFlight <= 0 {
-		opts.MaxInFlight = DefaultMaxInFlight
-	}
-	if opts.AckTimeout <= 0 {
-		opts.AckTimeout = DefaultAckTimeout
-	}
-	if opts.Name == "" {
-		opts.Name = "txbox-publisher"
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	nc, own := opts.Conn, false
-	if nc == nil {
-		var err error
-		nc, err = connect(ctx, connConfig{
-			url: url, name: opts.Name, logger: opts.Logger, extra: opts.NATSOptions,
-			connectTimeout: orDefault(opts.ConnectTimeout, DefaultConnectTimeout),
-			reconnectWait:  orDefault(opts.ReconnectWait, DefaultReconnectWait),
-		})
-		if err != nil {
-			return nil, err
-		}
-		own = true
+	nc, own, err := connOrDial(ctx, opts.Conn, connConfig{
+		url: url, name: opts.Name, logger: opts.Logger, extra: opts.ClientOptions,
+		connectTimeout: opts.ConnectTimeout, reconnectWait: opts.ReconnectWait,
+	})
+	if err != nil {
+		return nil, err
 	}
 	p := &Publisher{nc: nc, ownConn: own, stream: opts.Stream, log: opts.Logger, slots: make(chan struct{}, opts.MaxInFlight), ackTimeout: opts.AckTimeout}
 	fail := func(err error) (*Publisher, error) {
@@ -188,13 +186,6 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 		opts.Logger.Info("nats: the stream allows neither fast nor atomic batch publish (allow_batched, allow_atomic): one unconfirmed event per aggregate", "stream", p.stream, "server", version)
 	}
 	return p, nil
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }
 
 // streamFor finds the stream that captures opts.Topic; with CreateStream

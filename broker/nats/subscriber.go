@@ -16,6 +16,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
 // SubscriberOptions configure a durable pull consumer.
@@ -38,14 +39,29 @@ type SubscriberOptions struct {
 	// MaxAckPending caps unacknowledged deliveries. 0 keeps the server
 	// default.
 	MaxAckPending int
-	// ConnectTimeout, ReconnectWait, Name, Logger, Conn and NATSOptions are
-	// as in Options. Default Name "txbox-subscriber".
+	// ConnectTimeout, ReconnectWait, Name, Logger, Conn and ClientOptions
+	// are as in Options. Default Name "txbox-subscriber".
 	ConnectTimeout time.Duration
 	ReconnectWait  time.Duration
 	Name           string
 	Logger         *slog.Logger
 	Conn           *nats.Conn
-	NATSOptions    []nats.Option
+	ClientOptions  []nats.Option
+}
+
+// withDefaults fills the fields left zero and checks the others.
+func (o *SubscriberOptions) withDefaults() error {
+	if o.Durable == "" {
+		return &txbox.ConfigError{Field: "NATS durable consumer name", Reason: "empty"}
+	}
+	o.Stream = defaults.Or(o.Stream, DefaultStream)
+	o.AckWait = defaults.Positive(o.AckWait, DefaultAckWait)
+	o.MaxDeliver = defaults.Or(o.MaxDeliver, -1)
+	o.ConnectTimeout = defaults.Positive(o.ConnectTimeout, DefaultConnectTimeout)
+	o.ReconnectWait = defaults.Positive(o.ReconnectWait, DefaultReconnectWait)
+	o.Name = defaults.Or(o.Name, "txbox-subscriber")
+	o.Logger = defaults.Or(o.Logger, slog.Default())
+	return nil
 }
 
 // Subscriber receives from a durable JetStream pull consumer.
@@ -88,36 +104,15 @@ const longPoll = 30 * time.Second
 // OpenSubscriber connects to url and creates the durable consumer, or
 // updates it to these options if it exists. Errors are as for Open.
 func OpenSubscriber(ctx context.Context, url string, opts SubscriberOptions) (*Subscriber, error) {
-	if opts.Durable == "" {
-		return nil, &txbox.ConfigError{Field: "NATS durable consumer name", Reason: "empty"}
+	if err := opts.withDefaults(); err != nil {
+		return nil, err
 	}
-	if opts.Stream == "" {
-		opts.Stream = DefaultStream
-	}
-	if opts.AckWait <= 0 {
-		opts.AckWait = DefaultAckWait
-	}
-	if opts.MaxDeliver == 0 {
-		opts.MaxDeliver = -1
-	}
-	if opts.Name == "" {
-		opts.Name = "txbox-subscriber"
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	nc, own := opts.Conn, false
-	if nc == nil {
-		var err error
-		nc, err = connect(ctx, connConfig{
-			url: url, name: opts.Name, logger: opts.Logger, extra: opts.NATSOptions,
-			connectTimeout: orDefault(opts.ConnectTimeout, DefaultConnectTimeout),
-			reconnectWait:  orDefault(opts.ReconnectWait, DefaultReconnectWait),
-		})
-		if err != nil {
-			return nil, err
-		}
-		own = true
+	nc, own, err := connOrDial(ctx, opts.Conn, connConfig{
+		url: url, name: opts.Name, logger: opts.Logger, extra: opts.ClientOptions,
+		connectTimeout: opts.ConnectTimeout, reconnectWait: opts.ReconnectWait,
+	})
+	if err != nil {
+		return nil, err
 	}
 	fail := func(err error) (*Subscriber, error) {
 		if own {
