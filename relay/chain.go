@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,9 +18,9 @@ import (
 //
 //   - a batch publishes its events of an aggregate only once the earlier
 //     batch has published all of its own (first delivery keeps the order),
-//     and hands them back unpublished if the earlier batch gave any up;
+//     and releases them unpublished if the earlier batch gave any up;
 //   - it counts them as sent only if the earlier batch's rows of the
-//     aggregate were all sent and committed; otherwise it hands them back
+//     aggregate were all sent and committed; otherwise it releases them
 //     (their copies on the broker are duplicates the inbox absorbs), so no
 //     later row is ever marked sent while an earlier one is not.
 //
@@ -28,20 +29,56 @@ import (
 // reads its held rows when the claim starts), so such a batch's outcome
 // must still count.
 
+// chainClaimer claims by transaction, behind this relay's batches in flight
+// where the store finds rows there (store.ChainClaimer).
+type chainClaimer struct {
+	txClaimer
+	cc     store.ChainClaimer
+	chains chains
+}
+
+func (c *chainClaimer) claim(ctx context.Context, limit int) (claimed, error) {
+	prior := c.chains.before()
+	tx, err := c.cc.ClaimTxChained(ctx, limit)
+	if err != nil {
+		return nil, err
+	}
+	b := &chainBatch{txBatch: txBatch{r: c.r, tx: tx}, chains: &c.chains}
+	if recs := tx.Records(); len(recs) > 0 {
+		b.links = c.chains.join(recs, prior, tx)
+		for _, l := range b.links {
+			if l.prev != nil {
+				c.r.ctrs.Chained.Add(1)
+			}
+		}
+	}
+	return b, nil
+}
+
+// chainBatch is a chained claim's batch: its place in each aggregate's chain.
+type chainBatch struct {
+	txBatch
+	chains *chains
+	links  map[string]*link
+	// after holds the lanes free to publish: the batch before them in their
+	// aggregate published all of its own (ready).
+	after map[string]bool
+}
+
 // link is one batch's share of one aggregate.
 type link struct {
 	prev  *link // the earlier batch's link for this aggregate; nil: none
 	minID int64 // the lowest id of the batch's rows of the aggregate
 	// cutFrom: the batch's rows of the aggregate from this id on lie behind
-	// another batch's and are handed back unpublished (join); 0: none.
+	// another batch's and are released unpublished (join); 0: none.
 	cutFrom int64
 	ids     []int64 // the rows it publishes
 	claim   store.ChainedClaim
 	// nexts are the links claimed behind this one (under chains.mu).
 	nexts []*link
-	// doomed: an earlier batch did not send all its rows of the aggregate,
-	// so this one's go back (their store rows are handed back already).
-	doomed atomic.Bool
+	// released: an earlier batch did not send all its rows of the
+	// aggregate, so this one's are released too (in the store already).
+	released atomic.Bool
 	// published is closed once every event of this batch's lane was
 	// published or given up; pubOK (written before) says all were published.
 	published chan struct{}
@@ -82,14 +119,14 @@ func (c *chains) before() map[string][]*link {
 //
 // Usually a claim's rows of an aggregate lie behind those of every earlier
 // batch in flight, and the lane follows the newest of them. But the rows a
-// batch hands back are free again once it ends, while batches claimed
-// behind it (doomed, their rows handed back too) may still hold theirs; a
+// batch releases are free again once it ends, while batches claimed
+// behind it (released, their rows too) may still hold theirs; a
 // claim then takes the freed rows, which lie below those. And a claim that
-// read the store's held rows just before a batch handed its rows back may
+// read the store's held rows just before a batch released its rows may
 // have taken rows behind them as if they were held. So a lane follows the
 // link with the highest ids below its own (pred), and keeps only its rows
-// below the lowest id of any link above (its rows from there are handed
-// back at once: their turn comes after that link's rows). Every link below
+// below the lowest id of any link above (its rows from there are released
+// at once: their turn comes after that link's rows). Every link below
 // pred has ended or is ahead of pred in the chain.
 func (c *chains) join(recs []store.Record, prior map[string][]*link, claim store.ChainedClaim) map[string]*link {
 	own := make(map[string]*link)
@@ -130,13 +167,13 @@ func (c *chains) join(recs []store.Record, prior map[string][]*link, claim store
 				}
 			}
 			l.ids = keep
-			claim.HandBack(cut)
+			claim.Release(cut)
 		}
 		if pred != nil {
 			l.prev = pred
 			pred.nexts = append(pred.nexts, l)
-			if pred.doomed.Load() {
-				c.doomLocked(l)
+			if pred.released.Load() {
+				c.releaseLocked(l)
 			}
 		}
 		c.m[k] = append(c.m[k][:len(c.m[k]):len(c.m[k])], l)
@@ -144,23 +181,23 @@ func (c *chains) join(recs []store.Record, prior map[string][]*link, claim store
 	return own
 }
 
-// doom hands back the rows of every batch claimed behind l in its
+// releaseBehind releases the rows of every batch claimed behind l in its
 // aggregate, now that l will not send all of its own.
-func (c *chains) doom(l *link) {
+func (c *chains) releaseBehind(l *link) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, n := range l.nexts {
-		c.doomLocked(n)
+		c.releaseLocked(n)
 	}
 }
 
-func (c *chains) doomLocked(l *link) {
-	if l.doomed.Swap(true) {
+func (c *chains) releaseLocked(l *link) {
+	if l.released.Swap(true) {
 		return
 	}
-	l.claim.HandBack(l.ids)
+	l.claim.Release(l.ids)
 	for _, n := range l.nexts {
-		c.doomLocked(n)
+		c.releaseLocked(n)
 	}
 }
 
@@ -183,42 +220,46 @@ func (c *chains) leave(own map[string]*link) {
 	}
 }
 
-// endLane closes l's published once: ok says the lane published all its
-// events. A lane that gave some up hands its rows back in the store and
-// dooms the batches behind it first, so that no claim from now on takes
-// rows behind them.
-func (r *Relay) endLane(l *link, ok bool) {
-	if l.done {
+// laneDone closes the lane's published once: ok says it published all its
+// events. A lane that gave some up releases its rows in the store and the
+// batches behind it first, so that no claim from now on takes rows behind
+// them.
+func (b *chainBatch) laneDone(k string, ok bool) {
+	l := b.links[k]
+	if l == nil || l.done {
 		return
 	}
 	l.done = true
 	if !ok {
-		l.claim.HandBack(l.ids)
-		r.chains.doom(l)
+		l.claim.Release(l.ids)
+		b.chains.releaseBehind(l)
 	}
 	l.pubOK = ok
 	close(l.published)
 }
 
-// chainReady splits order into the lanes that may publish now and, when
-// none may, the channel to wait on. A lane may publish once the batch before
-// it in its aggregate published all of its own; a lane behind one that gave
-// some up is given back whole, unpublished (giveBack).
-func (r *Relay) chainReady(links map[string]*link, after map[string]bool, order []string, giveBack func(string)) ([]string, <-chan struct{}) {
+// ready splits order into the lanes that may publish now and, when none
+// may, the channel to wait on. A lane may publish once the batch before it
+// in its aggregate published all of its own; a lane behind one that gave
+// some up is released whole, unpublished.
+func (b *chainBatch) ready(order []string, release func(string) int) ([]string, <-chan struct{}) {
+	if b.after == nil {
+		b.after = make(map[string]bool, len(order))
+	}
 	var ready []string
 	var waitFor <-chan struct{}
 	for _, k := range order {
-		if !after[k] {
-			if links[k].doomed.Load() {
-				giveBack(k)
+		if !b.after[k] {
+			l := b.links[k]
+			if l.released.Load() {
+				b.r.ctrs.ChainReleased.Add(int64(release(k)))
 				continue
 			}
-			prev := links[k].prev
-			if prev != nil {
+			if prev := l.prev; prev != nil {
 				select {
 				case <-prev.published:
 					if !prev.pubOK {
-						giveBack(k)
+						b.r.ctrs.ChainReleased.Add(int64(release(k)))
 						continue
 					}
 				default:
@@ -228,7 +269,7 @@ func (r *Relay) chainReady(links map[string]*link, after map[string]bool, order 
 					continue
 				}
 			}
-			after[k] = true
+			b.after[k] = true
 		}
 		ready = append(ready, k)
 	}
@@ -246,46 +287,60 @@ func waitChain(ch <-chan struct{}, stop <-chan struct{}, d time.Duration) {
 	}
 }
 
-// chainBeforeFinish waits, before the batch's marks, for the outcome of
-// each earlier batch its lanes follow; a lane behind one whose rows did not
-// all count as sent hands its own sent rows back, so none counts as sent
-// while an earlier row of its aggregate is unsent.
-func (r *Relay) chainBeforeFinish(b batch, out *outcome) map[string]bool {
-	var back map[string]bool
+// finish ends the lanes still open (every aggregate whose rows all went to
+// DEAD before publishing has no lane), waits for the outcome of each
+// earlier batch its lanes follow, records its own, and passes it on to the
+// batches behind.
+func (b *chainBatch) finish(ctx context.Context, out *outcome) error {
+	for k := range b.links {
+		b.laneDone(k, true)
+	}
+	released := b.beforeFinish(out)
+	err := b.txBatch.finish(ctx, out)
+	b.finished(out, released, err)
+	return err
+}
+
+// beforeFinish waits, before the batch's marks, for the outcome of each
+// earlier batch its lanes follow; a lane behind one whose rows did not all
+// count as sent releases its own sent rows, so none counts as sent while
+// an earlier row of its aggregate is unsent.
+func (b *chainBatch) beforeFinish(out *outcome) map[string]bool {
+	var released map[string]bool
 	for k, l := range b.links {
 		if l.prev != nil {
 			<-l.prev.final
 		}
-		if l.doomed.Load() || (l.prev != nil && !l.prev.finalOK) {
-			if back == nil {
-				back = make(map[string]bool)
+		if l.released.Load() || (l.prev != nil && !l.prev.finalOK) {
+			if released == nil {
+				released = make(map[string]bool)
 			}
-			back[k] = true
+			released[k] = true
 		}
 		l.prev = nil // older links are no longer needed; let them go
 	}
-	if back == nil {
+	if released == nil {
 		return nil
 	}
 	kept := out.sent[:0]
-	byID := recordsByID(b.recs)
+	byID := recordsByID(b.tx.Records())
 	for _, id := range out.sent {
-		if back[laneKey(byID[id])] {
+		if released[laneKey(byID[id])] {
 			out.release = append(out.release, id)
-			r.ctrs.ChainGiven.Add(1)
+			b.r.ctrs.ChainReleased.Add(1)
 			continue
 		}
 		kept = append(kept, id)
 	}
 	out.sent = kept
-	return back
+	return released
 }
 
-// chainFinished publishes each lane's outcome to the batches behind it: a
-// lane's rows all count as sent when the commit succeeded, none of them was
-// handed back or left to retry, and every earlier batch's rows did too
-// (back: the lanes chainBeforeFinish handed back for that).
-func (r *Relay) chainFinished(b batch, out *outcome, back map[string]bool, err error) {
+// finished publishes each lane's outcome to the batches behind it: a lane's
+// rows all count as sent when the commit succeeded, none of them was
+// released or left to retry, and every earlier batch's rows did too
+// (released: the lanes beforeFinish released for that).
+func (b *chainBatch) finished(out *outcome, released map[string]bool, err error) {
 	notSent := make(map[int64]bool, len(out.release))
 	for _, id := range out.release {
 		notSent[id] = true
@@ -307,18 +362,18 @@ func (r *Relay) chainFinished(b batch, out *outcome, back map[string]bool, err e
 		}
 	}
 	for k, l := range b.links {
-		l.finalOK = err == nil && l.pubOK && !bad[k] && !back[k]
+		l.finalOK = err == nil && l.pubOK && !bad[k] && !released[k]
 		if !l.finalOK {
-			r.chains.doom(l)
+			b.chains.releaseBehind(l)
 		}
 		close(l.final)
 	}
 }
 
-// chainCut hands back, unpublished, each lane's rows that join found lying
+// trim releases, unpublished, each lane's rows that join found lying
 // behind another batch's (link.cutFrom).
-func (r *Relay) chainCut(links map[string]*link, lanes map[string][]item, out *outcome) {
-	for k, l := range links {
+func (b *chainBatch) trim(lanes map[string][]item, out *outcome) {
+	for k, l := range b.links {
 		if l.cutFrom == 0 {
 			continue
 		}
@@ -330,7 +385,10 @@ func (r *Relay) chainCut(links map[string]*link, lanes map[string][]item, out *o
 		for _, it := range lane[n:] {
 			out.release = append(out.release, it.rec.ID)
 		}
-		r.ctrs.ChainGiven.Add(int64(len(lane) - n))
+		b.r.ctrs.ChainReleased.Add(int64(len(lane) - n))
 		lanes[k] = lane[:n]
 	}
 }
+
+// close drops the batch's links once it ended.
+func (b *chainBatch) close() { b.chains.leave(b.links) }

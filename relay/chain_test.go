@@ -112,7 +112,7 @@ func (c *commitLog) watch(cl store.Claim, err error) (store.Claim, error) {
 
 // drained waits until the relay delivered all n events and nothing is left
 // to claim, then checks first-delivery order and the commits.
-func (c *commitLog) drained(t *testing.T, r *relay.Relay, b *membroker.Broker, n int, d time.Duration) relay.Stats {
+func (c *commitLog) drained(t *testing.T, r *relay.Relay, b *membroker.Broker, n int, d time.Duration) drainStats {
 	t.Helper()
 	waitFor(t, d, "the backlog delivered", func() bool { return distinct(b.Messages()) == n && claimable(t, c.Store) == 0 })
 	checkOrder(t, b.Messages(), n)
@@ -121,7 +121,13 @@ func (c *commitLog) drained(t *testing.T, r *relay.Relay, b *membroker.Broker, n
 	if c.violation != nil {
 		t.Fatal(c.violation)
 	}
-	return r.Stats()
+	return drainStats{r.Stats(), r.ChainStats()}
+}
+
+// drainStats is what a drained relay counted, chain internals included.
+type drainStats struct {
+	relay.Stats
+	relay.ChainStats
 }
 
 func (c *commitLog) mostShared() int {
@@ -144,7 +150,7 @@ type watched struct {
 	log     *commitLog
 }
 
-func (w *watched) HandBack(ids []int64) { w.chained.HandBack(ids) }
+func (w *watched) Release(ids []int64) { w.chained.Release(ids) }
 
 func (w *watched) Finish(ctx context.Context, sent []int64, failures []store.Failure) error {
 	c := w.log
@@ -277,7 +283,7 @@ func (g *gate) Publish(ctx context.Context, msgs []broker.Message) []error {
 		}
 		g.once.Do(func() {
 			deadline := time.Now().Add(10 * time.Second)
-			for (g.r.Load() == nil || g.r.Load().Stats().Chained == 0) && time.Now().Before(deadline) {
+			for (g.r.Load() == nil || g.r.Load().ChainStats().Chained == 0) && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond)
 			}
 			errs[i] = fmt.Errorf("%w: injected", txbox.ErrBrokerUnavailable)
@@ -313,14 +319,14 @@ func TestChainedClaimBehindAFailure(t *testing.T) {
 		BackoffBase: 50 * time.Millisecond, BackoffMax: 50 * time.Millisecond})
 	g.r.Store(r)
 	st := log.drained(t, r, b, n, 60*time.Second)
-	t.Logf("chained lanes %d, rows handed back behind the failure %d, retried %d", st.Chained, st.ChainGiven, st.Retried)
-	if st.ChainGiven == 0 {
-		t.Fatal("no row was handed back behind the failed batch: the test did not exercise a chain")
+	t.Logf("chained lanes %d, rows released behind the failure %d, retried %d", st.Chained, st.ChainReleased, st.Retried)
+	if st.ChainReleased == 0 {
+		t.Fatal("no row was released behind the failed batch: the test did not exercise a chain")
 	}
 	// Only the batches claimed before the failure was known go back: once
-	// their rows are handed back in the store, claims stop behind them.
-	if st.ChainGiven > 2*50 {
-		t.Fatalf("%d rows handed back for one failure: later claims kept chaining behind doomed batches", st.ChainGiven)
+	// their rows are released in the store, claims stop behind them.
+	if st.ChainReleased > 2*50 {
+		t.Fatalf("%d rows released for one failure: later claims kept chaining behind released batches", st.ChainReleased)
 	}
 }
 
@@ -337,12 +343,12 @@ func TestChainedClaimBehindAFailedCommit(t *testing.T) {
 	log.failCommitOf("hot")
 	r, _, _ := run(t, relay.Config{Store: log, Publisher: slowPublisher{b, 2 * time.Millisecond}, BatchSize: 50, Workers: 2})
 	st := log.drained(t, r, b, n, 60*time.Second)
-	t.Logf("chained lanes %d, rows handed back behind the failed commit %d, messages %d for %d events", st.Chained, st.ChainGiven, len(b.Messages()), n)
-	if st.ChainGiven == 0 {
-		t.Fatal("no row was handed back behind the failed commit: the test did not exercise a chain")
+	t.Logf("chained lanes %d, rows released behind the failed commit %d, messages %d for %d events", st.Chained, st.ChainReleased, len(b.Messages()), n)
+	if st.ChainReleased == 0 {
+		t.Fatal("no row was released behind the failed commit: the test did not exercise a chain")
 	}
-	if st.ChainGiven > 2*50 {
-		t.Fatalf("%d rows handed back for one failed commit: later claims kept chaining behind doomed batches", st.ChainGiven)
+	if st.ChainReleased > 2*50 {
+		t.Fatalf("%d rows released for one failed commit: later claims kept chaining behind released batches", st.ChainReleased)
 	}
 }
 
@@ -379,9 +385,9 @@ func TestChainedClaimsUnderFaults(t *testing.T) {
 	r, _, _ := run(t, relay.Config{Store: log, Publisher: flaky{b, 40}, BatchSize: 25, Workers: 4,
 		BackoffBase: 5 * time.Millisecond, BackoffMax: 5 * time.Millisecond, MaxAttempts: 1000})
 	st := log.drained(t, r, b, n, 90*time.Second)
-	t.Logf("chained lanes %d, chain waits %d, rows handed back behind others %d, retried %d, commits %d, messages %d for %d events",
-		st.Chained, st.ChainWaits, st.ChainGiven, st.Retried, log.commits, len(b.Messages()), n)
-	if st.Chained == 0 || st.ChainGiven == 0 {
-		t.Fatal("no chain formed or none was handed back: the faults did not meet a chain")
+	t.Logf("chained lanes %d, chain waits %d, rows released behind others %d, retried %d, commits %d, messages %d for %d events",
+		st.Chained, st.ChainWaits, st.ChainReleased, st.Retried, log.commits, len(b.Messages()), n)
+	if st.Chained == 0 || st.ChainReleased == 0 {
+		t.Fatal("no chain formed or none was released: the faults did not meet a chain")
 	}
 }

@@ -85,7 +85,7 @@ func TestPipelinedRunsOneAggregate(t *testing.T) {
 }
 
 // The 3rd of 10 pipelined messages of one aggregate fails (retryable):
-// rows 1-2 are SENT, row 3 goes to RETRY and 4-10 are handed back PENDING,
+// rows 1-2 are SENT, row 3 goes to RETRY and 4-10 are released PENDING,
 // whether the broker stored nothing after the failure (membroker, as the
 // declaration promises) or everything (then 4-10 are duplicates, never
 // counted as delivered). After the retry every event is delivered, and

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/txbox/txbox/store"
@@ -10,38 +9,23 @@ import (
 
 // A mark the database refuses for a row's own reason (store.ErrRefused: an
 // archive key the row collides with, a constraint or trigger an operator
-// added) must not fail the whole batch: before, the batch was published
-// again and refused again, twice a second, for ever, and every aggregate in
-// it stopped. The refused row is found by bisection, the others are
+// added) must not fail the whole batch, which would be published again and
+// refused again for ever, stopping every aggregate in it. The refused row is found by bisection, the others are
 // marked, and the refused one is recorded as a failed attempt: RETRY with
 // a last_error that says why, DEAD after MaxAttempts, logged once per
 // attempt.
 
-// markSentIsolating marks ids in halves down to the single refused rows
+// markSentIsolating marks ids, isolating the refused rows (store.Isolate),
 // and returns how many were marked and a failure for each refused row.
 func (r *Relay) markSentIsolating(ctx context.Context, lease string, ids []int64, recs []store.Record) (int64, []store.Failure, error) {
 	byID := recordsByID(recs)
 	var marked int64
 	var refused []store.Failure
-	var half func(ids []int64) error
-	half = func(ids []int64) error {
+	err := store.Isolate(ids, func(ids []int64) error {
 		n, err := r.cfg.Store.MarkSent(ctx, lease, ids)
-		switch {
-		case err == nil:
-			marked += n
-			return nil
-		case !errors.Is(err, store.ErrRefused):
-			return err
-		case len(ids) == 1:
-			refused = append(refused, r.refusedMark(byID[ids[0]], err))
-			return nil
-		}
-		if err := half(ids[:len(ids)/2]); err != nil {
-			return err
-		}
-		return half(ids[len(ids)/2:])
-	}
-	err := half(ids)
+		marked += n
+		return err
+	}, func(id int64, err error) { refused = append(refused, r.refusedMark(byID[id], err)) })
 	return marked, refused, err
 }
 

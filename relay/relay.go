@@ -10,8 +10,9 @@
 // failure parks its lane (the row goes to RETRY, the rest of the lane is
 // released) and the other lanes go on. Rows are marked SENT only after the
 // broker confirmed them; a crash in between re-publishes them, which the
-// consumer's inbox absorbs. With a store that chains claims
-// (store.ChainClaimer) one aggregate can be in several batches at once;
+// consumer's inbox absorbs. How rows are claimed and their outcome recorded
+// is the claim mode's (claimer.go); with a store that chains claims
+// (store.ChainClaimer) one aggregate can be in several batches at once, and
 // chain.go keeps their order.
 package relay
 
@@ -21,7 +22,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -34,17 +34,12 @@ import (
 
 // Relay runs the delivery loop. Create it with New and run it with Run.
 type Relay struct {
-	cfg Config
-	txc store.TxClaimer // nil: lease claims
-	// chain is set when txc can claim behind this relay's batches in
-	// flight (chain.go); chains links those batches per aggregate.
-	chain  store.ChainClaimer
-	chains chains
-	log    *slog.Logger
-	seq    atomic.Uint64
-	ctrs   counters
-	obs    *observer
-	out    *outages // outages of the way out (outage.go)
+	cfg     Config
+	claimer claimer
+	log     *slog.Logger
+	ctrs    counters
+	obs     *observer
+	out     *outages // outages of the way out (outage.go)
 	// tracer is nil when tracing is off: no per-message tracing work.
 	tracer trace.Tracer
 
@@ -58,10 +53,7 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{cfg: cfg, log: cfg.Logger.With("relay", cfg.ID), pipelined: broker.PipelinesPerKey(cfg.Publisher)}
-	if txc, ok := cfg.Store.(store.TxClaimer); ok && cfg.Claims != ClaimLease {
-		r.txc = txc
-		r.chain, _ = txc.(store.ChainClaimer)
-	}
+	r.claimer = newClaimer(r)
 	_, pingable := cfg.Publisher.(broker.Pinger)
 	// A publisher that cannot be pinged was connected when it was handed
 	// over; one that can is up once its first ping answers.
@@ -83,28 +75,16 @@ func New(cfg Config) (*Relay, error) {
 // held, except behind this relay's own batches in flight with a store that
 // chains claims, and then chain.go keeps the order between the batches.
 func (r *Relay) Run(ctx context.Context) error {
-	r.log.Info("relay started", "claims", r.claimKind(), "batch", r.cfg.BatchSize, "workers", r.cfg.Workers, "poll", r.cfg.PollInterval, "idle_poll_max", r.cfg.IdlePollMax, "lease", r.cfg.Lease, "topic", string(r.cfg.Topic))
+	r.log.Info("relay started", "claims", r.claimer.kind(), "batch", r.cfg.BatchSize, "workers", r.cfg.Workers, "poll", r.cfg.PollInterval, "idle_poll_max", r.cfg.IdlePollMax, "lease", r.cfg.Lease, "topic", string(r.cfg.Topic))
 	defer func() {
 		c := &r.ctrs
 		r.log.Info("relay stopped", "published", c.Published.Load(), "dead_marked", c.Dead.Load(), "retried", c.Retried.Load(), "deferred", c.Deferred.Load(),
 			"claim_time", time.Duration(c.ClaimNanos.Load()), "publish_time", time.Duration(c.PublishNanos.Load()),
 			"mark_time", time.Duration(c.MarkNanos.Load()))
 	}()
-	// Relays on one table split its aggregates between them where the
-	// store can (store.Splitter), so their claims do not meet each other's
-	// rows in flight. Leaving waits for this relay's batches (deferred
-	// before wg.Wait, so it runs after it). Lease claims are the mode for
-	// connection poolers, which cannot keep a member's session lock.
-	if sp, ok := r.cfg.Store.(store.Splitter); ok && r.txc != nil {
-		if leave, err := sp.Split(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil // stopped while joining
-			}
-			r.log.Warn("cannot split the aggregates with other relays of the table; claiming them all", "err", err)
-		} else {
-			defer leave()
-		}
-	}
+	// Leaving waits for this relay's batches (deferred before wg.Wait, so
+	// it runs after it).
+	defer r.claimer.join(ctx)()
 	slots := make(chan struct{}, r.cfg.Workers)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -135,10 +115,6 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		}
 		_, endsBefore, _ := fl.state()
-		var prior map[string][]*link
-		if r.chain != nil {
-			prior = r.chains.before()
-		}
 		b, err := r.claim(work)
 		if err != nil {
 			<-slots
@@ -156,14 +132,6 @@ func (r *Relay) Run(ctx context.Context) error {
 		if len(b.recs) == 0 {
 			<-slots
 		} else {
-			if r.chain != nil {
-				b.links = r.chains.join(b.recs, prior, b.tx.(store.ChainedClaim))
-				for _, l := range b.links {
-					if l.prev != nil {
-						r.ctrs.Chained.Add(1)
-					}
-				}
-			}
 			fl.start()
 			wg.Add(1)
 			r.obs.batchStarted()
@@ -171,7 +139,7 @@ func (r *Relay) Run(ctx context.Context) error {
 				defer wg.Done()
 				defer fl.end()
 				defer func() { <-slots }()
-				defer r.chains.leave(b.links)
+				defer b.c.close()
 				err := r.deliver(work, b, ctx.Done())
 				r.obs.batchDone(err)
 				if err != nil {
@@ -265,57 +233,33 @@ func sleep(ctx context.Context, d time.Duration, wake, ended <-chan struct{}) bo
 	return true
 }
 
-// batch is one claim: its fencing token or open transaction, rows, and the
-// time past which it must not publish.
+// batch is one claim: the mode's side of it, its rows, and the time past
+// which it must not publish.
 type batch struct {
-	lease    string
-	tx       store.Claim // set for transaction-held claims
+	c        claimed
 	recs     []store.Record
 	deadline time.Time
 	took     time.Duration // the claim's own time, which the poll wait after it counts (afterPoll)
-	// links: this batch's place in each aggregate's chain (chain.go); nil
-	// without chained claims.
-	links map[string]*link
-}
-
-func (r *Relay) claimKind() string {
-	if r.txc != nil {
-		return "transaction"
-	}
-	return "lease"
 }
 
 func (r *Relay) claim(ctx context.Context) (batch, error) {
-	b := batch{lease: fmt.Sprintf("%s#%d", r.cfg.ID, r.seq.Add(1))}
 	claimedAt := time.Now()
-	var recs []store.Record
-	var err error
-	if r.txc != nil {
-		// The transaction holds the rows for as long as it is open; the
-		// deadline below only bounds how long it stays open.
-		if r.chain != nil {
-			b.tx, err = r.chain.ClaimTxChained(ctx, r.cfg.BatchSize)
-		} else {
-			b.tx, err = r.txc.ClaimTx(ctx, r.cfg.BatchSize)
-		}
-		if err == nil {
-			recs = b.tx.Records()
-		}
-	} else {
-		recs, err = r.cfg.Store.Claim(ctx, store.ClaimRequest{Lease: b.lease, Limit: r.cfg.BatchSize, LeaseFor: r.cfg.Lease})
+	c, err := r.claimer.claim(ctx, r.cfg.BatchSize)
+	b := batch{c: c, took: time.Since(claimedAt)}
+	if err == nil {
+		b.recs = c.records()
 	}
-	b.took = time.Since(claimedAt)
 	r.ctrs.ClaimNanos.Add(int64(b.took))
-	r.obs.claimed(b.took, len(recs), err)
+	r.obs.claimed(b.took, len(b.recs), err)
 	if err != nil {
 		return b, err
 	}
 	r.ctrs.LastClaim.Store(time.Now().UnixNano())
-	r.ctrs.Claimed.Add(int64(len(recs)))
-	b.recs = recs
+	r.ctrs.Claimed.Add(int64(len(b.recs)))
 	// Publishing stops well before the lease ends: past it another relay may
 	// own these rows, and publishing them too would break the guarantee that
-	// a row is published by one relay at a time.
+	// a row is published by one relay at a time. (A transaction's claim holds
+	// its rows for as long as it is open; the deadline bounds how long.)
 	b.deadline = claimedAt.Add(r.cfg.Lease - r.cfg.PublishTimeout/2)
 	return b, nil
 }
@@ -339,29 +283,23 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 	var out outcome
 	lanes, order := r.lanes(b.recs, &out)
 	deadline := b.deadline
-	// With chained claims a lane first waits for the batch before it in its
-	// aggregate (chain.go); after is set once that one published it all.
-	var after map[string]bool
-	if b.links != nil {
-		after = make(map[string]bool, len(order))
-		r.chainCut(b.links, lanes, &out)
-		order = r.live(order, lanes)
-	}
-	giveBack := func(k string) {
+	b.c.trim(lanes, &out)
+	order = r.live(order, lanes)
+	release := func(k string) int {
+		n := len(lanes[k])
 		for _, it := range lanes[k] {
 			out.release = append(out.release, it.rec.ID)
 		}
 		lanes[k] = nil
-		if l := b.links[k]; l != nil {
-			r.endLane(l, false)
-		}
+		b.c.laneDone(k, false)
+		return n
 	}
 	releaseRest := func(why string) {
-		n := len(out.release)
+		n := 0
 		for _, k := range order {
-			giveBack(k)
+			n += release(k)
 		}
-		r.log.Info("releasing the rest of the batch", "why", why, "rows", len(out.release)-n)
+		r.log.Info("releasing the rest of the batch", "why", why, "rows", n)
 	}
 	for len(order) > 0 {
 		if time.Until(deadline) < r.cfg.PublishTimeout/4 {
@@ -372,19 +310,11 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 			releaseRest("shutting down")
 			break
 		}
-		ready, waitFor := order, (<-chan struct{})(nil)
-		if after != nil {
-			ready, waitFor = r.chainReady(b.links, after, order, func(k string) {
-				r.ctrs.ChainGiven.Add(int64(len(lanes[k])))
-				giveBack(k)
-			})
-			if len(ready) == 0 && waitFor == nil {
-				// Every lane left was given back.
-				order = nil
-				break
-			}
-		}
+		ready, waitFor := b.c.ready(order, release)
 		if len(ready) == 0 {
+			if waitFor == nil {
+				break // every lane left was released
+			}
 			r.ctrs.ChainWaits.Add(1)
 			waitChain(waitFor, stop, time.Until(deadline)-r.cfg.PublishTimeout/4)
 			order = r.live(order, lanes)
@@ -411,30 +341,15 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 			rest, parked := r.settleRun(lanes[k], n, errs[at:at+n], &out)
 			lanes[k] = rest
 			at += n
-			if l := b.links[k]; l != nil && len(rest) == 0 {
-				r.endLane(l, !parked)
+			if len(rest) == 0 {
+				b.c.laneDone(k, !parked)
 			}
 		}
 		order = r.live(order, lanes)
 	}
-	// Aggregates whose rows all went to DEAD before publishing have no lane.
-	for _, l := range b.links {
-		r.endLane(l, true)
-	}
 	markStart := time.Now()
 	defer func() { r.ctrs.MarkNanos.Add(int64(time.Since(markStart))) }()
-	if b.tx != nil {
-		var back map[string]bool
-		if b.links != nil {
-			back = r.chainBeforeFinish(b, &out)
-		}
-		err := r.finish(ctx, b.tx, &out, b.recs)
-		if b.links != nil {
-			r.chainFinished(b, &out, back, err)
-		}
-		return err
-	}
-	return r.mark(ctx, b.lease, out, b.recs)
+	return b.c.finish(ctx, &out)
 }
 
 // live keeps the lanes of order that still have events, in order.
@@ -514,66 +429,9 @@ func (r *Relay) failure(rec store.Record, err error, topic string) store.Failure
 	return f
 }
 
-func (r *Relay) mark(ctx context.Context, lease string, out outcome, recs []store.Record) error {
-	var errs []error
-	if len(out.sent) > 0 {
-		n, err := r.cfg.Store.MarkSent(ctx, lease, out.sent)
-		if errors.Is(err, store.ErrRefused) {
-			var refused []store.Failure
-			n, refused, err = r.markSentIsolating(ctx, lease, out.sent, recs)
-			out.failures = append(out.failures, refused...)
-			n += int64(len(refused)) // not lost to another relay: marked failed below
-		}
-		r.ctrs.Published.Add(int64(len(out.sent)))
-		r.lost(int64(len(out.sent))-n, err)
-		errs = append(errs, err)
-	}
-	if len(out.failures) > 0 {
-		n, err := r.cfg.Store.MarkFailed(ctx, lease, out.failures)
-		for _, f := range out.failures {
-			switch {
-			case err != nil:
-				// Not marked: the rows come back when their lease ends.
-			case f.Dead:
-				r.ctrs.Dead.Add(1)
-			case f.Outage:
-				r.ctrs.Deferred.Add(1)
-			default:
-				r.ctrs.Retried.Add(1)
-			}
-		}
-		r.lost(int64(len(out.failures))-n, err)
-		errs = append(errs, err)
-	}
-	if len(out.release) > 0 {
-		_, err := r.cfg.Store.Release(ctx, lease, out.release)
-		r.ctrs.Released.Add(int64(len(out.release)))
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
-// finish records a transaction-held batch's outcome and commits; released
-// rows are simply not named. If the commit fails nothing is recorded: the
-// rows come back unchanged and are delivered again.
-func (r *Relay) finish(ctx context.Context, tx store.Claim, out *outcome, recs []store.Record) error {
-	var err error
-	if itx, ok := tx.(store.IsolatingClaim); ok {
-		byID := recordsByID(recs)
-		err = itx.FinishIsolating(ctx, out.sent, out.failures, func(id int64, err error) store.Failure {
-			f := r.refusedMark(byID[id], err)
-			out.failures = append(out.failures, f)
-			return f
-		})
-	} else {
-		err = tx.Finish(ctx, out.sent, out.failures)
-	}
-	r.ctrs.Published.Add(int64(len(out.sent)))
-	r.ctrs.Released.Add(int64(len(out.release)))
-	if err != nil {
-		return err
-	}
-	for _, f := range out.failures {
+// countFailures counts recorded failures by what they did to their rows.
+func (r *Relay) countFailures(fs []store.Failure) {
+	for _, f := range fs {
 		switch {
 		case f.Dead:
 			r.ctrs.Dead.Add(1)
@@ -582,16 +440,6 @@ func (r *Relay) finish(ctx context.Context, tx store.Claim, out *outcome, recs [
 		default:
 			r.ctrs.Retried.Add(1)
 		}
-	}
-	return nil
-}
-
-func (r *Relay) lost(n int64, err error) {
-	if err == nil && n > 0 {
-		// The broker has these; another relay that took them over will send
-		// them again. At least once still holds; the inbox absorbs the copy.
-		r.ctrs.LeaseLost.Add(n)
-		r.log.Warn("marks refused: lease lost to another relay", "rows", n)
 	}
 }
 

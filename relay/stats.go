@@ -12,16 +12,16 @@ type counters struct {
 	Retried   atomic.Int64 // rows sent to RETRY, an attempt spent
 	Deferred  atomic.Int64 // rows sent to RETRY by an outage, no attempt spent
 	Dead      atomic.Int64 // rows sent to DEAD
-	Released  atomic.Int64 // rows handed back unpublished
+	Released  atomic.Int64 // rows released unpublished
 	LeaseLost atomic.Int64 // marks refused because another relay took the row
 	Errors    atomic.Int64 // store errors in the loop
 	LastClaim atomic.Int64 // unix nanoseconds of the last successful claim
 
-	IdleWaits  atomic.Int64 // short claims with nothing of this relay in flight
-	BatchWaits atomic.Int64 // short claims that waited for a batch of this relay to end
-	ChainWaits atomic.Int64 // batches that waited for an earlier batch's events of an aggregate
-	Chained    atomic.Int64 // lanes claimed behind an earlier batch of their aggregate
-	ChainGiven atomic.Int64 // rows handed back because an earlier batch of their aggregate did not send its own
+	IdleWaits     atomic.Int64 // short claims with nothing of this relay in flight
+	BatchWaits    atomic.Int64 // short claims that waited for a batch of this relay to end
+	ChainWaits    atomic.Int64 // batches that waited for an earlier batch's events of an aggregate
+	Chained       atomic.Int64 // lanes claimed behind an earlier batch of their aggregate
+	ChainReleased atomic.Int64 // rows released because an earlier batch of their aggregate did not send its own
 
 	// Time spent per phase, in nanoseconds, summed over batches.
 	ClaimNanos   atomic.Int64
@@ -36,7 +36,7 @@ type Stats struct {
 	Retried   int64     // rows sent to RETRY, an attempt spent
 	Deferred  int64     // rows sent to RETRY by an outage of the way out, no attempt spent
 	Dead      int64     // rows sent to DEAD
-	Released  int64     // rows handed back unpublished
+	Released  int64     // rows released unpublished
 	LeaseLost int64     // marks refused because another relay took the row
 	Errors    int64     // store errors in the loop
 	LastClaim time.Time // of the last successful claim; zero before the first
@@ -47,14 +47,6 @@ type Stats struct {
 	// rows become claimable then), bounded by the poll interval. A
 	// backlog drains with BatchWaits only.
 	IdleWaits, BatchWaits int64
-
-	// Chained claims (a store.ChainClaimer): Chained counts lanes claimed
-	// behind an earlier batch of this relay that held rows of the same
-	// aggregate, ChainWaits the times a batch had nothing to publish until
-	// such an earlier batch published its own, and ChainGiven the rows
-	// handed back because an earlier batch did not send all of its rows of
-	// their aggregate (they are delivered again, in order).
-	Chained, ChainWaits, ChainGiven int64
 
 	// Time spent per phase, summed over batches: where a relay's time goes
 	// (claims run one at a time; publishes and marks of up to Workers
@@ -70,7 +62,6 @@ func (r *Relay) Stats() Stats {
 		Claimed: c.Claimed.Load(), Published: c.Published.Load(), Retried: c.Retried.Load(), Deferred: c.Deferred.Load(), Dead: c.Dead.Load(),
 		Released: c.Released.Load(), LeaseLost: c.LeaseLost.Load(), Errors: c.Errors.Load(),
 		IdleWaits: c.IdleWaits.Load(), BatchWaits: c.BatchWaits.Load(),
-		Chained: c.Chained.Load(), ChainWaits: c.ChainWaits.Load(), ChainGiven: c.ChainGiven.Load(),
 		ClaimTime: time.Duration(c.ClaimNanos.Load()), PublishTime: time.Duration(c.PublishNanos.Load()),
 		MarkTime: time.Duration(c.MarkNanos.Load()),
 	}

@@ -34,3 +34,25 @@ type IsolatingClaim interface {
 	Claim
 	FinishIsolating(ctx context.Context, sent []int64, failures []Failure, refused func(id int64, err error) Failure) error
 }
+
+// Isolate marks ids with mark and, when the database refuses (ErrRefused),
+// marks again in halves down to the single refused rows, so that every row
+// that can be marked is; each refused row goes to refused. Any other error
+// stops it and is returned. Stores (a claim's FinishIsolating) and the
+// relay (lease marks) both isolate this way.
+func Isolate(ids []int64, mark func(ids []int64) error, refused func(id int64, err error)) error {
+	err := mark(ids)
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, ErrRefused):
+		return err
+	case len(ids) == 1:
+		refused(ids[0], err)
+		return nil
+	}
+	if err := Isolate(ids[:len(ids)/2], mark, refused); err != nil {
+		return err
+	}
+	return Isolate(ids[len(ids)/2:], mark, refused)
+}

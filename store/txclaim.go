@@ -25,15 +25,15 @@ type TxClaimer interface {
 // The caller keeps the order: a chained claim's rows of an aggregate may be
 // published only after the earlier claims' rows of it were, and may count
 // as sent only if every earlier claim's rows of it were sent and committed.
-// Where an earlier claim handed some back or failed them, the later claim
-// must hand its rows of that aggregate back too. An earlier claim here is
+// Where an earlier claim released some or failed them, the later claim
+// must release its rows of that aggregate too. An earlier claim here is
 // any claim of this store that was open when the chained claim started.
 // (The relay does all of this; see relay/chain.go.)
 //
-// A claim that will hand rows back (a failed publish, a shutdown, an earlier
-// claim that did not send its own) says so at once with HandBack, before it
+// A claim that will release rows (a failed publish, a shutdown, an earlier
+// claim that did not send its own) says so at once with Release, before it
 // ends: later chained claims then stop at those rows instead of taking the
-// rows behind them, which would have to go back as well.
+// rows behind them, which would have to be released as well.
 type ChainClaimer interface {
 	TxClaimer
 	ClaimTxChained(ctx context.Context, limit int) (ChainedClaim, error)
@@ -42,10 +42,10 @@ type ChainClaimer interface {
 // ChainedClaim is a claim of ClaimTxChained.
 type ChainedClaim interface {
 	Claim
-	// HandBack marks records of this claim that will not count as sent:
+	// Release marks records of this claim that will not count as sent:
 	// later chained claims no longer take the rows behind them. Safe to call
 	// from any goroutine, before Finish or Abort.
-	HandBack(ids []int64)
+	Release(ids []int64)
 }
 
 // Claim is an open transaction holding the row locks of its records. Exactly
@@ -54,9 +54,9 @@ type Claim interface {
 	Records() []Record
 	// Finish records the outcome and commits: sent rows leave the unsent set
 	// (archived or deleted, as the store is configured), failures go to
-	// RETRY or DEAD, and every other record is handed back unchanged. On
-	// error nothing is recorded and every record is handed back.
+	// RETRY or DEAD, and every other record is released unchanged. On
+	// error nothing is recorded and every record is released.
 	Finish(ctx context.Context, sent []int64, failures []Failure) error
-	// Abort hands every record back unchanged.
+	// Abort releases every record unchanged.
 	Abort()
 }

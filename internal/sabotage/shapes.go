@@ -182,9 +182,9 @@ func (c *claim) Abort() {
 	}
 }
 
-func (c *claim) handBack(ids []int64) {
+func (c *claim) release(ids []int64) {
 	if !c.ended {
-		c.inner.(store.ChainedClaim).HandBack(ids)
+		c.inner.(store.ChainedClaim).Release(ids)
 	}
 }
 
@@ -202,8 +202,8 @@ type (
 	chainedIsolatingClaim struct{ *claim }
 )
 
-func (c chainedClaim) HandBack(ids []int64)          { c.handBack(ids) }
-func (c chainedIsolatingClaim) HandBack(ids []int64) { c.handBack(ids) }
+func (c chainedClaim) Release(ids []int64)          { c.release(ids) }
+func (c chainedIsolatingClaim) Release(ids []int64) { c.release(ids) }
 
 func (c isolatingClaim) FinishIsolating(ctx context.Context, sent []int64, failures []store.Failure, refused func(int64, error) store.Failure) error {
 	return c.finishIsolating(ctx, sent, failures, refused)

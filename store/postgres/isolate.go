@@ -72,32 +72,16 @@ func (c *txClaim) isolate(ctx context.Context, sent []int64, failures []store.Fa
 			fs = append(fs, f)
 		}
 	}
-	var markHalf func(ids []int64) error
-	markHalf = func(ids []int64) error {
-		err := c.underSavepoint(ctx, c.s.q.txSent, ids)
-		switch {
-		case err == nil:
-			return nil
-		case !errors.Is(err, store.ErrRefused):
-			return err
-		case len(ids) == 1:
-			fs = append(fs, refusedAs(ids[0], err))
-			return nil
-		}
-		if err := markHalf(ids[:len(ids)/2]); err != nil {
-			return err
-		}
-		return markHalf(ids[len(ids)/2:])
-	}
 	if len(toMark) > 0 {
-		if err := markHalf(toMark); err != nil {
+		mark := func(ids []int64) error { return c.underSavepoint(ctx, c.s.q.txSent, ids) }
+		if err := store.Isolate(toMark, mark, func(id int64, err error) { fs = append(fs, refusedAs(id, err)) }); err != nil {
 			return err
 		}
 	}
 	if len(fs) > 0 {
 		if err := c.underSavepoint(ctx, c.s.q.txFailed, failureArgs(fs)...); err != nil && !errors.Is(err, store.ErrRefused) {
 			return err
-		} // refused too: those rows are handed back unchanged
+		} // refused too: those rows are released unchanged
 	}
 	_, err = conn.Exec(ctx, "COMMIT")
 	return err

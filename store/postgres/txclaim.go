@@ -36,18 +36,18 @@ func (s *Store) ClaimTxChained(ctx context.Context, limit int) (store.ChainedCla
 	return c, nil
 }
 
-// HandBack implements store.ChainedClaim: the rows leave this store's held
+// Release implements store.ChainedClaim: the rows leave this store's held
 // list, so later claims see them as locked by another transaction
 // (queries/window.sql, busy), which ends their aggregate's run there.
-func (c *txClaim) HandBack(ids []int64) {
+func (c *txClaim) Release(ids []int64) {
 	h := &c.s.held
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if c.back == nil {
-		c.back = make(map[int64]bool, len(ids))
+	if c.released == nil {
+		c.released = make(map[int64]bool, len(ids))
 	}
 	for _, id := range ids {
-		c.back[id] = true
+		c.released[id] = true
 	}
 }
 
@@ -272,9 +272,9 @@ type txClaim struct {
 	// keepOnRefusal: Finish keeps the connection after a refused mark, for
 	// FinishIsolating.
 	keepOnRefusal bool
-	// back: rows handed back early (HandBack); guarded by the store's
+	// released: rows released early (Release); guarded by the store's
 	// heldRows.mu.
-	back map[int64]bool
+	released map[int64]bool
 }
 
 func (c *txClaim) Records() []store.Record { return c.recs }
@@ -384,7 +384,7 @@ func (h *heldRows) ids() []int64 {
 	out := []int64{}
 	for c := range h.claims {
 		for _, r := range c.recs {
-			if !c.back[r.ID] {
+			if !c.released[r.ID] {
 				out = append(out, r.ID)
 			}
 		}
