@@ -1,9 +1,9 @@
 package relay
 
-// maxRun bounds the events of one aggregate in one publish round with a
+// maxPipelinedRun bounds the events of one aggregate in one publish round with a
 // pipelining publisher: enough to hide the round trip, small enough that a
 // failure early in the run wastes little.
-const maxRun = 1000
+const maxPipelinedRun = 1000
 
 // runLen is how many events at the head of lane one round publishes: one,
 // or with a publisher that keeps per-key order in flight
@@ -14,7 +14,7 @@ func (r *Relay) runLen(lane []item) int {
 		return 1
 	}
 	n := 1
-	for n < len(lane) && n < maxRun && lane[n].msg.Topic == lane[0].msg.Topic {
+	for n < len(lane) && n < maxPipelinedRun && lane[n].msg.Topic == lane[0].msg.Topic {
 		n++
 	}
 	return n

@@ -82,7 +82,7 @@ func runCDC(ctx context.Context, g *globals, cfg relay.Config, cf cdcFlags, s *p
 	if err := s.CheckCDC(ctx); err != nil {
 		return err
 	}
-	r, err := startRelay(ctx, srv, func() (*cdc.Relay, error) {
+	r, err := startRelay(ctx, srv, func() (*cdc.Reader, error) {
 		lagWarn := cf.lagWarn
 		if lagWarn == 0 {
 			lagWarn = -1 // the library's "never"; its 0 is the default

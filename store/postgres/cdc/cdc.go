@@ -81,8 +81,10 @@ func ValidateSlot(slot string) error {
 	return nil
 }
 
-// Relay is a CDC relay. Create it with New and run it with Run.
-type Relay struct {
+// Reader is a CDC relay: it reads the outbox changes from a replication
+// slot and publishes them through a relay.Relay. Create it with New and run
+// it with Run.
+type Reader struct {
 	cfg Config
 	rel *relay.Relay
 	log *slog.Logger
@@ -99,10 +101,10 @@ type Relay struct {
 
 // Reading reports whether the relay reads its slot now (not a standby, not
 // between connections).
-func (r *Relay) Reading() bool { return r.reading.Load() }
+func (r *Reader) Reading() bool { return r.reading.Load() }
 
 // New validates cfg.
-func New(cfg Config) (*Relay, error) {
+func New(cfg Config) (*Reader, error) {
 	switch {
 	case cfg.Store == nil:
 		return nil, &txbox.ConfigError{Field: "Store", Reason: "required"}
@@ -138,7 +140,7 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Relay{cfg: cfg, rel: rel, log: cfg.Relay.Logger.With("slot", cfg.Slot)}
+	r := &Reader{cfg: cfg, rel: rel, log: cfg.Relay.Logger.With("slot", cfg.Slot)}
 	r.beat()
 	r.lag = newLagCollector(cfg.Store)
 	if cfg.Relay.Metrics != nil {
@@ -153,13 +155,13 @@ func New(cfg Config) (*Relay, error) {
 }
 
 // Relay returns the publishing relay, for its health and counters.
-func (r *Relay) Relay() *relay.Relay { return r.rel }
+func (r *Reader) Relay() *relay.Relay { return r.rel }
 
 // Run reads the slot and publishes until ctx ends; then it finishes the
 // step in flight, confirms it, and returns nil. A lost connection, a
 // failed step or a slot that another relay reads makes it wait
 // StandbyRetry and start again from the slot's confirmed position.
-func (r *Relay) Run(ctx context.Context) error {
+func (r *Reader) Run(ctx context.Context) error {
 	if err := r.cfg.Store.CheckCDC(ctx); err != nil {
 		return err
 	}

@@ -82,7 +82,7 @@ type running struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Run returned
 	err    error
-	r      *cdc.Relay
+	r      *cdc.Reader
 }
 
 func (r *running) stop(t *testing.T) {

@@ -68,7 +68,7 @@ func (c *lagCollector) sample(ctx context.Context) ([]postgres.SlotLag, error) {
 // watchLag samples the slots' lag every MetricsInterval (default 5 s) and
 // warns, at most once a minute per slot, while one holds more than
 // LagWarnBytes.
-func (r *Relay) watchLag(ctx context.Context) {
+func (r *Reader) watchLag(ctx context.Context) {
 	every := r.cfg.Relay.MetricsInterval
 	if every <= 0 {
 		every = 5 * time.Second

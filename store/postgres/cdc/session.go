@@ -61,7 +61,7 @@ func withReplication(conn string) (string, error) {
 // session is one replication connection: make sure the slot exists and
 // the rows older than it are delivered, then stream until ctx ends or
 // something fails.
-func (r *Relay) session(ctx context.Context) error {
+func (r *Reader) session(ctx context.Context) error {
 	cs, err := withReplication(r.cfg.ConnString)
 	if err != nil {
 		return err
@@ -97,7 +97,7 @@ func (r *Relay) session(ctx context.Context) error {
 // the table already holds delivered: rows committed before the slot
 // existed are not in its log. A row committed after may come both ways;
 // the copy carries the same event id.
-func (r *Relay) ensureSlot(ctx context.Context, conn *pgconn.PgConn) error {
+func (r *Reader) ensureSlot(ctx context.Context, conn *pgconn.PgConn) error {
 	s := r.cfg.Store
 	exists, err := s.SlotExists(ctx, r.cfg.Slot)
 	if err != nil {
@@ -129,7 +129,7 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgconn.PgConn) error {
 
 // backfill delivers the rows the table holds, one relay at a time, and
 // returns how far it went.
-func (r *Relay) backfill(ctx context.Context) (postgres.Backfill, error) {
+func (r *Reader) backfill(ctx context.Context) (postgres.Backfill, error) {
 	s := r.cfg.Store
 	unlock, err := s.LockBackfill(ctx, r.cfg.Slot)
 	if err != nil {
@@ -183,7 +183,7 @@ func (r *Relay) backfill(ctx context.Context) (postgres.Backfill, error) {
 // delivery goroutine; it reports the confirmed position every
 // StatusInterval, also while the delivery is behind, so the server does not
 // time the connection out.
-func (r *Relay) stream(ctx context.Context, conn *pgconn.PgConn) error {
+func (r *Reader) stream(ctx context.Context, conn *pgconn.PgConn) error {
 	q := newQueue(r.cfg.BatchSize)
 	var confirmed atomic.Uint64
 	// Delivery outlives ctx by at most shutdownGrace, to finish and confirm
@@ -363,7 +363,7 @@ func (r *Relay) stream(ctx context.Context, conn *pgconn.PgConn) error {
 // deliverLoop takes items in order, up to BatchSize events at a time, and
 // steps them; it returns when items is closed, stop is closed between two
 // steps, or a step fails.
-func (r *Relay) deliverLoop(ctx context.Context, stop <-chan struct{}, q *queue, confirmed *atomic.Uint64) error {
+func (r *Reader) deliverLoop(ctx context.Context, stop <-chan struct{}, q *queue, confirmed *atomic.Uint64) error {
 	for {
 		// A stop wins over waiting items: they stay in the slot.
 		select {
@@ -415,7 +415,7 @@ var registryEvery = time.Second
 
 // step publishes the events of items, records the outcome, and then
 // (confirmed non-nil) confirms the last item's position.
-func (r *Relay) step(ctx context.Context, items []item, confirmed *atomic.Uint64) error {
+func (r *Reader) step(ctx context.Context, items []item, confirmed *atomic.Uint64) error {
 	s := r.cfg.Store
 	var recs []store.Record
 	byID := map[int64]change{}
@@ -503,7 +503,7 @@ func (r *Relay) step(ctx context.Context, items []item, confirmed *atomic.Uint64
 // not see, committed late with a low id, is still there and is delivered.)
 // Past the backfill's end the log alone decides, so a reused id (TRUNCATE
 // ... RESTART IDENTITY) cannot hide a row.
-func (r *Relay) backfilledCopies(ctx context.Context, items []item, fromLog bool) (map[int64]bool, error) {
+func (r *Reader) backfilledCopies(ctx context.Context, items []item, fromLog bool) (map[int64]bool, error) {
 	b := r.backfilled
 	if !fromLog || b.MaxID == 0 {
 		return nil, nil
@@ -539,7 +539,7 @@ func (r *Relay) backfilledCopies(ctx context.Context, items []item, fromLog bool
 
 // record retries the bookkeeping a few times before giving up the session
 // (which then reads the same events again).
-func (r *Relay) record(ctx context.Context, d deliveredSet) error {
+func (r *Reader) record(ctx context.Context, d deliveredSet) error {
 	var err error
 	for attempt := range 5 {
 		if err = r.cfg.Store.RecordDelivered(ctx, d.Delivered); err == nil {
