@@ -4,51 +4,32 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/internal/sqladmin"
 )
 
-// Stats counts the hot table by status and the archive as SENT. Counting
-// the archive reads it; Cleanup is what keeps it small.
+// The operator's statements (queries/stats*.sql, list.sql, replay.sql,
+// purge.sql, cleanup.sql), on the store's pool.
+
+// Stats counts the hot table by status and the archive as SENT.
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
-	st := store.Stats{Counts: map[txbox.Status]int64{}}
-	rows, err := s.db.QueryContext(ctx, `SELECT status, COUNT(*) FROM `+s.q.table+` GROUP BY status
-		UNION ALL SELECT 'SENT', COUNT(*) FROM `+s.q.sent)
+	st, err := sqladmin.Stats(ctx, s.db, "mysql", s.q.stats)
 	if err != nil {
-		return st, fmt.Errorf("mysql: stats: %w", err)
-	}
-	for rows.Next() {
-		var status string
-		var n int64
-		if err := rows.Scan(&status, &n); err != nil {
-			rows.Close()
-			return st, fmt.Errorf("mysql: stats: %w", err)
-		}
-		if n > 0 {
-			st.Counts[txbox.Status(status)] += n
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return st, fmt.Errorf("mysql: stats: %w", err)
+		return st, err
 	}
 	var oldest utcTime
 	var ageUs sql.NullInt64
-	err = s.db.QueryRowContext(ctx, `SELECT MIN(created_at), TIMESTAMPDIFF(MICROSECOND, MIN(created_at), UTC_TIMESTAMP(6))
-		FROM `+s.q.table+` WHERE unsent = 1`).Scan(&oldest, &ageUs)
-	if err != nil {
+	if err := s.db.QueryRowContext(ctx, s.q.statsOldest).Scan(&oldest, &ageUs); err != nil {
 		return st, fmt.Errorf("mysql: stats: %w", err)
 	}
 	st.OldestPending = oldest.ptr()
 	if ageUs.Valid {
 		st.OldestAge = time.Duration(ageUs.Int64) * time.Microsecond
 	}
-	st.Dead = st.Counts[txbox.StatusDead]
 	return st, nil
 }
 
@@ -64,31 +45,22 @@ func statusIndexHint(f store.Filter) string {
 	return ` FORCE INDEX (status_idx)`
 }
 
-// List reads the hot table and, unless the filter asks for a status that
-// never is archived, the archive of SENT rows.
+// tables says which tables List and Count read for f: the hot table
+// unless f asks for SENT rows only, the archive unless f asks for a status
+// that is never archived.
+func tables(f store.Filter) (hot, archive bool) {
+	return f.Status != txbox.StatusSent, sqladmin.ReadsArchive(f)
+}
+
+// List reads the hot table and the archive of SENT rows (tables).
 func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error) {
 	where, args := filter(f)
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
 	}
-	lim := strconv.Itoa(limit)
-	order := sqlstore.OrderBy(f)
-	var parts []string
-	var all []any
-	if f.Status != txbox.StatusSent {
-		parts = append(parts, `(SELECT `+recordCols+` FROM `+s.q.table+statusIndexHint(f)+` WHERE `+where+` ORDER BY `+order+` LIMIT `+lim+`)`)
-		all = append(all, args...)
-	}
-	if f.Status == "" || f.Status == txbox.StatusSent {
-		parts = append(parts, `(SELECT `+recordCols+` FROM `+s.q.sent+` WHERE `+where+` ORDER BY `+order+` LIMIT `+lim+`)`)
-		all = append(all, args...)
-	}
-	q := strings.Join(parts, " UNION ALL ")
-	if len(parts) > 1 {
-		q += ` ORDER BY ` + order + ` LIMIT ` + lim
-	}
-	rows, err := s.db.QueryContext(ctx, q, all...)
+	hot, archive := tables(f)
+	rows, err := s.db.QueryContext(ctx, s.q.list(where, sqlstore.OrderBy(f), limit, statusIndexHint(f), hot, archive), sqladmin.Twice(args, hot && archive)...)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: list: %w", err)
 	}
@@ -101,8 +73,7 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error
 
 func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
 	where, args := filter(sqlstore.DeadOnly(f))
-	n, err := s.exec(ctx, `UPDATE `+s.q.table+` SET status = 'PENDING', retry_count = 0, next_retry_at = NULL,
-		locked_by = NULL, locked_until = NULL WHERE `+where, args...)
+	n, err := s.exec(ctx, s.q.filtered("replay.sql", where, true, false), args...)
 	if err != nil {
 		return 0, fmt.Errorf("mysql: replay: %w", err)
 	}
@@ -111,7 +82,7 @@ func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
 
 func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
 	where, args := filter(sqlstore.DeadOnly(f))
-	n, err := s.exec(ctx, `DELETE FROM `+s.q.table+` WHERE `+where, args...)
+	n, err := s.exec(ctx, s.q.filtered("purge.sql", where, true, false), args...)
 	if err != nil {
 		return 0, fmt.Errorf("mysql: purge: %w", err)
 	}
@@ -122,8 +93,7 @@ func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
 // oldest first, in one statement. The archive is not touched by claims, so
 // cleanup never contends with the relay.
 func (s *Store) CleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
-	n, err := s.exec(ctx, `DELETE FROM `+s.q.sent+` WHERE sent_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
-		ORDER BY sent_at, id LIMIT ?`, age.Microseconds(), limit)
+	n, err := s.exec(ctx, s.q.cleanup, age.Microseconds(), limit)
 	if err != nil {
 		return n, fmt.Errorf("mysql: cleanup: %w", err)
 	}

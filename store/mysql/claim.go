@@ -167,7 +167,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, req store.ClaimRequest) (
 		ids[i] = p.id
 	}
 	in, args := inList(ids, []any{req.LeaseFor.Microseconds()})
-	rows, err = tx.QueryContext(ctx, s.q.lock+in+`) ORDER BY t.id FOR UPDATE SKIP LOCKED`, args...)
+	rows, err = tx.QueryContext(ctx, s.q.withIDs("lock.sql", in), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -206,8 +206,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, req store.ClaimRequest) (
 		ids = append(ids, f.id)
 	}
 	in, args = inList(ids, []any{req.Lease, sqlTime(until.t)})
-	if _, err := tx.ExecContext(ctx, `UPDATE `+s.q.table+` SET status = 'PROCESSING', locked_by = ?, locked_until = ?
-		WHERE id IN (`+in+`)`, args...); err != nil {
+	if _, err := tx.ExecContext(ctx, s.q.withIDs("lease.sql", in), args...); err != nil {
 		return nil, err
 	}
 	out := make([]store.Record, len(final))

@@ -12,6 +12,7 @@ import (
 	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/internal/sqlinbox"
+	"github.com/txbox/txbox/store/internal/sqltemplate"
 )
 
 // The inbox transaction's SQL. Everything runs on the consumer's own
@@ -47,12 +48,16 @@ import (
 // MariaDB can be told to evaluate them simultaneously. Every upsert here is
 // written so both orders give the same row (see InboxFail).
 
-// inbox returns the inbox table's qualified name, validated: a Dialect may
-// be built by hand, and names are pasted into SQL.
-func (d Dialect) inbox() (string, error) {
-	t, err := sqlstore.Tables(d.Tables)
-	return t.Qualified(t.Inbox), err
-}
+// inboxSQL is the inbox statements of one Dialect's tables
+// (queries/inbox_*.sql, version_*.sql), or why its table names are
+// refused: a Dialect may be built by hand, and names are pasted into SQL.
+var inboxSQL = sqltemplate.Cache[store.Tables, inboxQueries]{Build: func(t store.Tables) (inboxQueries, error) {
+	t, err := sqlstore.Tables(t)
+	return newInboxQueries(t.Qualified(t.Inbox)), err
+}}
+
+// inbox returns the inbox statements for d's tables.
+func (d Dialect) inbox() (inboxQueries, error) { return inboxSQL.Get(d.Tables) }
 
 // field is a value bound for a VARCHAR column; key marks a primary key part.
 type field struct {
@@ -102,27 +107,20 @@ func checkEvent(consumer string, e txbox.Event) error {
 // the same event waits on that lock until the first transaction ends. The
 // locking read then says which case it was.
 func (d Dialect) InboxAcquire(ctx context.Context, tx store.Tx, consumer string, e txbox.Event) (store.InboxState, int, error) {
-	t, err := d.inbox()
+	q, err := d.inbox()
 	if err != nil {
 		return 0, 0, err
 	}
 	if err := checkEvent(consumer, e); err != nil {
 		return 0, 0, err
 	}
-	n, err := tx.Exec(ctx, `INSERT INTO `+t+` (event_id, consumer_name, event_type, status, received_at,
-			aggregate_type, aggregate_id, aggregate_version, occurred_at)
-		VALUES (?, ?, ?, 'PROCESSING', UTC_TIMESTAMP(6), ?, ?, ?, ?)
-		ON DUPLICATE KEY UPDATE status = IF(status IN ('RETRY', 'REPLAY'), 'PROCESSING', status)`,
-		e.ID, consumer, e.Type, e.AggregateType, e.AggregateID, e.AggregateVersion, nullTime(e.OccurredAt))
+	n, err := tx.Exec(ctx, q.inboxAcquire, e.ID, consumer, e.Type, e.AggregateType, e.AggregateID, e.AggregateVersion, nullTime(e.OccurredAt))
 	if err != nil {
 		return 0, 0, fmt.Errorf("mysql: inbox insert: %w", err)
 	}
-	// FOR UPDATE: a locking read sees the latest committed row (we hold its
-	// lock already), not the snapshot of a REPEATABLE READ transaction.
 	var status string
 	var attempts int
-	if err := tx.QueryRow(ctx, `SELECT status, retry_count FROM `+t+` WHERE event_id = ? AND consumer_name = ? FOR UPDATE`,
-		e.ID, consumer).Scan(&status, &attempts); err != nil {
+	if err := tx.QueryRow(ctx, q.inboxLookup, e.ID, consumer).Scan(&status, &attempts); err != nil {
 		return 0, 0, fmt.Errorf("mysql: inbox lookup: %w", err)
 	}
 	if state, ok := sqlinbox.Existing(status); ok {
@@ -144,33 +142,22 @@ func (d Dialect) InboxAcquire(ctx context.Context, tx store.Tx, consumer string,
 
 // InboxDone implements store.InboxDialect.
 func (d Dialect) InboxDone(ctx context.Context, tx store.Tx, consumer, eventID string, status txbox.Status, note string) error {
-	t, err := d.inbox()
+	q, err := d.inbox()
 	if err != nil {
 		return err
 	}
-	n := sqlinbox.Note(errorText(note))
-	_, err = tx.Exec(ctx, `UPDATE `+t+` SET status = ?, processed_at = UTC_TIMESTAMP(6), error_message = COALESCE(?, error_message),
-		payload = NULL, headers = NULL WHERE event_id = ? AND consumer_name = ?`, string(status), n, eventID, consumer)
+	_, err = tx.Exec(ctx, q.inboxDone, string(status), sqlinbox.Note(errorText(note)), eventID, consumer)
 	if err != nil {
 		return fmt.Errorf("mysql: inbox done: %w", err)
 	}
 	return nil
 }
 
-// done is true for a row InboxFail must leave alone.
-const done = `status IN ('PROCESSED', 'SKIPPED')`
-
-// InboxFail implements store.InboxDialect with one upsert and a locking read.
-//
-// ON DUPLICATE KEY UPDATE has no WHERE, so every assignment carries the
-// guard "unless PROCESSED or SKIPPED" itself. Order-proof: status is
-// assigned first, from the old retry_count + 1 (retry_count is assigned
-// after it, so it is the old value under either evaluation order); every
-// later guard reads status, which is new under left-to-right evaluation,
-// but the new status is PROCESSED/SKIPPED exactly when the old one was
-// (again is RETRY or REPLAY, checked here), so the guards agree.
+// InboxFail implements store.InboxDialect with one upsert
+// (queries/inbox_fail.sql, which says why it gives the same row under
+// either evaluation order) and a locking read.
 func (d Dialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e txbox.Event, errMsg string, maxAttempts int, again txbox.Status) (int, bool, error) {
-	t, err := d.inbox()
+	q, err := d.inbox()
 	if err != nil {
 		return 0, false, err
 	}
@@ -181,15 +168,7 @@ func (d Dialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e 
 		return 0, false, err
 	}
 	msg, occurred, headers, payload := errorText(errMsg), nullTime(e.OccurredAt), sqlstore.EncodeHeaders(e.Headers), string(e.Payload)
-	keep := func(col string) string { return col + ` = IF(` + done + `, ` + col + `, ?)` }
-	_, err = tx.Exec(ctx, `INSERT INTO `+t+` (event_id, consumer_name, event_type, status, received_at, retry_count, error_message,
-			aggregate_type, aggregate_id, aggregate_version, occurred_at, headers, payload)
-		VALUES (?, ?, ?, IF(1 >= ?, 'DEAD', ?), UTC_TIMESTAMP(6), 1, ?, ?, ?, ?, ?, ?, ?)
-		ON DUPLICATE KEY UPDATE
-			status = IF(`+done+`, status, IF(retry_count + 1 >= ?, 'DEAD', ?)),
-			retry_count = IF(`+done+`, retry_count, retry_count + 1),
-			`+keep("error_message")+`, `+keep("aggregate_type")+`, `+keep("aggregate_id")+`,
-			`+keep("aggregate_version")+`, `+keep("occurred_at")+`, `+keep("headers")+`, `+keep("payload"),
+	_, err = tx.Exec(ctx, q.inboxFail,
 		e.ID, consumer, e.Type, maxAttempts, string(again), msg, e.AggregateType, e.AggregateID, e.AggregateVersion, occurred, headers, payload,
 		maxAttempts, string(again),
 		msg, e.AggregateType, e.AggregateID, e.AggregateVersion, occurred, headers, payload)
@@ -198,8 +177,7 @@ func (d Dialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e 
 	}
 	var status string
 	var attempts int
-	if err := tx.QueryRow(ctx, `SELECT status, retry_count FROM `+t+` WHERE event_id = ? AND consumer_name = ? FOR UPDATE`,
-		e.ID, consumer).Scan(&status, &attempts); err != nil {
+	if err := tx.QueryRow(ctx, q.inboxLookup, e.ID, consumer).Scan(&status, &attempts); err != nil {
 		return 0, false, fmt.Errorf("mysql: inbox fail: %w", err)
 	}
 	switch txbox.Status(status) {
@@ -213,32 +191,25 @@ func (d Dialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e 
 // the UPDATE that follows always raises it, in the same transaction.
 const unapplied = math.MinInt64
 
-// InboxVersion implements store.InboxDialect. The check-and-set is an UPDATE
-// whose WHERE is the check, so its count means "raised" with or without
-// clientFoundRows (found and changed rows are the same rows). The upsert
-// before it makes sure the row exists and is locked, without a
-// duplicate-key error and without a gap lock a concurrent first version of
-// the same aggregate could deadlock on.
+// InboxVersion implements store.InboxDialect: an upsert makes sure the
+// aggregate's row exists and is locked (queries/version_guard.sql), then a
+// check-and-set UPDATE raises it (version_raise.sql); the files say why
+// each is written so.
 func (d Dialect) InboxVersion(ctx context.Context, tx store.Tx, consumer, aggType, aggID string, version int64) (int64, bool, error) {
-	t, err := d.inbox()
+	q, err := d.inbox()
 	if err != nil {
 		return 0, false, err
 	}
-	t += "_versions"
 	if err := checkFields(field{"consumer name", consumer, 128, true}); err != nil {
 		return 0, false, err
 	}
 	if err := checkFields(field{"aggregate type", aggType, 64, true}, field{"aggregate id", aggID, 128, true}); err != nil {
 		return 0, false, fmt.Errorf("%w: %w", txbox.ErrInvalidEvent, err)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO `+t+` (consumer_name, aggregate_type, aggregate_id, version, updated_at)
-		VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = version`,
-		consumer, aggType, aggID, int64(unapplied)); err != nil {
+	if _, err := tx.Exec(ctx, q.versionGuard, consumer, aggType, aggID, int64(unapplied)); err != nil {
 		return 0, false, fmt.Errorf("mysql: version guard: %w", err)
 	}
-	n, err := tx.Exec(ctx, `UPDATE `+t+` SET version = ?, updated_at = UTC_TIMESTAMP(6)
-		WHERE consumer_name = ? AND aggregate_type = ? AND aggregate_id = ? AND version < ?`,
-		version, consumer, aggType, aggID, version)
+	n, err := tx.Exec(ctx, q.versionRaise, version, consumer, aggType, aggID, version)
 	if err != nil {
 		return 0, false, fmt.Errorf("mysql: version guard: %w", err)
 	}
@@ -246,8 +217,7 @@ func (d Dialect) InboxVersion(ctx context.Context, tx store.Tx, consumer, aggTyp
 		return version, true, nil
 	}
 	var last int64
-	if err := tx.QueryRow(ctx, `SELECT version FROM `+t+` WHERE consumer_name = ? AND aggregate_type = ? AND aggregate_id = ? FOR UPDATE`,
-		consumer, aggType, aggID).Scan(&last); err != nil {
+	if err := tx.QueryRow(ctx, q.versionRead, consumer, aggType, aggID).Scan(&last); err != nil {
 		return 0, false, fmt.Errorf("mysql: version guard: %w", err)
 	}
 	return last, false, nil
@@ -280,16 +250,7 @@ func inboxFilter(f store.InboxFilter) (string, []any) {
 // InboxList implements store.InboxAdmin.
 func (s *Store) InboxList(ctx context.Context, f store.InboxFilter) ([]store.InboxRow, error) {
 	where, args := inboxFilter(f)
-	rows, err := s.db.QueryContext(ctx, sqlinbox.ListQuery(s.inboxTable(), where, f), args...)
-	if err != nil {
-		return nil, fmt.Errorf("mysql: inbox list: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlinbox.ScanList[utcTime](rows)
-	if err != nil {
-		return nil, fmt.Errorf("mysql: inbox list: %w", err)
-	}
-	return out, nil
+	return sqlinbox.List[utcTime](ctx, s.db, "mysql", s.inboxTable(), where, args, f)
 }
 
 // InboxReplay implements store.InboxAdmin: DEAD rows only, and never a
@@ -297,7 +258,7 @@ func (s *Store) InboxList(ctx context.Context, f store.InboxFilter) ([]store.Inb
 func (s *Store) InboxReplay(ctx context.Context, f store.InboxFilter) (int64, error) {
 	f.Status = txbox.StatusDead
 	where, args := inboxFilter(f)
-	q, args := sqlinbox.Replay(s.inboxTable(), where, args)
+	q, args := sqlinbox.Replay(s.inboxTable(), where, sqlstore.QuestionMark, args)
 	n, err := s.exec(ctx, q, args...)
 	if err != nil {
 		return 0, fmt.Errorf("mysql: inbox replay: %w", err)
@@ -311,8 +272,7 @@ func (s *Store) InboxReplay(ctx context.Context, f store.InboxFilter) (int64, er
 func (s *Store) InboxCleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
 	var total int64
 	for _, status := range []txbox.Status{txbox.StatusProcessed, txbox.StatusSkipped} {
-		n, err := s.exec(ctx, `DELETE FROM `+s.inboxTable()+` WHERE status = ? AND received_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
-			ORDER BY received_at LIMIT ?`, string(status), age.Microseconds(), limit-int(total))
+		n, err := s.exec(ctx, s.q.inboxCleanup, string(status), age.Microseconds(), limit-int(total))
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("mysql: inbox cleanup: %w", err)
@@ -326,16 +286,7 @@ func (s *Store) InboxCleanupBatch(ctx context.Context, age time.Duration, limit 
 
 // InboxCounts implements store.InboxAdmin.
 func (s *Store) InboxCounts(ctx context.Context) (map[string]map[txbox.Status]int64, error) {
-	rows, err := s.db.QueryContext(ctx, sqlinbox.CountsQuery(s.inboxTable()))
-	if err != nil {
-		return nil, fmt.Errorf("mysql: inbox counts: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlinbox.ScanCounts(rows)
-	if err != nil {
-		return nil, fmt.Errorf("mysql: inbox counts: %w", err)
-	}
-	return out, nil
+	return sqlinbox.Counts(ctx, s.db, "mysql", s.inboxTable())
 }
 
 var (

@@ -230,7 +230,8 @@ func TestQueryPlans(t *testing.T) {
 	s := openTest(t, Options{})
 	ctx := context.Background()
 	runQ, runArgs := s.q.runQuery([]head{{id: 1, aggType: "Order", aggID: "a"}, {id: 2, aggType: "Order", aggID: "b"}}, 64)
-	replayWhere, replayArgs := inboxFilter(store.InboxFilter{Consumer: "c", Status: txbox.StatusReplay})
+	replays := store.InboxFilter{Consumer: "c", Status: txbox.StatusReplay, Limit: 64}
+	replayWhere, replayArgs := inboxFilter(replays)
 	for _, q := range []struct {
 		name string
 		sql  string
@@ -240,12 +241,10 @@ func TestQueryPlans(t *testing.T) {
 		{"heads", s.q.heads, []any{10}, []string{"unsent_idx", "aggregate_unsent_idx"}},
 		{"between", s.q.between, []any{1, 100}, []string{"unsent_idx"}},
 		{"runs", runQ, runArgs, []string{"aggregate_unsent_idx"}},
-		{"lock", s.q.lock + "1, 2) ORDER BY t.id FOR UPDATE SKIP LOCKED", []any{1000}, []string{"PRIMARY"}},
-		{"inbox replays", `SELECT ` + sqlinbox.Cols + ` FROM ` + s.inboxTable() + ` WHERE ` + replayWhere +
-			` ORDER BY received_at, event_id, consumer_name LIMIT 64`, replayArgs, nil}, // monitor_idx or cleanup_idx: both range on status
-		{"inbox cleanup", `DELETE FROM ` + s.inboxTable() + ` WHERE status = ? AND received_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
-			ORDER BY received_at LIMIT ?`, []any{"PROCESSED", 1000, 10}, []string{"cleanup_idx"}},
-		{"inbox counts", `SELECT consumer_name, status, COUNT(*) FROM ` + s.inboxTable() + ` GROUP BY consumer_name, status`, nil, []string{"monitor_idx"}},
+		{"lock", s.q.withIDs("lock.sql", "1, 2"), []any{1000}, []string{"PRIMARY"}},
+		{"inbox replays", sqlinbox.ListQuery(s.inboxTable(), replayWhere, replays), replayArgs, nil}, // monitor_idx or cleanup_idx: both range on status
+		{"inbox cleanup", s.q.inboxCleanup, []any{"PROCESSED", 1000, 10}, []string{"cleanup_idx"}},
+		{"inbox counts", sqlinbox.CountsQuery(s.inboxTable()), nil, []string{"monitor_idx"}},
 	} {
 		rows, err := s.db.QueryContext(ctx, "EXPLAIN "+q.sql, q.args...)
 		if err != nil {

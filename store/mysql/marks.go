@@ -11,7 +11,9 @@ import (
 	"github.com/txbox/txbox/store"
 )
 
-const fence = ` AND locked_by = ? AND status = 'PROCESSING'`
+// The relay's marks (queries/mark_*.sql, release.sql). Every one is fenced:
+// it touches only the rows the lease still holds (locked_by = lease AND
+// status = PROCESSING).
 
 // MarkSent moves the rows this lease holds into the archive (or deletes
 // them with DeleteSent), in one transaction.
@@ -22,7 +24,7 @@ func (s *Store) MarkSent(ctx context.Context, lease string, ids []int64) (int64,
 	ids = sortedUnique(ids)
 	if s.opts.DeleteSent {
 		in, args := inList(ids, nil)
-		n, err := s.exec(ctx, `DELETE FROM `+s.q.table+` WHERE id IN (`+in+`)`+fence, append(args, lease)...)
+		n, err := s.exec(ctx, s.q.withIDs("mark_sent_delete.sql", in), append(args, lease)...)
 		if err != nil {
 			return 0, fmt.Errorf("mysql: mark sent: %w", refused(err))
 		}
@@ -32,7 +34,7 @@ func (s *Store) MarkSent(ctx context.Context, lease string, ids []int64) (int64,
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		// Lock and fence first: only the rows still held by this lease move.
 		in, args := inList(ids, nil)
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM `+s.q.table+` WHERE id IN (`+in+`)`+fence+` ORDER BY id FOR UPDATE`, append(args, lease)...)
+		rows, err := tx.QueryContext(ctx, s.q.withIDs("mark_sent_lock.sql", in), append(args, lease)...)
 		if err != nil {
 			return err
 		}
@@ -54,14 +56,10 @@ func (s *Store) MarkSent(ctx context.Context, lease string, ids []int64) (int64,
 			return nil
 		}
 		in, args = inList(held, nil)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO `+s.q.sent+` (`+recordCols+`)
-			SELECT id, event_id, aggregate_type, aggregate_id, aggregate_version, event_type,
-				payload, headers, 'SENT', retry_count, NULL, NULL, NULL,
-				occurred_at, created_at, UTC_TIMESTAMP(6), last_error
-			FROM `+s.q.table+` WHERE id IN (`+in+`)`, args...); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q.withIDs("mark_sent_archive.sql", in), args...); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM `+s.q.table+` WHERE id IN (`+in+`)`, args...)
+		_, err = tx.ExecContext(ctx, s.q.withIDs("mark_sent_remove.sql", in), args...)
 		return err
 	})
 	if err != nil {
@@ -86,13 +84,9 @@ func (s *Store) MarkFailed(ctx context.Context, lease string, fs []store.Failure
 			var err error
 			msg := sqlstore.Truncate(f.Error, 2000)
 			if f.Dead {
-				res, err = tx.ExecContext(ctx, `UPDATE `+s.q.table+` SET status = 'DEAD', retry_count = retry_count + ?,
-					next_retry_at = NULL, last_error = ?, locked_by = NULL, locked_until = NULL
-					WHERE id = ?`+fence, f.Spends(), msg, f.ID, lease)
+				res, err = tx.ExecContext(ctx, s.q.markDead, f.Spends(), msg, f.ID, lease)
 			} else {
-				res, err = tx.ExecContext(ctx, `UPDATE `+s.q.table+` SET status = 'RETRY', retry_count = retry_count + ?,
-					next_retry_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, last_error = ?, locked_by = NULL, locked_until = NULL
-					WHERE id = ?`+fence, f.Spends(), max(f.Delay, 0).Microseconds(), msg, f.ID, lease)
+				res, err = tx.ExecContext(ctx, s.q.markRetry, f.Spends(), max(f.Delay, 0).Microseconds(), msg, f.ID, lease)
 			}
 			if err != nil {
 				return err
@@ -116,10 +110,7 @@ func (s *Store) Release(ctx context.Context, lease string, ids []int64) (int64, 
 		return 0, nil
 	}
 	in, args := inList(sortedUnique(ids), nil)
-	n, err := s.exec(ctx, `UPDATE `+s.q.table+` SET status = CASE WHEN retry_count > 0 THEN 'RETRY' ELSE 'PENDING' END,
-		next_retry_at = CASE WHEN retry_count > 0 THEN UTC_TIMESTAMP(6) ELSE NULL END,
-		locked_by = NULL, locked_until = NULL
-		WHERE id IN (`+in+`)`+fence, append(args, lease)...)
+	n, err := s.exec(ctx, s.q.withIDs("release.sql", in), append(args, lease)...)
 	if err != nil {
 		return 0, fmt.Errorf("mysql: release: %w", err)
 	}

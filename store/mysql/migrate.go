@@ -85,7 +85,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	sum := sha256.Sum256([]byte(versions))
 	lock := "txbox-migrate-" + hex.EncodeToString(sum[:16]) // GET_LOCK names: at most 64 characters
 	var got sql.NullInt64
-	if err := c.QueryRowContext(ctx, `SELECT GET_LOCK(?, ?)`, lock, int(MigrateLockTimeout/time.Second)).Scan(&got); err != nil {
+	if err := c.QueryRowContext(ctx, s.q.migrateLock, lock, int(MigrateLockTimeout/time.Second)).Scan(&got); err != nil {
 		return fmt.Errorf("mysql: migrate: lock: %w", err)
 	}
 	if !got.Valid || got.Int64 != 1 {
@@ -93,23 +93,20 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	defer func() {
 		var released sql.NullInt64
-		_ = c.QueryRowContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(?)`, lock).Scan(&released)
+		_ = c.QueryRowContext(context.WithoutCancel(ctx), s.q.migrateUnlock, lock).Scan(&released)
 	}()
 
 	if s.tables.Schema != "" {
-		if _, err := c.ExecContext(ctx, `CREATE DATABASE IF NOT EXISTS `+s.tables.Schema); err != nil {
+		if _, err := c.ExecContext(ctx, s.q.createDatabase); err != nil {
 			return fmt.Errorf("mysql: migrate: database: %w", err)
 		}
 	}
-	if _, err := c.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+versions+` (
-		version INT NOT NULL PRIMARY KEY, name VARCHAR(255) NOT NULL,
-		applied_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))
-	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`); err != nil {
+	if _, err := c.ExecContext(ctx, s.q.migrationsTable); err != nil {
 		return fmt.Errorf("mysql: migrate: versions table: %w", err)
 	}
 	for _, m := range ms {
 		var n int
-		if err := c.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+versions+` WHERE version = ?`, m.Version).Scan(&n); err != nil {
+		if err := c.QueryRowContext(ctx, s.q.migrationApplied, m.Version).Scan(&n); err != nil {
 			return fmt.Errorf("mysql: migrate: %w", err)
 		}
 		if n > 0 {
@@ -120,7 +117,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 				return fmt.Errorf("mysql: migrate: %s: %w", m.Name, err)
 			}
 		}
-		if _, err := c.ExecContext(ctx, `INSERT INTO `+versions+` (version, name) VALUES (?, ?)`, m.Version, m.Name); err != nil {
+		if _, err := c.ExecContext(ctx, s.q.migrationRecord, m.Version, m.Name); err != nil {
 			return fmt.Errorf("mysql: migrate: %w", err)
 		}
 		s.log.Info("migration applied", "version", m.Version, "name", m.Name)
@@ -132,9 +129,7 @@ func (s *Store) migrateStatement(ctx context.Context, c *sql.Conn, stmt string) 
 	if m := createIndexRE.FindStringSubmatch(stmt); m != nil {
 		index, schema, table := m[1], m[2], m[3]
 		var n int
-		err := c.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.STATISTICS
-			WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ? AND INDEX_NAME = ?`,
-			schema, table, index).Scan(&n)
+		err := c.QueryRowContext(ctx, s.q.indexExists, schema, table, index).Scan(&n)
 		if err != nil {
 			return err
 		}

@@ -62,10 +62,11 @@
 // characters, so that <outbox>_migrations and <inbox>_status_chk fit
 // MySQL's 64.
 //
-// Every SQL statement of this dialect is in this package: opening in
-// open.go, the claim in queries/ and claim.go, the marks in marks.go, the operator's
-// statements in admin.go, the inbox in inbox.go, the schema in sql/, the
-// per-transaction statements in dialect.go.
+// Every SQL statement of this dialect is a file of queries/, printed for
+// review by TestSQLGolden: the claim's (claim.go), the marks' (marks.go),
+// the operator's (admin.go, count.go, backlog.go), the inbox's (inbox.go),
+// the migrations' (migrate.go); the schema is in sql/. The outbox INSERT is
+// sqlstore's (dialect.go).
 package mysql
 
 import (

@@ -139,7 +139,7 @@ func New(db *sql.DB, opts Options) (*Store, error) {
 		opts.Logger = slog.Default()
 	}
 	s := &Store{db: db, tables: t, opts: opts, log: opts.Logger}
-	s.q = newQueries(t.Qualified(t.Outbox), t.Qualified(t.Outbox+"_sent"))
+	s.q = newQueries(sqlArgs{Table: t.Qualified(t.Outbox), Sent: t.Qualified(t.Outbox + "_sent"), Inbox: t.Qualified(t.Inbox), Schema: t.Schema})
 	return s, nil
 }
 

@@ -3,15 +3,18 @@ package mysql
 import (
 	"embed"
 	"fmt"
+	"strconv"
 	"text/template"
 
 	"github.com/txbox/txbox/store/internal/sqltemplate"
 )
 
-// The claim's statements live in queries/*.sql, one file per statement. The
-// files are templates (store/internal/sqltemplate): {{.Table}} is the
-// outbox's qualified name, and {{deliverable "e"}} the deliverable predicate
-// for the row alias e. TestSQLGolden prints every rendered statement into
+// Every statement of this store lives in queries/*.sql, one file per
+// statement. The files are templates (store/internal/sqltemplate): the
+// fields of sqlArgs fill in the table names and the parts that vary per
+// call ({{.Table}}, {{.IDs}}, {{.Where}}), {{deliverable "e"}} the
+// deliverable predicate for the row alias e, and {{cols}} the columns of
+// both tables. TestSQLGolden prints every rendered statement into
 // testdata/sql_*.golden.
 
 //go:embed queries/*.sql
@@ -19,17 +22,15 @@ var queryFiles embed.FS
 
 var queryTemplates = sqltemplate.Must(queryFiles, "queries/*.sql", template.FuncMap{
 	"deliverable": func(alias string) string { return fmt.Sprintf(deliverable, alias) },
-	"cols":        func(alias string) string { return prefixed(alias, recordCols) },
+	"cols":        cols,
 })
 
-// queries holds this dialect's claim SQL, rendered once per table name.
-type queries struct {
-	table   string // hot table: unsent and DEAD rows
-	sent    string // archive of delivered rows
-	heads   string
-	between string
-	run     string // one head's run; runQuery joins one per head
-	lock    string // prefix; the id list is appended per claim
+// cols is recordCols, each prefixed with the row alias if one is given.
+func cols(alias ...string) string {
+	if len(alias) == 0 {
+		return recordCols
+	}
+	return prefixed(alias[0], recordCols)
 }
 
 // deliverable is true for a row a claimer may take now. It is NULL for a
@@ -39,15 +40,123 @@ const deliverable = `(%[1]s.status = 'PENDING'
 	OR (%[1]s.status = 'RETRY' AND %[1]s.next_retry_at <= UTC_TIMESTAMP(6))
 	OR (%[1]s.status = 'PROCESSING' AND %[1]s.locked_until <= UTC_TIMESTAMP(6)))`
 
-func newQueries(table, sent string) queries {
-	args := struct{ Table string }{table}
-	r := queryTemplates.Render
+// sqlArgs are the named fragments of the statement templates.
+type sqlArgs struct {
+	Table  string // hot table: unsent and DEAD rows
+	Sent   string // archive of delivered rows
+	Inbox  string
+	Schema string
+	// Per call: the placeholders of an id list ("?, ?"), a filter's WHERE
+	// clause (without the keyword), List's order, limit and index hint,
+	// and which tables List and Count read.
+	IDs, Where, Order, Limit, Hint string
+	Hot, Archive                   bool
+}
+
+// queries holds this dialect's SQL, rendered once per table name; the
+// statements that take an id list or a filter are rendered per call.
+type queries struct {
+	args    sqlArgs // the table names, for the statements rendered per call
+	table   string
+	sent    string
+	heads   string
+	between string
+	run     string // one head's run; runQuery joins one per head
+	// Per row of MarkFailed.
+	markDead  string
+	markRetry string
+	// The operator's, the metrics' and the migrations'.
+	stats             string
+	statsOldest       string
+	backlog           string
+	backlogOldest     string
+	cleanup           string
+	countCleanup      string
+	inboxCleanup      string
+	countInboxCleanup string
+	migrateLock       string
+	migrateUnlock     string
+	createDatabase    string
+	migrationsTable   string
+	migrationApplied  string
+	migrationRecord   string
+	indexExists       string
+}
+
+func newQueries(t sqlArgs) queries {
+	r := func(file string) string { return queryTemplates.Render(file, t) }
 	return queries{
-		table:   table,
-		sent:    sent,
-		heads:   r("heads.sql", args),
-		between: r("between.sql", args),
-		run:     r("run.sql", args),
-		lock:    r("lock.sql", args),
+		args:              t,
+		table:             t.Table,
+		sent:              t.Sent,
+		heads:             r("heads.sql"),
+		between:           r("between.sql"),
+		run:               r("run.sql"),
+		markDead:          r("mark_dead.sql"),
+		markRetry:         r("mark_retry.sql"),
+		stats:             r("stats.sql"),
+		statsOldest:       r("stats_oldest.sql"),
+		backlog:           r("backlog.sql"),
+		backlogOldest:     r("backlog_oldest.sql"),
+		cleanup:           r("cleanup.sql"),
+		countCleanup:      r("count_cleanup.sql"),
+		inboxCleanup:      r("inbox_cleanup.sql"),
+		countInboxCleanup: r("count_inbox_cleanup.sql"),
+		migrateLock:       r("migrate_lock.sql"),
+		migrateUnlock:     r("migrate_unlock.sql"),
+		createDatabase:    r("create_database.sql"),
+		migrationsTable:   r("migrations_table.sql"),
+		migrationApplied:  r("migration_applied.sql"),
+		migrationRecord:   r("migration_record.sql"),
+		indexExists:       r("index_exists.sql"),
+	}
+}
+
+// withIDs is the statement of file for an id list, ids its placeholders
+// (inList).
+func (q queries) withIDs(file, ids string) string {
+	a := q.args
+	a.IDs = ids
+	return queryTemplates.Render(file, a)
+}
+
+// filtered is the statement of file (count, replay, purge) for the rows
+// where selects in the tables hot and archive say.
+func (q queries) filtered(file, where string, hot, archive bool) string {
+	a := q.args
+	a.Where, a.Hot, a.Archive = where, hot, archive
+	return queryTemplates.Render(file, a)
+}
+
+// list is List's statement: filtered, in order, at most limit per table
+// and in all, with the hot table's index hint.
+func (q queries) list(where, order string, limit int, hint string, hot, archive bool) string {
+	a := q.args
+	a.Where, a.Order, a.Limit, a.Hint, a.Hot, a.Archive = where, order, strconv.Itoa(limit), hint, hot, archive
+	return queryTemplates.Render("list.sql", a)
+}
+
+// inboxQueries are the Dialect's inbox statements for one inbox table.
+type inboxQueries struct {
+	inboxAcquire string
+	inboxLookup  string
+	inboxDone    string
+	inboxFail    string
+	versionGuard string
+	versionRaise string
+	versionRead  string
+}
+
+func newInboxQueries(inbox string) inboxQueries {
+	a := sqlArgs{Inbox: inbox}
+	r := queryTemplates.Render
+	return inboxQueries{
+		inboxAcquire: r("inbox_acquire.sql", a),
+		inboxLookup:  r("inbox_lookup.sql", a),
+		inboxDone:    r("inbox_done.sql", a),
+		inboxFail:    r("inbox_fail.sql", a),
+		versionGuard: r("version_guard.sql", a),
+		versionRaise: r("version_raise.sql", a),
+		versionRead:  r("version_read.sql", a),
 	}
 }

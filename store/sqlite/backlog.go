@@ -9,21 +9,12 @@ import (
 	"github.com/txbox/txbox/store"
 )
 
-// backlogQuery repeats the partial indexes' predicates verbatim (unsent_idx,
-// dead_idx) so the planner answers from them: SQLite keeps delivered rows in
-// the table as SENT, and the sample must not read them.
-const backlogQuery = `SELECT
-	(SELECT count(*) FROM %[1]s WHERE status = 'PENDING' AND ` + unsentTerm + `),
-	(SELECT count(*) FROM %[1]s WHERE status = 'RETRY' AND ` + unsentTerm + `),
-	(SELECT count(*) FROM %[1]s WHERE status = 'PROCESSING' AND ` + unsentTerm + `),
-	(SELECT min(created_at) FROM %[1]s WHERE ` + unsentTerm + `),
-	(SELECT count(*) FROM %[1]s WHERE status = 'DEAD')`
-
-// Backlog implements store.BacklogSampler.
+// Backlog implements store.BacklogSampler with one statement
+// (queries/backlog.sql) that reads only the partial indexes.
 func (s *Store) Backlog(ctx context.Context) (store.Backlog, error) {
 	var b store.Backlog
 	var oldest sql.NullInt64
-	err := s.db.QueryRowContext(ctx, fmt.Sprintf(backlogQuery, s.q.table)).Scan(&b.Pending, &b.Retry, &b.Processing, &oldest, &b.Dead)
+	err := s.db.QueryRowContext(ctx, s.q.backlog).Scan(&b.Pending, &b.Retry, &b.Processing, &oldest, &b.Dead)
 	if err != nil {
 		return b, fmt.Errorf("sqlite: backlog: %w", err)
 	}

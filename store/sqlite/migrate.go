@@ -29,7 +29,7 @@ func (s *Store) migrations() ([]sqlstore.Migration, error) {
 }
 
 // Migrate applies the embedded migrations that are not yet recorded, all in
-// one BEGIN IMMEDIATE transaction: a second process migrating at the same
+// one BEGIN IMMEDIATE transaction (queries/migration*.sql): a second process migrating at the same
 // time waits for the write lock and then finds every version recorded.
 // SQLite's DDL is transactional, so a failed migration leaves nothing behind.
 func (s *Store) Migrate(ctx context.Context) error {
@@ -37,16 +37,13 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	versions := s.tables.Outbox + "_migrations"
 	err = s.immediate(ctx, func(c *sql.Conn) error {
-		if _, err := c.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+versions+` (
-			version INTEGER PRIMARY KEY, name TEXT NOT NULL,
-			applied_at INTEGER NOT NULL DEFAULT (`+nowMicros+`))`); err != nil {
+		if _, err := c.ExecContext(ctx, s.q.migrationsTable); err != nil {
 			return fmt.Errorf("versions table: %w", err)
 		}
 		for _, m := range ms {
 			var n int
-			if err := c.QueryRowContext(ctx, `SELECT count(*) FROM `+versions+` WHERE version = ?`, m.Version).Scan(&n); err != nil {
+			if err := c.QueryRowContext(ctx, s.q.migrationApplied, m.Version).Scan(&n); err != nil {
 				return err
 			}
 			if n > 0 {
@@ -55,7 +52,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			if _, err := c.ExecContext(ctx, m.SQL); err != nil {
 				return fmt.Errorf("%s: %w", m.Name, err)
 			}
-			if _, err := c.ExecContext(ctx, `INSERT INTO `+versions+` (version, name) VALUES (?, ?)`, m.Version, m.Name); err != nil {
+			if _, err := c.ExecContext(ctx, s.q.migrationRecord, m.Version, m.Name); err != nil {
 				return err
 			}
 			s.log.Info("migration applied", "version", m.Version, "name", m.Name)

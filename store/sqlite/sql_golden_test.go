@@ -1,34 +1,31 @@
 package sqlite
 
 import (
-	"fmt"
 	"testing"
 
-	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store/internal/sqlgolden"
 )
 
-// TestSQLGolden prints the SQLite store's probe, claim and marks, with and
-// without DeleteSent and for custom table names, into testdata/sql_*.golden;
-// -update rewrites them.
+// TestSQLGolden prints every statement of the SQLite store, with and
+// without DeleteSent and for custom table names, into testdata/sql_*.golden:
+// those rendered once (queries, inboxQueries) and, with sqlgolden's
+// filters, those rendered per call. -update rewrites them.
 func TestSQLGolden(t *testing.T) {
-	sqlgolden.Run(t, map[string]Options{
-		"sql_default":       {},
-		"sql_delete_sent":   {DeleteSent: true},
-		"sql_custom_tables": {Tables: store.Tables{Outbox: "orders_out", Inbox: "orders_in"}},
-	}, func(o Options) ([]sqlgolden.Statement, error) {
-		s, err := New(nil, o)
+	sqlgolden.Run(t, sqlgolden.Cases(""), func(c sqlgolden.Case) ([]sqlgolden.Statement, error) {
+		s, err := New(nil, Options{Tables: c.Tables, DeleteSent: c.DeleteSent})
 		if err != nil {
 			return nil, err
 		}
 		q := s.q
-		return []sqlgolden.Statement{
-			{Name: "probe", SQL: q.probe},
-			{Name: "claim", SQL: q.claim},
-			{Name: "markSent", SQL: q.markSent},
-			{Name: "markFailed", SQL: q.markFailed},
-			{Name: "release", SQL: q.release},
-			{Name: "backlog", SQL: fmt.Sprintf(backlogQuery, q.table)},
-		}, nil
+		where, _ := filter(sqlgolden.Filter)
+		stmts := append(sqlgolden.Fields(q, "table"), sqlgolden.Fields(newInboxQueries(s.inboxTable()))...)
+		stmts = append(stmts, sqlgolden.Inbox(s.inboxTable(), sqlstore.QuestionMark)...)
+		return append(stmts, []sqlgolden.Statement{
+			{Name: "list (filtered)", SQL: q.list(where, "id", sqlgolden.Filter.Limit)},
+			{Name: "count (filtered)", SQL: q.filtered("count.sql", where)},
+			{Name: "replay (filtered)", SQL: q.filtered("replay.sql", where)},
+			{Name: "purge (filtered)", SQL: q.filtered("purge.sql", where)},
+		}...), nil
 	})
 }

@@ -54,15 +54,15 @@
 // ":memory:" databases are refused: every pooled connection would open its own
 // empty database. Use a file (t.TempDir() in tests).
 //
-// Every SQL statement of this dialect is in this package: the claim in
-// queries/ and claim.go, the schema in sql/, the rest here and in dialect.go.
+// Every SQL statement of this dialect is a file of queries/, printed for
+// review by TestSQLGolden; the schema is in sql/. The outbox INSERT is
+// sqlstore's (dialect.go).
 package sqlite
 
 import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -183,7 +183,7 @@ func New(db *sql.DB, opts Options) (*Store, error) {
 	}
 	opts = opts.WithDefaults()
 	s := &Store{db: db, tables: t, opts: opts, log: opts.Logger}
-	s.q = newQueries(t.Outbox, opts.DeleteSent)
+	s.q = newQueries(t.Outbox, t.Inbox, opts.DeleteSent)
 	return s, nil
 }
 
@@ -272,142 +272,6 @@ func (s *Store) exec(ctx context.Context, what, q string, args ...any) (int64, e
 		return 0, fmt.Errorf("sqlite: %s: %w", what, err)
 	}
 	return n, nil
-}
-
-func (s *Store) MarkSent(ctx context.Context, lease string, ids []int64) (int64, error) {
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	var n int64
-	var err error
-	if s.q.deleteSent {
-		n, err = s.exec(ctx, "mark sent", s.q.markSent, idsJSON(ids), lease)
-	} else {
-		n, err = s.exec(ctx, "mark sent", s.q.markSent, idsJSON(ids), lease, micros(s.now()))
-	}
-	return n, refused(err)
-}
-
-type failureJSON struct {
-	ID    int64  `json:"id"`
-	Dead  int    `json:"dead"`
-	Delay int64  `json:"delay"` // microseconds
-	Err   string `json:"err"`
-	Spend int32  `json:"spend"` // attempts spent: 0 for an outage
-}
-
-func (s *Store) MarkFailed(ctx context.Context, lease string, fs []store.Failure) (int64, error) {
-	if len(fs) == 0 {
-		return 0, nil
-	}
-	var b strings.Builder
-	b.WriteByte('[')
-	for i, f := range fs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		dead := 0
-		if f.Dead {
-			dead = 1
-		}
-		if err := appendJSON(&b, failureJSON{ID: f.ID, Dead: dead, Delay: max(f.Delay, 0).Microseconds(), Err: sqlstore.Truncate(f.Error, 2000), Spend: f.Spends()}); err != nil {
-			return 0, err
-		}
-	}
-	b.WriteByte(']')
-	return s.exec(ctx, "mark failed", s.q.markFailed, b.String(), lease, micros(s.now()))
-}
-
-func appendJSON(b *strings.Builder, v any) error {
-	j, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	b.Write(j)
-	return nil
-}
-
-func (s *Store) Release(ctx context.Context, lease string, ids []int64) (int64, error) {
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	return s.exec(ctx, "release", s.q.release, idsJSON(ids), lease, micros(s.now()))
-}
-
-func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
-	st := store.Stats{Counts: map[txbox.Status]int64{}}
-	rows, err := s.db.QueryContext(ctx, `SELECT status, count(*) FROM `+s.q.table+` GROUP BY status`)
-	if err != nil {
-		return st, fmt.Errorf("sqlite: stats: %w", err)
-	}
-	for rows.Next() {
-		var status string
-		var n int64
-		if err := rows.Scan(&status, &n); err != nil {
-			rows.Close()
-			return st, fmt.Errorf("sqlite: stats: %w", err)
-		}
-		st.Counts[txbox.Status(status)] = n
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return st, fmt.Errorf("sqlite: stats: %w", err)
-	}
-	var oldest sql.NullInt64
-	err = s.db.QueryRowContext(ctx, `SELECT min(created_at) FROM `+s.q.table+` WHERE `+unsentTerm).Scan(&oldest)
-	if err != nil {
-		return st, fmt.Errorf("sqlite: stats: %w", err)
-	}
-	if oldest.Valid {
-		t := fromMicros(oldest.Int64)
-		st.OldestPending = &t
-		st.OldestAge = s.now().Sub(t)
-	}
-	st.Dead = st.Counts[txbox.StatusDead]
-	return st, nil
-}
-
-func microsArg(t time.Time) any { return micros(t) }
-
-// filter builds the WHERE clause for f; timestamps become microseconds.
-func filter(f store.Filter) (string, []any) {
-	where, args := sqlstore.FilterSQL(f, sqlstore.QuestionMark, 1)
-	return where, sqlstore.TimesAs(args, microsArg)
-}
-
-func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error) {
-	where, args := filter(f)
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+cols+` FROM `+s.q.table+` WHERE `+where+` ORDER BY `+sqlstore.OrderBy(f)+` LIMIT `+strconv.Itoa(limit), args...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list: %w", err)
-	}
-	recs, err := collect(rows)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list: %w", err)
-	}
-	return recs, nil
-}
-
-func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
-	where, args := filter(sqlstore.DeadOnly(f))
-	return s.exec(ctx, "replay", `UPDATE `+s.q.table+` SET status = 'PENDING', retry_count = 0, next_retry_at = NULL,
-		locked_by = NULL, locked_until = NULL WHERE `+where, args...)
-}
-
-func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
-	where, args := filter(sqlstore.DeadOnly(f))
-	return s.exec(ctx, "purge", `DELETE FROM `+s.q.table+` WHERE `+where, args...)
-}
-
-// CleanupBatch deletes at most limit SENT rows in one short write
-// transaction, so the relay's claims get the write lock between batches.
-func (s *Store) CleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
-	return s.exec(ctx, "cleanup", `DELETE FROM `+s.q.table+` WHERE id IN (
-		SELECT id FROM `+s.q.table+` WHERE status = 'SENT' AND sent_at < ? LIMIT ?)`, micros(s.now().Add(-age)), limit)
 }
 
 // immediate runs fn in a BEGIN IMMEDIATE transaction on a connection of its

@@ -1,0 +1,21 @@
+package sqladmin
+
+import (
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/store"
+)
+
+// ReadsArchive reports whether List and Count read a store's archive of
+// delivered rows for f: unless f asks for a status that is never archived.
+func ReadsArchive(f store.Filter) bool {
+	return f.Status == "" || f.Status == txbox.StatusSent
+}
+
+// Twice is args, twice over when both is set: the arguments of a filter
+// that a statement applies to two tables, one after the other.
+func Twice(args []any, both bool) []any {
+	if !both {
+		return args
+	}
+	return append(args[:len(args):len(args)], args...)
+}

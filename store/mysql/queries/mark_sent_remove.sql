@@ -1,0 +1,4 @@
+{{/*
+markSentRemove: the archived rows (.IDs) leave the hot table.
+*/ -}}
+DELETE FROM {{.Table}} WHERE id IN ({{.IDs}})

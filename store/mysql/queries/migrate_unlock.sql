@@ -1,0 +1,4 @@
+{{/*
+migrateUnlock: the named lock ?1 is released.
+*/ -}}
+SELECT RELEASE_LOCK(?)

@@ -1,0 +1,73 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/txbox/txbox/internal/sqlstore"
+	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/internal/sqladmin"
+)
+
+// The operator's statements (queries/stats.sql, list.sql, replay.sql,
+// purge.sql, cleanup.sql), on the store's pool.
+
+func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	st, err := sqladmin.Stats(ctx, s.db, "sqlite", s.q.stats)
+	if err != nil {
+		return st, err
+	}
+	var oldest sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, s.q.statsOldest).Scan(&oldest); err != nil {
+		return st, fmt.Errorf("sqlite: stats: %w", err)
+	}
+	if oldest.Valid {
+		t := fromMicros(oldest.Int64)
+		st.OldestPending = &t
+		st.OldestAge = s.now().Sub(t)
+	}
+	return st, nil
+}
+
+func microsArg(t time.Time) any { return micros(t) }
+
+// filter builds the WHERE clause for f; timestamps become microseconds.
+func filter(f store.Filter) (string, []any) {
+	where, args := sqlstore.FilterSQL(f, sqlstore.QuestionMark, 1)
+	return where, sqlstore.TimesAs(args, microsArg)
+}
+
+func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error) {
+	where, args := filter(f)
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.db.QueryContext(ctx, s.q.list(where, sqlstore.OrderBy(f), limit), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list: %w", err)
+	}
+	recs, err := collect(rows)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list: %w", err)
+	}
+	return recs, nil
+}
+
+func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
+	where, args := filter(sqlstore.DeadOnly(f))
+	return s.exec(ctx, "replay", s.q.filtered("replay.sql", where), args...)
+}
+
+func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
+	where, args := filter(sqlstore.DeadOnly(f))
+	return s.exec(ctx, "purge", s.q.filtered("purge.sql", where), args...)
+}
+
+// CleanupBatch deletes at most limit SENT rows in one short write
+// transaction, so the relay's claims get the write lock between batches.
+func (s *Store) CleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
+	return s.exec(ctx, "cleanup", s.q.cleanup, micros(s.now().Add(-age)), limit)
+}
