@@ -30,6 +30,11 @@ func (e refusedError) Unwrap() []error { return []error{e.err, ErrRefused} }
 // row that can be marked is, and records each refused row with the failure
 // refused gives it (RETRY or DEAD, counted as an attempt). The normal path
 // costs what Finish costs.
+//
+// Not stable, do not implement: this is the relay's interface to the
+// PostgreSQL store, and it changes with the claim protocol
+// (docs/design.md); the contract stores outside this module implement is
+// Store (and Outbox).
 type IsolatingClaim interface {
 	Claim
 	FinishIsolating(ctx context.Context, sent []int64, failures []Failure, refused func(id int64, err error) Failure) error

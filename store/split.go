@@ -15,6 +15,11 @@ import "context"
 // claim. The split only chooses which rows each claim looks at; the claim
 // contract (order, one holder per row) holds whatever each member believes
 // about the others. leave ends the membership; each Split needs one leave.
+//
+// Not stable, do not implement: this is the relay's interface to the
+// PostgreSQL store, and it changes with the claim protocol
+// (docs/design.md); the contract stores outside this module implement is
+// Store (and Outbox).
 type Splitter interface {
 	Split(ctx context.Context) (leave func(), err error)
 }

@@ -12,6 +12,11 @@ import "context"
 // The claim's rules are Claim's: the lowest deliverable ids, never a row of
 // an aggregate whose earlier row is unsent and not taken by this claim
 // (locked by another open claim, leased, or waiting in RETRY).
+//
+// Not stable, do not implement: this is the relay's interface to the
+// PostgreSQL store, and it changes with the claim protocol
+// (docs/design.md); the contract stores outside this module implement is
+// Store (and Outbox).
 type TxClaimer interface {
 	ClaimTx(ctx context.Context, limit int) (Claim, error)
 }
@@ -34,12 +39,22 @@ type TxClaimer interface {
 // claim that did not send its own) says so at once with Release, before it
 // ends: later chained claims then stop at those rows instead of taking the
 // rows behind them, which would have to be released as well.
+//
+// Not stable, do not implement: this is the relay's interface to the
+// PostgreSQL store, and it changes with the claim protocol
+// (docs/design.md); the contract stores outside this module implement is
+// Store (and Outbox).
 type ChainClaimer interface {
 	TxClaimer
 	ClaimTxChained(ctx context.Context, limit int) (ChainedClaim, error)
 }
 
 // ChainedClaim is a claim of ClaimTxChained.
+//
+// Not stable, do not implement: this is the relay's interface to the
+// PostgreSQL store, and it changes with the claim protocol
+// (docs/design.md); the contract stores outside this module implement is
+// Store (and Outbox).
 type ChainedClaim interface {
 	Claim
 	// Release marks records of this claim that will not count as sent:
@@ -50,6 +65,11 @@ type ChainedClaim interface {
 
 // Claim is an open transaction holding the row locks of its records. Exactly
 // one of Finish and Abort ends it; a claim with no records is already ended.
+//
+// Not stable, do not implement: this is the relay's interface to the
+// PostgreSQL store, and it changes with the claim protocol
+// (docs/design.md); the contract stores outside this module implement is
+// Store (and Outbox).
 type Claim interface {
 	Records() []Record
 	// Finish records the outcome and commits: sent rows leave the unsent set
