@@ -91,8 +91,8 @@ const (
 	DefaultMaxPayload     = 16 << 20
 	DefaultMaxChannels    = 8
 	DefaultConnectTimeout = 5 * time.Second
-	DefaultHeartbeat      = 10 * time.Second
-	DefaultPrefetch       = 128
+	DefaultKeepAlive      = 10 * time.Second
+	DefaultMaxAckPending  = 128
 )
 
 // link is one AMQP connection and the socket under it. Closing the socket
@@ -124,8 +124,9 @@ type dialConfig struct {
 	url       string
 	name      string
 	timeout   time.Duration
-	heartbeat time.Duration
+	keepAlive time.Duration
 	tls       *tls.Config
+	edit      func(*amqp.Config) // the caller's ClientOptions
 	logger    *slog.Logger
 }
 
@@ -148,23 +149,26 @@ func dial(ctx context.Context, c dialConfig) (*link, error) {
 	var mu sync.Mutex
 	var raw net.Conn
 	cfg := amqp.Config{
-		Heartbeat:       c.heartbeat,
+		Heartbeat:       c.keepAlive,
 		TLSClientConfig: c.tls,
 		Properties:      amqp.Table{"connection_name": c.name, "product": "txbox"},
-		Dial: func(network, addr string) (net.Conn, error) {
-			d := net.Dialer{Timeout: timeout}
-			conn, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			// Bounds the TLS and AMQP handshakes; the library clears it
-			// once the connection is open.
-			_ = conn.SetDeadline(time.Now().Add(timeout))
-			mu.Lock()
-			raw = conn
-			mu.Unlock()
-			return conn, nil
-		},
+	}
+	if c.edit != nil {
+		c.edit(&cfg)
+	}
+	cfg.Dial = func(network, addr string) (net.Conn, error) {
+		d := net.Dialer{Timeout: timeout}
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		// Bounds the TLS and AMQP handshakes; the library clears it once
+		// the connection is open.
+		_ = conn.SetDeadline(time.Now().Add(timeout))
+		mu.Lock()
+		raw = conn
+		mu.Unlock()
+		return conn, nil
 	}
 	// A canceled ctx ends the handshake at once.
 	stop := context.AfterFunc(ctx, func() {
@@ -273,12 +277,4 @@ func declareErr(field, what string, err error) error {
 		return err
 	}
 	return txbox.Unavailable(fmt.Errorf("rabbitmq: %s: %w", what, err))
-}
-
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }

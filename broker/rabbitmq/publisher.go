@@ -14,6 +14,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/defaults"
 	"github.com/txbox/txbox/internal/redact"
 )
 
@@ -23,10 +24,10 @@ type Options struct {
 	// Exchange messages are published to, with routing key = topic.
 	// Default "txbox".
 	Exchange string
-	// Declare declares Exchange at Open (durable, of ExchangeType), which
-	// succeeds when it exists with the same type. Without it, Open only
-	// checks that the exchange exists.
-	Declare bool
+	// CreateExchange declares Exchange at Open (durable, of ExchangeType),
+	// which succeeds when it exists with the same type. Without it, Open
+	// only checks that the exchange exists.
+	CreateExchange bool
 	// ExchangeType of a declared exchange. Default "topic".
 	ExchangeType string
 	// MaxPayload is the largest body published, in bytes; a larger one
@@ -38,29 +39,39 @@ type Options struct {
 	MaxChannels int
 	// ConnectTimeout bounds dialling and the AMQP handshake. Default 5s.
 	ConnectTimeout time.Duration
-	// Heartbeat is the AMQP heartbeat interval, which detects a dead peer.
+	// KeepAlive is the AMQP heartbeat interval, which detects a dead peer.
 	// Default 10s.
-	Heartbeat time.Duration
+	KeepAlive time.Duration
 	// Name is the connection name the management UI shows. Default
 	// "txbox-publisher".
 	Name string
-	// TLS configures amqps:// connections. Default: from the URL.
-	TLS *tls.Config
+	// TLSConfig configures amqps:// connections. Default: from the URL.
+	TLSConfig *tls.Config
 	// Logger gets connection events. Default slog.Default().
 	Logger *slog.Logger
+	// ClientOptions, when set, edits the amqp091-go configuration txbox
+	// made (heartbeat, TLS, connection name) before each dial: SASL
+	// mechanisms, vhost, channel and frame limits, more client properties.
+	// Its Dial is txbox's again afterwards: it bounds the handshake by the
+	// caller's context and lets a stuck write be aborted.
+	ClientOptions func(*amqp.Config)
 }
 
+// withDefaults fills the fields left zero.
 func (o *Options) withDefaults() {
-	o.Exchange = orDefault(o.Exchange, DefaultExchange)
-	o.ExchangeType = orDefault(o.ExchangeType, DefaultExchangeType)
-	o.MaxPayload = orDefault(o.MaxPayload, DefaultMaxPayload)
-	o.MaxChannels = orDefault(o.MaxChannels, DefaultMaxChannels)
-	o.ConnectTimeout = orDefault(o.ConnectTimeout, DefaultConnectTimeout)
-	o.Heartbeat = orDefault(o.Heartbeat, DefaultHeartbeat)
-	o.Name = orDefault(o.Name, "txbox-publisher")
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Exchange = defaults.Or(o.Exchange, DefaultExchange)
+	o.ExchangeType = defaults.Or(o.ExchangeType, DefaultExchangeType)
+	o.MaxPayload = defaults.Or(o.MaxPayload, DefaultMaxPayload)
+	o.MaxChannels = defaults.Or(o.MaxChannels, DefaultMaxChannels)
+	o.ConnectTimeout = defaults.Or(o.ConnectTimeout, DefaultConnectTimeout)
+	o.KeepAlive = defaults.Or(o.KeepAlive, DefaultKeepAlive)
+	o.Name = defaults.Or(o.Name, "txbox-publisher")
+	o.Logger = defaults.Or(o.Logger, slog.Default())
+}
+
+// dialConfig is what dial needs of the options.
+func (o *Options) dialConfig(url string) dialConfig {
+	return dialConfig{url: url, name: o.Name, timeout: o.ConnectTimeout, keepAlive: o.KeepAlive, tls: o.TLSConfig, edit: o.ClientOptions, logger: o.Logger}
 }
 
 // Publisher publishes to one exchange through one connection, dialled
@@ -118,7 +129,7 @@ func (pc *pubChannel) cause() error {
 
 // Open connects to url (amqp:// or amqps://, which may carry
 // user:password; it is never logged or returned in clear) and checks, or
-// with Declare declares, the exchange. An unreachable server is reported
+// with CreateExchange declares, the exchange. An unreachable server is reported
 // with txbox.ErrBrokerUnavailable, a bad URL, refused credentials or a
 // missing exchange with a *txbox.ConfigError.
 func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
@@ -131,7 +142,7 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 	}
 	ex := opts.Exchange
 	err = rpc(ctx, pc.link, "declare exchange "+ex, func() error {
-		if opts.Declare {
+		if opts.CreateExchange {
 			return pc.ch.ExchangeDeclare(ex, opts.ExchangeType, true, false, false, false, nil)
 		}
 		return pc.ch.ExchangeDeclarePassive(ex, opts.ExchangeType, true, false, false, false, nil)
@@ -144,7 +155,7 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 		}
 		return nil, declareErr("AMQP exchange", fmt.Sprintf("declare exchange %q (%s)", ex, opts.ExchangeType), err)
 	}
-	if opts.Declare {
+	if opts.CreateExchange {
 		p.log.Info("rabbitmq: declared exchange", "exchange", ex, "type", opts.ExchangeType)
 	}
 	p.release(pc)
@@ -217,7 +228,7 @@ func (p *Publisher) connection(ctx context.Context) (*link, error) {
 	if l != nil && !l.closed() {
 		return l, nil
 	}
-	l, err := dial(ctx, dialConfig{url: p.url, name: p.opts.Name, timeout: p.opts.ConnectTimeout, heartbeat: p.opts.Heartbeat, tls: p.opts.TLS, logger: p.log})
+	l, err := dial(ctx, p.opts.dialConfig(p.url))
 	if err != nil {
 		return nil, err
 	}

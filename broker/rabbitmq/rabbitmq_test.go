@@ -142,7 +142,7 @@ func TestConformance(t *testing.T) {
 	run := unique("bt")
 	exchange := "txbox." + run
 	adm.exchange(t, exchange)
-	opts := rabbitmqbroker.Options{Exchange: exchange, Declare: true, MaxPayload: 1 << 20, Logger: quiet}
+	opts := rabbitmqbroker.Options{Exchange: exchange, CreateExchange: true, MaxPayload: 1 << 20, Logger: quiet}
 	var n atomic.Int64
 	const ackWait = time.Second
 	brokertest.Run(t, brokertest.Harness{
@@ -431,6 +431,31 @@ func TestOpenErrors(t *testing.T) {
 	}
 	if err != nil && strings.Contains(err.Error(), "s3cr3t-wrong") {
 		t.Errorf("error shows the password: %v", err)
+	}
+}
+
+// TestClientOptions: the caller's amqp091-go settings apply after txbox's,
+// on both sides: a vhost that does not exist is refused as configuration.
+func TestClientOptions(t *testing.T) {
+	rawURL := testenv.URL(t, "TXBOX_TEST_AMQP")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var edited atomic.Int32
+	vhost := func(c *amqp.Config) {
+		if c.Heartbeat != rabbitmqbroker.DefaultKeepAlive {
+			t.Errorf("ClientOptions saw heartbeat %v, want txbox's %v", c.Heartbeat, rabbitmqbroker.DefaultKeepAlive)
+		}
+		edited.Add(1)
+		c.Vhost = unique("novhost")
+	}
+	if _, err := rabbitmqbroker.Open(ctx, rawURL, rabbitmqbroker.Options{ClientOptions: vhost, Logger: quiet}); !errors.Is(err, txbox.ErrConfig) || !strings.Contains(err.Error(), "novhost") {
+		t.Errorf("publisher on a missing vhost: %v, want a config error naming it", err)
+	}
+	if _, err := rabbitmqbroker.OpenSubscriber(ctx, rawURL, rabbitmqbroker.SubscriberOptions{Queue: unique("q"), ClientOptions: vhost, Logger: quiet}); !errors.Is(err, txbox.ErrConfig) || !strings.Contains(err.Error(), "novhost") {
+		t.Errorf("subscriber on a missing vhost: %v, want a config error naming it", err)
+	}
+	if n := edited.Load(); n != 2 {
+		t.Errorf("ClientOptions called %d times, want 2", n)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
 // SubscriberOptions configure a consumer of one durable queue.
@@ -29,8 +30,8 @@ type SubscriberOptions struct {
 	Queue string
 	// Exchange the queue is bound to. Default "txbox".
 	Exchange string
-	// DeclareExchange declares Exchange (durable, of ExchangeType) first.
-	DeclareExchange bool
+	// CreateExchange declares Exchange (durable, of ExchangeType) first.
+	CreateExchange bool
 	// ExchangeType of a declared exchange. Default "topic".
 	ExchangeType string
 	// BindingKeys bind the queue to Exchange ("outbox.Order.*",
@@ -47,19 +48,45 @@ type SubscriberOptions struct {
 	// over without breaking per-key order. Only applies when the queue is
 	// created.
 	SingleActiveConsumer bool
-	// Prefetch caps unacknowledged deliveries on the channel. Default 128.
-	Prefetch int
+	// MaxAckPending caps unacknowledged deliveries on the channel (the
+	// AMQP prefetch count). Default 128.
+	MaxAckPending int
 	// AckWait, when > 0, requeues a delivery that is neither acked nor
 	// Nak'd within it, as a JetStream ack wait would. RabbitMQ itself only
 	// requeues when the channel closes. Default 0 (off).
 	AckWait time.Duration
-	// ConnectTimeout, Heartbeat, TLS and Logger are as in Options. Name is
-	// the connection name; default "txbox-subscriber".
+	// ConnectTimeout, KeepAlive, TLSConfig, Logger and ClientOptions are
+	// as in Options. Name is the connection name; default
+	// "txbox-subscriber".
 	ConnectTimeout time.Duration
-	Heartbeat      time.Duration
+	KeepAlive      time.Duration
 	Name           string
-	TLS            *tls.Config
+	TLSConfig      *tls.Config
 	Logger         *slog.Logger
+	ClientOptions  func(*amqp.Config)
+}
+
+// withDefaults fills the fields left zero and checks the others.
+func (o *SubscriberOptions) withDefaults() error {
+	if o.Queue == "" {
+		return &txbox.ConfigError{Field: "AMQP queue", Reason: "empty"}
+	}
+	if len(o.Queue) > 200 {
+		return &txbox.ConfigError{Field: "AMQP queue", Reason: fmt.Sprintf("queue name of %d bytes leaves no room for its retry queues (at most 200)", len(o.Queue))}
+	}
+	o.Exchange = defaults.Or(o.Exchange, DefaultExchange)
+	o.ExchangeType = defaults.Or(o.ExchangeType, DefaultExchangeType)
+	o.MaxAckPending = defaults.Or(o.MaxAckPending, DefaultMaxAckPending)
+	o.ConnectTimeout = defaults.Or(o.ConnectTimeout, DefaultConnectTimeout)
+	o.KeepAlive = defaults.Or(o.KeepAlive, DefaultKeepAlive)
+	o.Name = defaults.Or(o.Name, "txbox-subscriber")
+	o.Logger = defaults.Or(o.Logger, slog.Default())
+	return nil
+}
+
+// dialConfig is what dial needs of the options.
+func (o *SubscriberOptions) dialConfig(url string) dialConfig {
+	return dialConfig{url: url, name: o.Name, timeout: o.ConnectTimeout, keepAlive: o.KeepAlive, tls: o.TLSConfig, edit: o.ClientOptions, logger: o.Logger}
 }
 
 // Subscriber consumes one durable queue. A lost connection fails the
@@ -95,20 +122,8 @@ type session struct {
 // with Passive checks the queue) and starts consuming. Errors are as for
 // Open; a queue that exists with other arguments is a *txbox.ConfigError.
 func OpenSubscriber(ctx context.Context, url string, opts SubscriberOptions) (*Subscriber, error) {
-	if opts.Queue == "" {
-		return nil, &txbox.ConfigError{Field: "AMQP queue", Reason: "empty"}
-	}
-	if len(opts.Queue) > 200 {
-		return nil, &txbox.ConfigError{Field: "AMQP queue", Reason: fmt.Sprintf("queue name of %d bytes leaves no room for its retry queues (at most 200)", len(opts.Queue))}
-	}
-	opts.Exchange = orDefault(opts.Exchange, DefaultExchange)
-	opts.ExchangeType = orDefault(opts.ExchangeType, DefaultExchangeType)
-	opts.Prefetch = orDefault(opts.Prefetch, DefaultPrefetch)
-	opts.ConnectTimeout = orDefault(opts.ConnectTimeout, DefaultConnectTimeout)
-	opts.Heartbeat = orDefault(opts.Heartbeat, DefaultHeartbeat)
-	opts.Name = orDefault(opts.Name, "txbox-subscriber")
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+	if err := opts.withDefaults(); err != nil {
+		return nil, err
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -139,7 +154,7 @@ func (s *Subscriber) session(ctx context.Context) (*session, error) {
 	if cur != nil {
 		go func() { _ = cur.link.conn.Close() }()
 	}
-	l, err := dial(ctx, dialConfig{url: s.url, name: s.opts.Name, timeout: s.opts.ConnectTimeout, heartbeat: s.opts.Heartbeat, tls: s.opts.TLS, logger: s.log})
+	l, err := dial(ctx, s.opts.dialConfig(s.url))
 	if err != nil {
 		return nil, err
 	}
@@ -154,10 +169,10 @@ func (s *Subscriber) session(ctx context.Context) (*session, error) {
 		if err := ch.Confirm(false); err != nil {
 			return err
 		}
-		if err := ch.Qos(o.Prefetch, 0, false); err != nil {
+		if err := ch.Qos(o.MaxAckPending, 0, false); err != nil {
 			return err
 		}
-		if o.DeclareExchange {
+		if o.CreateExchange {
 			if err := ch.ExchangeDeclare(o.Exchange, o.ExchangeType, true, false, false, false, nil); err != nil {
 				return fmt.Errorf("declare exchange %q: %w", o.Exchange, err)
 			}
