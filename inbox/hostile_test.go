@@ -19,6 +19,7 @@ import (
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/inbox"
 	"github.com/txbox/txbox/internal/storeenv"
+	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/storetest"
 )
@@ -215,10 +216,7 @@ func runHostileMessages(t *testing.T, h harness) {
 		good = append(good, next)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = c.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	testenv.Go(t, c.Run)
 
 	waitFor(t, 20*time.Second, "every good event processed and every hostile one parked", func() bool {
 		return c.Stats().Processed == int64(len(good)) && c.Stats().Undecodable == int64(len(want))

@@ -90,10 +90,8 @@ func (e *env) relay() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = r.Run(ctx); close(done) }()
-	e.t.Cleanup(func() { cancel(); <-done; _ = p.Close() })
+	e.t.Cleanup(func() { _ = p.Close() })
+	testenv.Go(e.t, r.Run)
 }
 
 func (e *env) subscriber(durable string, ackWait time.Duration) broker.Subscriber {
@@ -133,12 +131,7 @@ func (e *env) stoppableConsumer(cfg inbox.Config, h func(context.Context, pgx.Tx
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = c.Run(ctx); close(done) }()
-	stop := func() { cancel(); <-done }
-	e.t.Cleanup(stop)
-	return c, stop
+	return c, testenv.Go(e.t, c.Run)
 }
 
 // effects returns event id -> times applied.

@@ -46,10 +46,8 @@ func TestConsumerMetricsAndLogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = c.Run(rctx); close(done) }()
-	defer func() { stop(); <-done }()
+	stop := testenv.Go(t, c.Run)
+	defer stop()
 	count := func(name string) float64 {
 		mfs, err := reg.Gather()
 		if err != nil {

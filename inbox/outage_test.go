@@ -76,10 +76,7 @@ func (w *outageWorld) start(txBatch int, h func(ctx context.Context, tx *sql.Tx,
 		w.t.Fatal(err)
 	}
 	w.c = c
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = c.Run(ctx); close(done) }()
-	w.t.Cleanup(func() { cancel(); <-done })
+	testenv.Go(w.t, c.Run)
 }
 
 func (w *outageWorld) apply(ctx context.Context, tx *sql.Tx, ev txbox.Event) error {

@@ -282,10 +282,8 @@ func TestRelayMetricsAcceptance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = c.Run(cctx); close(done) }()
-	defer func() { stop(); <-done }()
+	stop := testenv.Go(t, c.Run)
+	defer stop()
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
 	var consumerScrape scrape

@@ -74,10 +74,7 @@ func inProcessCDC(t *testing.T, s store.Store, url string, d *Destination, cfg r
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = r.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	testenv.Go(t, r.Run)
 	return r.Relay()
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/inbox"
+	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
 )
@@ -87,10 +88,8 @@ func InboxDuplicateDeliveries(t *testing.T, st Store, br Broker) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = c.Run(cctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	stop := testenv.Go(t, c.Run)
+	defer stop()
 	deadline := time.Now().Add(20 * time.Second)
 	for c.Stats().Processed+c.Stats().Duplicates < 5 {
 		if time.Now().After(deadline) {

@@ -184,10 +184,7 @@ func inProcessAt(t *testing.T, st Store, s store.Store, url string, d *Destinati
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = r.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	testenv.Go(t, r.Run)
 	return r
 }
 
