@@ -3,18 +3,16 @@ package brokerenv
 import (
 	"context"
 	"regexp"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	kafkabroker "github.com/txbox/txbox/broker/kafka"
 	"github.com/txbox/txbox/broker/kafka/kafkatest"
 	"github.com/txbox/txbox/internal/scenario"
+	"github.com/txbox/txbox/internal/testenv"
 )
 
 // Kafka runs each scenario on an in-process Kafka cluster of its own
@@ -29,7 +27,7 @@ const kafkaPartitions = 4
 func (Kafka) Setup(t *testing.T) *scenario.Destination {
 	t.Helper()
 	kc := kafkatest.Start(t)
-	prefix := "t" + strings.ReplaceAll(txbox.NewID()[24:], "-", "")
+	prefix := newPrefix()
 	topics := "^" + regexp.QuoteMeta(prefix) + `\..*`
 	inTest := regexp.MustCompile(topics)
 	log := startLog(t, kc.Addr(), topics)
@@ -41,7 +39,7 @@ func (Kafka) Setup(t *testing.T) *scenario.Destination {
 	// that per-aggregate order can be checked across topics too.
 	stored := func() []scenario.Seen {
 		remaining := map[string]int{}
-		logged := log.records()
+		logged := log.all()
 		for _, s := range logged {
 			remaining[s.EventID]++
 		}
@@ -71,12 +69,9 @@ func (Kafka) Setup(t *testing.T) *scenario.Destination {
 		Args:  []string{"--kafka-create-topics", "--kafka-partitions", "4"},
 		Topic: prefix + ".{aggregate_type}.{event_type}",
 		Publisher: func(t *testing.T) broker.Publisher {
-			p, err := kafkabroker.Open(context.Background(), kc.URL(), kafkabroker.Options{CreateTopics: true, Partitions: kafkaPartitions})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = p.Close() })
-			return p
+			return testenv.Open(t, func(ctx context.Context) (*kafkabroker.Publisher, error) {
+				return kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{CreateTopics: true, Partitions: kafkaPartitions})
+			})
 		},
 		Tapped:     stored,
 		Stored:     func(*testing.T) []scenario.Seen { return stored() },
@@ -84,15 +79,12 @@ func (Kafka) Setup(t *testing.T) *scenario.Destination {
 		Start:      kc.Start,
 		PoisonType: "Order Created", // a space is not allowed in a topic name
 		Subscriber: func(t *testing.T, durable string) broker.Subscriber {
-			s, err := kafkabroker.OpenSubscriber(context.Background(), kc.URL(), kafkabroker.SubscriberOptions{
-				Group: durable, Topics: []string{topics}, Regex: true, AckWait: 5 * time.Second,
-				ClientOptions: []kgo.Opt{kgo.MetadataMaxAge(time.Second)},
+			return testenv.Open(t, func(ctx context.Context) (*kafkabroker.Subscriber, error) {
+				return kafkabroker.OpenSubscriber(ctx, kc.URL(), kafkabroker.SubscriberOptions{
+					Group: durable, Topics: []string{topics}, Regex: true, AckWait: 5 * time.Second,
+					ClientOptions: []kgo.Opt{kgo.MetadataMaxAge(time.Second)},
+				})
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = s.Close() })
-			return s
 		},
 		DedupeWindow: 0, // Kafka stores a republished event again; the inbox drops it
 	}
@@ -113,21 +105,10 @@ func seenRecord(r *kgo.Record) scenario.Seen {
 	return s
 }
 
-// kafkaLog reads every record of the test's topics from the start, with a
+// startLog reads every record of the test's topics from the start, with a
 // plain consumer (no group), for as long as the test runs; it reconnects by
 // itself across a broker restart.
-type kafkaLog struct {
-	mu   sync.Mutex
-	recs []scenario.Seen
-}
-
-func (l *kafkaLog) records() []scenario.Seen {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]scenario.Seen(nil), l.recs...)
-}
-
-func startLog(t *testing.T, addr, topics string) *kafkaLog {
+func startLog(t *testing.T, addr, topics string) *seenLog {
 	t.Helper()
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(addr),
@@ -141,11 +122,9 @@ func startLog(t *testing.T, addr, topics string) *kafkaLog {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &kafkaLog{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	t.Cleanup(cl.Close) // after the reading stops: cleanups run last first
+	l := &seenLog{}
+	testenv.Go(t, func(ctx context.Context) error {
 		for ctx.Err() == nil {
 			fs := cl.PollFetches(ctx)
 			recs := fs.Records()
@@ -155,17 +134,13 @@ func startLog(t *testing.T, addr, topics string) *kafkaLog {
 				}
 				continue
 			}
-			l.mu.Lock()
-			for _, r := range recs {
-				l.recs = append(l.recs, seenRecord(r))
+			seen := make([]scenario.Seen, len(recs))
+			for i, r := range recs {
+				seen[i] = seenRecord(r)
 			}
-			l.mu.Unlock()
+			l.add(seen...)
 		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		cl.Close()
+		return nil
 	})
 	return l
 }

@@ -5,12 +5,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	mqttbroker "github.com/txbox/txbox/broker/mqtt"
 	"github.com/txbox/txbox/internal/scenario"
@@ -37,7 +34,7 @@ var mqttQuiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 func (MQTT) Setup(t *testing.T) *scenario.Destination {
 	t.Helper()
 	srv := testenv.StartMosquitto(t)
-	prefix := "t" + strings.ReplaceAll(txbox.NewID()[24:], "-", "")
+	prefix := newPrefix()
 	filter := prefix + "/#"
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -56,12 +53,9 @@ func (MQTT) Setup(t *testing.T) *scenario.Destination {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var seen []scenario.Seen
-	tctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	t.Cleanup(func() { _ = tap.Close() }) // after the reading stops: cleanups run last first
+	var seen seenLog
+	testenv.Go(t, func(tctx context.Context) error {
 		for tctx.Err() == nil {
 			ds, err := tap.Receive(tctx, 1000)
 			if err != nil {
@@ -74,23 +68,18 @@ func (MQTT) Setup(t *testing.T) *scenario.Destination {
 				}
 				continue
 			}
-			mu.Lock()
-			for _, d := range ds {
+			batch := make([]scenario.Seen, len(ds))
+			for i, d := range ds {
 				h := d.Raw().Headers
-				seen = append(seen, scenario.Seen{EventID: h["id"], AggregateID: h["subject"], Type: h["type"]})
+				batch[i] = scenario.Seen{EventID: h["id"], AggregateID: h["subject"], Type: h["type"]}
 			}
-			mu.Unlock()
+			seen.add(batch...)
 			for _, d := range ds {
 				_ = d.Ack(tctx)
 			}
 		}
-	}()
-	t.Cleanup(func() { stop(); <-done; _ = tap.Close() })
-	snapshot := func() []scenario.Seen {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]scenario.Seen(nil), seen...)
-	}
+		return nil
+	})
 
 	return &scenario.Destination{
 		URL: srv.URL,
@@ -98,15 +87,12 @@ func (MQTT) Setup(t *testing.T) *scenario.Destination {
 		Args:  []string{"--mqtt-require-subscribers"},
 		Topic: prefix + "/{aggregate_type}/{event_type}",
 		Publisher: func(t *testing.T) broker.Publisher {
-			p, err := mqttbroker.Open(context.Background(), srv.URL, mqttbroker.Options{Logger: mqttQuiet, RequireSubscribers: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = p.Close() })
-			return p
+			return testenv.Open(t, func(ctx context.Context) (*mqttbroker.Publisher, error) {
+				return mqttbroker.Open(ctx, srv.URL, mqttbroker.Options{Logger: mqttQuiet, RequireSubscribers: true})
+			})
 		},
-		Tapped: snapshot,
-		Stored: func(*testing.T) []scenario.Seen { return snapshot() },
+		Tapped: seen.all,
+		Stored: seen.stored,
 		// mosquitto saves its store at most once a second, so a SIGKILL can
 		// lose messages it already acknowledged: a property of the broker,
 		// invisible to the relay. The outage here is a clean stop.
@@ -115,14 +101,11 @@ func (MQTT) Setup(t *testing.T) *scenario.Destination {
 		// '#' is a wildcard, which a published topic may not hold.
 		PoisonType: "Order#Poison",
 		Subscriber: func(t *testing.T, durable string) broker.Subscriber {
-			s, err := mqttbroker.OpenSubscriber(context.Background(), srv.URL, mqttbroker.SubscriberOptions{
-				ClientID: durable, Topics: []string{filter}, AckWait: 5 * time.Second, Logger: mqttQuiet,
+			return testenv.Open(t, func(ctx context.Context) (*mqttbroker.Subscriber, error) {
+				return mqttbroker.OpenSubscriber(ctx, srv.URL, mqttbroker.SubscriberOptions{
+					ClientID: durable, Topics: []string{filter}, AckWait: 5 * time.Second, Logger: mqttQuiet,
+				})
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = s.Close() })
-			return s
 		},
 	}
 }

@@ -7,14 +7,12 @@ package brokerenv
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	natsbroker "github.com/txbox/txbox/broker/nats"
 	"github.com/txbox/txbox/internal/scenario"
@@ -28,7 +26,7 @@ type NATS struct{}
 func (NATS) Setup(t *testing.T) *scenario.Destination {
 	t.Helper()
 	srv := testenv.StartNATS(t)
-	prefix := "t" + strings.ReplaceAll(txbox.NewID()[24:], "-", "")
+	prefix := newPrefix()
 	stream := strings.ToUpper(prefix)
 	subjects := prefix + ".>"
 
@@ -50,18 +48,13 @@ func (NATS) Setup(t *testing.T) *scenario.Destination {
 		t.Fatal(err)
 	}
 
-	var mu sync.Mutex
-	var tapped, stored []scenario.Seen
+	var tapped, stored seenLog
 	seen := func(m *nats.Msg) scenario.Seen {
 		return scenario.Seen{EventID: m.Header.Get("ce-id"), AggregateID: m.Header.Get("ce-subject"), Type: m.Header.Get("ce-type")}
 	}
 	// Core subscribers see every publish, including those JetStream drops
 	// as duplicates: that is how extra copies are counted.
-	sub, err := nc.Subscribe(subjects, func(m *nats.Msg) {
-		mu.Lock()
-		tapped = append(tapped, seen(m))
-		mu.Unlock()
-	})
+	sub, err := nc.Subscribe(subjects, func(m *nats.Msg) { tapped.add(seen(m)) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,11 +63,7 @@ func (NATS) Setup(t *testing.T) *scenario.Destination {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := oc.Consume(func(m jetstream.Msg) {
-		mu.Lock()
-		stored = append(stored, seen(&nats.Msg{Header: m.Headers()}))
-		mu.Unlock()
-	})
+	cc, err := oc.Consume(func(m jetstream.Msg) { stored.add(seen(&nats.Msg{Header: m.Headers()})) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,34 +75,22 @@ func (NATS) Setup(t *testing.T) *scenario.Destination {
 		Args:  []string{"--nats-stream", stream, "--nats-subjects", subjects},
 		Topic: prefix + ".{aggregate_type}.{event_type}",
 		Publisher: func(t *testing.T) broker.Publisher {
-			p, err := natsbroker.Open(context.Background(), srv.URL, natsbroker.Options{Stream: stream, Subjects: []string{subjects}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = p.Close() })
-			return p
+			return testenv.Open(t, func(ctx context.Context) (*natsbroker.Publisher, error) {
+				return natsbroker.Open(ctx, srv.URL, natsbroker.Options{Stream: stream, Subjects: []string{subjects}})
+			})
 		},
 		Tapped: func() []scenario.Seen {
 			_ = nc.Flush()
-			mu.Lock()
-			defer mu.Unlock()
-			return append([]scenario.Seen(nil), tapped...)
+			return tapped.all()
 		},
-		Stored: func(*testing.T) []scenario.Seen {
-			mu.Lock()
-			defer mu.Unlock()
-			return append([]scenario.Seen(nil), stored...)
-		},
+		Stored:     stored.stored,
 		Stop:       srv.Kill,
 		Start:      srv.Start,
 		PoisonType: "Order Created", // a space is not allowed in a subject
 		Subscriber: func(t *testing.T, durable string) broker.Subscriber {
-			sub, err := natsbroker.OpenSubscriber(context.Background(), srv.URL, natsbroker.SubscriberOptions{Stream: stream, Durable: durable, AckWait: 5 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = sub.Close() })
-			return sub
+			return testenv.Open(t, func(ctx context.Context) (*natsbroker.Subscriber, error) {
+				return natsbroker.OpenSubscriber(ctx, srv.URL, natsbroker.SubscriberOptions{Stream: stream, Durable: durable, AckWait: 5 * time.Second})
+			})
 		},
 		DedupeWindow: dedupe,
 	}

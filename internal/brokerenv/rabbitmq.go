@@ -9,7 +9,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	rabbitmqbroker "github.com/txbox/txbox/broker/rabbitmq"
 	"github.com/txbox/txbox/internal/scenario"
@@ -42,7 +41,7 @@ func (RabbitMQ) Setup(t *testing.T) *scenario.Destination {
 	direct := testenv.URL(t, "TXBOX_TEST_AMQP")
 	via, proxy := testenv.ProxyURL(t, direct)
 
-	prefix := "t" + strings.ReplaceAll(txbox.NewID()[24:], "-", "")
+	prefix := newPrefix()
 	prefix += strings.Repeat("p", 127-len(prefix))
 	exchange := "txbox." + prefix
 	binding := prefix + ".*.*"
@@ -79,9 +78,8 @@ func (RabbitMQ) Setup(t *testing.T) *scenario.Destination {
 		_ = c.ExchangeDelete(exchange, false, false)
 	})
 
-	var mu sync.Mutex
-	var tapped, stored []scenario.Seen
-	drain := func(queue string, into *[]scenario.Seen) {
+	var tapped, stored seenLog
+	drain := func(queue string, into *seenLog) {
 		c, err := conn.Channel()
 		if err != nil {
 			t.Fatal(err)
@@ -94,9 +92,7 @@ func (RabbitMQ) Setup(t *testing.T) *scenario.Destination {
 			for d := range ds {
 				s, _ := d.Headers[rabbitmqbroker.HeaderPrefix+"subject"].(string)
 				typ, _ := d.Headers[rabbitmqbroker.HeaderPrefix+"type"].(string)
-				mu.Lock()
-				*into = append(*into, scenario.Seen{EventID: d.MessageId, AggregateID: s, Type: typ})
-				mu.Unlock()
+				into.add(scenario.Seen{EventID: d.MessageId, AggregateID: s, Type: typ})
 			}
 		}()
 	}
@@ -110,23 +106,12 @@ func (RabbitMQ) Setup(t *testing.T) *scenario.Destination {
 		Args:  []string{"--amqp-exchange", exchange},
 		Topic: prefix + ".{aggregate_type}.{event_type}",
 		Publisher: func(t *testing.T) broker.Publisher {
-			p, err := rabbitmqbroker.Open(context.Background(), via, rabbitmqbroker.Options{Exchange: exchange})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = p.Close() })
-			return p
+			return testenv.Open(t, func(ctx context.Context) (*rabbitmqbroker.Publisher, error) {
+				return rabbitmqbroker.Open(ctx, via, rabbitmqbroker.Options{Exchange: exchange})
+			})
 		},
-		Tapped: func() []scenario.Seen {
-			mu.Lock()
-			defer mu.Unlock()
-			return append([]scenario.Seen(nil), tapped...)
-		},
-		Stored: func(*testing.T) []scenario.Seen {
-			mu.Lock()
-			defer mu.Unlock()
-			return append([]scenario.Seen(nil), stored...)
-		},
+		Tapped:     tapped.all,
+		Stored:     stored.stored,
 		Stop:       proxy.Cut,
 		Start:      proxy.Restore,
 		PoisonType: rabbitmqPoisonType,
@@ -138,21 +123,20 @@ func (RabbitMQ) Setup(t *testing.T) *scenario.Destination {
 			if durable != subName {
 				t.Fatalf("brokerenv.RabbitMQ has one pre-bound consumer queue, already used by %q; %q would need its own, bound before publishing", subName, durable)
 			}
-			s, err := rabbitmqbroker.OpenSubscriber(context.Background(), via, rabbitmqbroker.SubscriberOptions{
-				Queue: queues["inbox"], Exchange: exchange, Passive: true, AckWait: 5 * time.Second, Name: durable,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			// Once the subscriber is closed (cleanups run last first), its
+			// retry queues go.
 			t.Cleanup(func() {
-				_ = s.Close()
 				if c, err := conn.Channel(); err == nil {
 					for _, d := range []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond} {
 						_, _ = c.QueueDelete(rabbitmqbroker.RetryQueueName(queues["inbox"], d), false, false, false)
 					}
 				}
 			})
-			return s
+			return testenv.Open(t, func(ctx context.Context) (*rabbitmqbroker.Subscriber, error) {
+				return rabbitmqbroker.OpenSubscriber(ctx, via, rabbitmqbroker.SubscriberOptions{
+					Queue: queues["inbox"], Exchange: exchange, Passive: true, AckWait: 5 * time.Second, Name: durable,
+				})
+			})
 		},
 	}
 }

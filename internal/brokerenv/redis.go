@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	redisbroker "github.com/txbox/txbox/broker/redis"
 	"github.com/txbox/txbox/internal/scenario"
@@ -50,7 +49,7 @@ func (Redis) Setup(t *testing.T) *scenario.Destination {
 	opt.MaxRetries = -1
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
-	prefix := "t" + strings.ReplaceAll(txbox.NewID()[24:], "-", "")
+	prefix := newPrefix()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -124,33 +123,25 @@ func (Redis) Setup(t *testing.T) *scenario.Destination {
 		URL:   rawURL,
 		Topic: prefix + ":{aggregate_type}",
 		Publisher: func(t *testing.T) broker.Publisher {
-			p, err := redisbroker.Open(context.Background(), rawURL, redisbroker.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = p.Close() })
-			return p
+			return testenv.Open(t, func(ctx context.Context) (*redisbroker.Publisher, error) {
+				return redisbroker.Open(ctx, rawURL, redisbroker.Options{})
+			})
 		},
 		Tapped: stored,
 		Stored: func(*testing.T) []scenario.Seen { return stored() },
 		Stop:   stop,
 		Start:  start,
 		Subscriber: func(t *testing.T, durable string) broker.Subscriber {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			names, err := streams(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(names) == 0 {
-				names = []string{prefix + ":Order"}
-			}
-			s, err := redisbroker.OpenSubscriber(ctx, rawURL, redisbroker.SubscriberOptions{Streams: names, Group: durable, AckWait: 5 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = s.Close() })
-			return s
+			return testenv.Open(t, func(ctx context.Context) (*redisbroker.Subscriber, error) {
+				names, err := streams(ctx)
+				if err != nil {
+					return nil, err
+				}
+				if len(names) == 0 {
+					names = []string{prefix + ":Order"}
+				}
+				return redisbroker.OpenSubscriber(ctx, rawURL, redisbroker.SubscriberOptions{Streams: names, Group: durable, AckWait: 5 * time.Second})
+			})
 		},
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -68,7 +67,7 @@ func (Webhook) Setup(t *testing.T) *scenario.Destination {
 	_, _ = rand.Read(b)
 	secret := hex.EncodeToString(b)
 	t.Setenv("TXBOX_WEBHOOK_SECRET", secret)
-	prefix := "t" + strings.ReplaceAll(txbox.NewID()[24:], "-", "")
+	prefix := newPrefix()
 
 	e := &hookEndpoint{more: make(chan struct{}, 1)}
 	e.handler = webhookbroker.Handler(secret, 0, func(_ context.Context, ev txbox.Event) error {
@@ -84,12 +83,9 @@ func (Webhook) Setup(t *testing.T) *scenario.Destination {
 		URL:   base,
 		Topic: prefix + "/{aggregate_type}/{event_type}",
 		Publisher: func(t *testing.T) broker.Publisher {
-			p, err := webhookbroker.Open(context.Background(), base, webhookbroker.Options{Secret: secret})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = p.Close() })
-			return p
+			return testenv.Open(t, func(ctx context.Context) (*webhookbroker.Publisher, error) {
+				return webhookbroker.Open(ctx, base, webhookbroker.Options{Secret: secret})
+			})
 		},
 		Tapped: func() []scenario.Seen {
 			e.mu.Lock()
