@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // Event is the envelope that travels from the outbox to every consumer.
@@ -54,12 +52,6 @@ func MustEvent(aggregateType, aggregateID, eventType string, payload any) Event 
 		panic(err)
 	}
 	return e
-}
-
-// NewID returns a new UUIDv7 string: time-ordered, so ids sort roughly by
-// creation and index well.
-func NewID() string {
-	return uuid.Must(uuid.NewV7()).String()
 }
 
 // MarshalPayload turns a payload into JSON bytes. Raw JSON is validated, not

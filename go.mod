@@ -5,7 +5,6 @@ go 1.26.8
 require (
 	github.com/eclipse/paho.golang v0.23.0
 	github.com/go-sql-driver/mysql v1.10.1
-	github.com/google/uuid v1.6.0
 	github.com/jackc/pglogrepl v0.0.0-20251213150135-2e8d0df862c1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats-server/v2 v2.15.2
@@ -28,6 +27,7 @@ require (
 )
 
 require (
+	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgio v1.0.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 )

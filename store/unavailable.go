@@ -3,7 +3,7 @@ package store
 import (
 	"database/sql/driver"
 	"errors"
-	"net"
+	"reflect"
 	"syscall"
 
 	"github.com/txbox/txbox"
@@ -58,15 +58,40 @@ func ConnectionLost(err error) bool {
 	if errors.Is(err, driver.ErrBadConn) {
 		return true
 	}
-	var op *net.OpError
-	var dns *net.DNSError
-	if errors.As(err, &op) || errors.As(err, &dns) {
+	if netError(err) {
 		return true
 	}
 	for _, errno := range []syscall.Errno{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
 		syscall.EPIPE, syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ENETDOWN} {
 		if errors.Is(err, errno) {
 			return true
+		}
+	}
+	return false
+}
+
+// netError reports whether err or an error it wraps is a *net.OpError or a
+// *net.DNSError. The types are matched by name, not imported, so the core
+// packages (relay, inbox) compile no network code.
+func netError(err error) bool {
+	for err != nil {
+		if t := reflect.TypeOf(err); t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "net" {
+			if n := t.Elem().Name(); n == "OpError" || n == "DNSError" {
+				return true
+			}
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if netError(e) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
 		}
 	}
 	return false
