@@ -76,8 +76,8 @@ import (
 
 // Defaults for Options and SubscriberOptions.
 const (
-	DefaultDialTimeout = 5 * time.Second
-	DefaultAckWait     = 30 * time.Second
+	DefaultConnectTimeout = 5 * time.Second
+	DefaultAckWait        = 30 * time.Second
 	// DefaultMaxPayload applies when the server does not tell its
 	// proto-max-bulk-len (Redis's default, 512 MiB).
 	DefaultMaxPayload = 512 << 20
@@ -91,9 +91,23 @@ const (
 )
 
 type clientConfig struct {
-	url         string
-	name        string
-	dialTimeout time.Duration
+	url            string
+	name           string
+	connectTimeout time.Duration
+	edit           func(*redis.Options) // the caller's ClientOptions
+}
+
+// connect makes the client and checks the server within ctx.
+func connect(ctx context.Context, c clientConfig) (*redis.Client, error) {
+	rdb, err := newClient(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := ping(ctx, rdb, c.url); err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	return rdb, nil
 }
 
 // newClient makes a client for url that never retries by itself, dials
@@ -107,12 +121,15 @@ func newClient(c clientConfig) (*redis.Client, error) {
 		return nil, &txbox.ConfigError{Field: "Redis URL", Reason: fmt.Sprintf("%s: %v", redact.URL(c.url), redact.Error(err, c.url))}
 	}
 	opt.ClientName = c.name
-	opt.MaxRetries = -1
 	opt.DialerRetries = 1
-	opt.DialTimeout = c.dialTimeout
-	opt.ContextTimeoutEnabled = true
+	opt.DialTimeout = c.connectTimeout
 	opt.DisableIdentity = true
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	if c.edit != nil {
+		c.edit(opt)
+	}
+	opt.MaxRetries = -1
+	opt.ContextTimeoutEnabled = true
 	return redis.NewClient(opt), nil
 }
 
@@ -175,12 +192,4 @@ func ended(ctx context.Context) error {
 		return context.DeadlineExceeded
 	}
 	return nil
-}
-
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }

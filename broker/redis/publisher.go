@@ -13,6 +13,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/defaults"
 	"github.com/txbox/txbox/internal/redact"
 )
 
@@ -30,13 +31,30 @@ type Options struct {
 	// acknowledged across a restart (append-only file), for servers where
 	// Open cannot read the configuration (CONFIG forbidden).
 	AssumePersistent bool
-	// DialTimeout bounds one dial. Default 5s.
-	DialTimeout time.Duration
+	// ConnectTimeout bounds one dial. Default 5s.
+	ConnectTimeout time.Duration
 	// Name is the client name the server shows (CLIENT LIST). Default
 	// "txbox-publisher".
 	Name string
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// ClientOptions, when set, edits the go-redis options txbox made from
+	// the URL: TLS, pool size, read and write timeouts, a credentials
+	// provider. MaxRetries stays -1 and ContextTimeoutEnabled true
+	// afterwards: the relay does the retrying, and every call keeps its
+	// context's deadline.
+	ClientOptions func(*redis.Options)
+}
+
+// withDefaults fills the fields left zero and checks the others.
+func (o *Options) withDefaults() error {
+	if o.MaxLen < 0 {
+		return &txbox.ConfigError{Field: "Redis MaxLen", Reason: fmt.Sprintf("%d is negative", o.MaxLen)}
+	}
+	o.ConnectTimeout = defaults.Or(o.ConnectTimeout, DefaultConnectTimeout)
+	o.Name = defaults.Or(o.Name, "txbox-publisher")
+	o.Logger = defaults.Or(o.Logger, slog.Default())
+	return nil
 }
 
 // Publisher appends events to streams. It is safe for concurrent use.
@@ -56,21 +74,12 @@ var _ broker.Publisher = (*Publisher)(nil)
 // reported with txbox.ErrBrokerUnavailable, a bad URL or refused
 // credentials with a *txbox.ConfigError.
 func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
-	opts.DialTimeout = orDefault(opts.DialTimeout, DefaultDialTimeout)
-	opts.Name = orDefault(opts.Name, "txbox-publisher")
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	routeLibraryLogs(opts.Logger)
-	if opts.MaxLen < 0 {
-		return nil, &txbox.ConfigError{Field: "Redis MaxLen", Reason: fmt.Sprintf("%d is negative", opts.MaxLen)}
-	}
-	rdb, err := newClient(clientConfig{url: url, name: opts.Name, dialTimeout: opts.DialTimeout})
-	if err != nil {
+	if err := opts.withDefaults(); err != nil {
 		return nil, err
 	}
-	if err := ping(ctx, rdb, url); err != nil {
-		_ = rdb.Close()
+	routeLibraryLogs(opts.Logger)
+	rdb, err := connect(ctx, clientConfig{url: url, name: opts.Name, connectTimeout: opts.ConnectTimeout, edit: opts.ClientOptions})
+	if err != nil {
 		return nil, err
 	}
 	p := &Publisher{rdb: rdb, opts: opts, log: opts.Logger, maxPayload: opts.MaxPayload, persistent: opts.AssumePersistent}

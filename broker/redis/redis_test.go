@@ -377,12 +377,43 @@ func TestOpenErrors(t *testing.T) {
 		t.Errorf("error shows the password: %v", err)
 	}
 	u.Host = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	_, err = redisbroker.Open(ctx, u.String(), redisbroker.Options{DialTimeout: time.Second, Logger: quiet})
+	_, err = redisbroker.Open(ctx, u.String(), redisbroker.Options{ConnectTimeout: time.Second, Logger: quiet})
 	if !errors.Is(err, txbox.ErrBrokerUnavailable) {
 		t.Errorf("nothing listening: %v, want ErrBrokerUnavailable", err)
 	}
 	if err != nil && strings.Contains(err.Error(), "s3cr3t-wrong") {
 		t.Errorf("error shows the password: %v", err)
+	}
+}
+
+// TestClientOptions: the caller's go-redis settings apply after txbox's,
+// on both sides (a database the server does not have is refused as
+// configuration), and cannot turn the library's own retries back on.
+func TestClientOptions(t *testing.T) {
+	rawURL, _, prefix := shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var edited atomic.Int32
+	noDB := func(o *redis.Options) {
+		if o.ClientName != "txbox-publisher" && o.ClientName != "txbox-subscriber" {
+			t.Errorf("ClientOptions saw client name %q, want txbox's", o.ClientName)
+		}
+		edited.Add(1)
+		o.DB = 1 << 20
+	}
+	if _, err := redisbroker.Open(ctx, rawURL, redisbroker.Options{ClientOptions: noDB, Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
+		t.Errorf("publisher on a missing database: %v, want a config error", err)
+	}
+	if _, err := redisbroker.OpenSubscriber(ctx, rawURL, redisbroker.SubscriberOptions{Streams: []string{prefix + "s"}, Group: "g", ClientOptions: noDB, Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
+		t.Errorf("subscriber on a missing database: %v, want a config error", err)
+	}
+	if n := edited.Load(); n != 2 {
+		t.Errorf("ClientOptions called %d times, want 2", n)
+	}
+	retries := func(o *redis.Options) { o.MaxRetries = 5 }
+	p := open(t, rawURL, redisbroker.Options{ClientOptions: retries})
+	if n := p.Client().Options().MaxRetries; n > 0 {
+		t.Errorf("MaxRetries = %d after ClientOptions set 5, want txbox's none", n)
 	}
 }
 

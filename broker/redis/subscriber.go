@@ -17,6 +17,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
 // SubscriberOptions configure one consumer of a consumer group.
@@ -37,11 +38,36 @@ type SubscriberOptions struct {
 	// the group claims it again, and the longest precise Nak delay.
 	// Default 30s.
 	AckWait time.Duration
-	// DialTimeout and Logger are as in Options. Name is the client name;
-	// default "txbox-subscriber".
-	DialTimeout time.Duration
-	Name        string
-	Logger      *slog.Logger
+	// ConnectTimeout, Logger and ClientOptions are as in Options. Name is
+	// the client name; default "txbox-subscriber".
+	ConnectTimeout time.Duration
+	Name           string
+	Logger         *slog.Logger
+	ClientOptions  func(*redis.Options)
+}
+
+// withDefaults fills the fields left zero and checks the others.
+func (o *SubscriberOptions) withDefaults() error {
+	switch {
+	case len(o.Streams) == 0:
+		return &txbox.ConfigError{Field: "Redis streams", Reason: "none given"}
+	case slices.Contains(o.Streams, ""):
+		return &txbox.ConfigError{Field: "Redis streams", Reason: "empty stream name"}
+	case o.Group == "":
+		return &txbox.ConfigError{Field: "Redis consumer group", Reason: "empty"}
+	}
+	o.StartID = defaults.Or(o.StartID, "0")
+	o.AckWait = defaults.Or(o.AckWait, DefaultAckWait)
+	o.ConnectTimeout = defaults.Or(o.ConnectTimeout, DefaultConnectTimeout)
+	o.Name = defaults.Or(o.Name, "txbox-subscriber")
+	if o.Consumer == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		o.Consumer = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	o.Logger = defaults.Or(o.Logger, slog.Default())
+	return nil
 }
 
 // Subscriber consumes with XREADGROUP and claims stale entries with
@@ -62,34 +88,12 @@ var _ broker.Subscriber = (*Subscriber)(nil)
 // (and the stream, if missing) unless it exists. A key that is not a
 // stream is a *txbox.ConfigError; other errors are as for Open.
 func OpenSubscriber(ctx context.Context, url string, opts SubscriberOptions) (*Subscriber, error) {
-	switch {
-	case len(opts.Streams) == 0:
-		return nil, &txbox.ConfigError{Field: "Redis streams", Reason: "none given"}
-	case slices.Contains(opts.Streams, ""):
-		return nil, &txbox.ConfigError{Field: "Redis streams", Reason: "empty stream name"}
-	case opts.Group == "":
-		return nil, &txbox.ConfigError{Field: "Redis consumer group", Reason: "empty"}
-	}
-	opts.StartID = orDefault(opts.StartID, "0")
-	opts.AckWait = orDefault(opts.AckWait, DefaultAckWait)
-	opts.DialTimeout = orDefault(opts.DialTimeout, DefaultDialTimeout)
-	opts.Name = orDefault(opts.Name, "txbox-subscriber")
-	if opts.Consumer == "" {
-		host, _ := os.Hostname()
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		opts.Consumer = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	routeLibraryLogs(opts.Logger)
-	rdb, err := newClient(clientConfig{url: url, name: opts.Name, dialTimeout: opts.DialTimeout})
-	if err != nil {
+	if err := opts.withDefaults(); err != nil {
 		return nil, err
 	}
-	if err := ping(ctx, rdb, url); err != nil {
-		_ = rdb.Close()
+	routeLibraryLogs(opts.Logger)
+	rdb, err := connect(ctx, clientConfig{url: url, name: opts.Name, connectTimeout: opts.ConnectTimeout, edit: opts.ClientOptions})
+	if err != nil {
 		return nil, err
 	}
 	s := &Subscriber{rdb: rdb, opts: opts, log: opts.Logger, cursor: map[string]string{}}
