@@ -76,6 +76,11 @@ type discard struct{}
 func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
 func (discard) Shutdown(context.Context) error                             { return nil }
 
-// benchTracer is the write contender's tracer: every span sampled, batched
-// to an exporter that drops them.
-var benchTracer = sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{})).Tracer("bench")
+// benchTP is the write contender's tracer provider: every span sampled,
+// batched to an exporter that drops them. benchTracer makes the business
+// transactions' spans; the writer stores their context through
+// telemetry/otel (outbox.WithTracer).
+var (
+	benchTP     = sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))
+	benchTracer = benchTP.Tracer("bench")
+)

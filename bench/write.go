@@ -22,6 +22,7 @@ import (
 	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
+	"github.com/txbox/txbox/telemetry/otel"
 )
 
 // write answers: what does adding an event to a business transaction cost,
@@ -256,6 +257,9 @@ func eventFor(ctx context.Context, name string, we *writeEnv, tables store.Table
 			w = outbox.NewWriter(postgres.Dialect{Tables: tables}, outbox.WithCDCMessages())
 		}
 		traced := name == "txbox-traced"
+		if traced {
+			w = outbox.NewWriter(postgres.Dialect{Tables: tables}, outbox.WithTracer(otel.NewTracer(benchTP)))
+		}
 		return func(tx pgx.Tx, ev orderEvent) error {
 			te, err := txbox.NewEvent("Order", strconv.FormatInt(ev.OrderID, 10), "OrderCreated", ev)
 			if err != nil {

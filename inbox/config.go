@@ -5,11 +5,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/telemetry"
 )
 
 // Config configures a Consumer. Zero fields take the documented default;
@@ -89,14 +87,17 @@ type Config struct {
 
 	Logger *slog.Logger // default slog.Default()
 
-	// Metrics, when set, receives the consumer's Prometheus metrics, each
-	// labelled consumer=Name (see METRICS.md), so a service that embeds a
-	// consumer shows them on its own /metrics; nil: no metrics.
-	Metrics prometheus.Registerer
-	// TracerProvider, when set, wraps each handler call in a span that
-	// continues the trace the event carries (traceparent); nil: no tracing
-	// work at all.
-	TracerProvider trace.TracerProvider
+	// Metrics, when set, receives the consumer's measurements: with
+	// prom.NewInboxMetrics(reg) (package telemetry/prom) the Prometheus
+	// metrics of METRICS.md on reg, each labelled consumer=Name, so a
+	// service that embeds a consumer shows them on its own /metrics; nil:
+	// no metrics. One per consumer.
+	Metrics telemetry.InboxMetrics
+	// Tracer, when set, wraps each handler call in a span that continues
+	// the trace the event carries: with otel.NewTracer(tp) (package
+	// telemetry/otel) an OpenTelemetry span continuing its traceparent.
+	// nil: no tracing work at all.
+	Tracer telemetry.Tracer
 }
 
 func (c *Config) withDefaults() {

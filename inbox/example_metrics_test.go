@@ -23,6 +23,7 @@ import (
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
+	"github.com/txbox/txbox/telemetry/prom"
 )
 
 // A service that embeds a consumer shows its inbox metrics on its own
@@ -54,7 +55,7 @@ func Example_consumerMetrics() {
 	c, err := inbox.New(s, inbox.Config{
 		Name:       "billing",
 		Subscriber: b.Subscribe("billing", "orders"),
-		Metrics:    reg,
+		Metrics:    prom.NewInboxMetrics(reg),
 	}, func(ctx context.Context, tx pgx.Tx, e txbox.Event) error { return nil })
 	if err != nil {
 		fmt.Println(err)

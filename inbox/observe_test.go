@@ -19,6 +19,7 @@ import (
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/store/postgres"
+	"github.com/txbox/txbox/telemetry/prom"
 )
 
 // A consumer with a registry counts what it processed, absorbed and parked,
@@ -36,7 +37,7 @@ func TestConsumerMetricsAndLogs(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var logs testenv.SyncBuffer
 	c, err := inbox.New(s, inbox.Config{Name: "billing", Subscriber: b.Subscribe("billing", "t"),
-		Metrics: reg, MaxAttempts: 1, Logger: slog.New(slog.NewJSONHandler(&logs, nil))},
+		Metrics: prom.NewInboxMetrics(reg), MaxAttempts: 1, Logger: slog.New(slog.NewJSONHandler(&logs, nil))},
 		func(_ context.Context, _ pgx.Tx, e txbox.Event) error {
 			if e.Type == "Broken" {
 				return errors.New("cannot apply")

@@ -28,6 +28,7 @@ import (
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
+	"github.com/txbox/txbox/telemetry/prom"
 )
 
 // outageWorld is a consumer on a real store whose handler writes its
@@ -71,7 +72,7 @@ func (w *outageWorld) start(txBatch int, h func(ctx context.Context, tx *sql.Tx,
 	w.t.Helper()
 	c, err := inbox.New(w.is, inbox.Config{Name: "outage", Subscriber: w.b.Subscribe("outage"), MaxAttempts: 2, TxBatch: txBatch,
 		BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond, ReplayInterval: 100 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(w.logs, nil)), Metrics: w.reg}, h)
+		Logger: slog.New(slog.NewTextHandler(w.logs, nil)), Metrics: prom.NewInboxMetrics(w.reg)}, h)
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/internal/tracing"
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/telemetry"
 )
 
 // Writer adds events through one dialect. It is safe for concurrent use.
@@ -24,6 +24,9 @@ type Writer struct {
 	// emit: events go into the change log, not the table (WithCDCMessages).
 	emit store.MessageEmitter
 	cdc  bool
+	// tracer stores the caller's trace context in the headers (WithTracer);
+	// nil: none.
+	tracer telemetry.Tracer
 }
 
 // Option configures a Writer.
@@ -43,6 +46,13 @@ func WithWakeup() Option { return func(w *Writer) { w.notify = true } }
 // sequence. With a dialect that cannot do it, every Add fails with
 // ErrNoCDCMessages.
 func WithCDCMessages() Option { return func(w *Writer) { w.cdc = true } }
+
+// WithTracer makes every Add store the trace context of the caller's span
+// (the ctx it is given) in the headers of every event that has none of its
+// own, so the relay and the consumers continue the caller's trace: with
+// telemetry/otel, the traceparent and tracestate headers of OpenTelemetry's
+// span in ctx. Without it Add leaves the headers as they are.
+func WithTracer(t telemetry.Tracer) Option { return func(w *Writer) { w.tracer = t } }
 
 // ErrNoCDCMessages: the writer's dialect cannot emit events into a change
 // log (WithCDCMessages needs PostgreSQL).
@@ -76,9 +86,9 @@ func NewWriter(d store.Dialect, opts ...Option) *Writer {
 	return w
 }
 
-// Add writes events in one multi-row INSERT on tx. When ctx carries an
-// OpenTelemetry span, its context is stored as the traceparent and
-// tracestate headers of every event that has no traceparent. Missing ids and
+// Add writes events in one multi-row INSERT on tx. With WithTracer, the
+// trace context of the span ctx carries is stored in the headers of every
+// event that has none (traceparent and tracestate). Missing ids and
 // occurred-at times are filled in here, once, so a retry of the same Event
 // value never produces a second id. Every event is validated here, before
 // any SQL: an invalid one fails with an error wrapping txbox.ErrInvalidEvent.
@@ -104,7 +114,9 @@ func (w *Writer) Add(ctx context.Context, tx store.Tx, events ...txbox.Event) er
 		// The caller's span, if any, travels with the event so the relay
 		// and the consumers continue its trace; a traceparent the caller
 		// set is kept.
-		e.Headers = tracing.Inject(ctx, e.Headers)
+		if w.tracer != nil {
+			e.Headers = w.tracer.Inject(ctx, e.Headers)
+		}
 		if err := e.Validate(); err != nil {
 			return fmt.Errorf("outbox: event %d: %w", i, err)
 		}

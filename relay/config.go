@@ -8,12 +8,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/telemetry"
 )
 
 // Config configures a Relay. Zero fields take the documented default;
@@ -89,14 +87,15 @@ type Config struct {
 
 	Logger *slog.Logger // default slog.Default()
 
-	// Metrics, when set, receives the relay's Prometheus metrics (see
-	// METRICS.md); nil: no metrics. Wrap it with
-	// prometheus.WrapRegistererWith to add labels such as the store.
-	Metrics prometheus.Registerer
-	// TracerProvider, when set, makes a publish span per event, a child of
-	// the writer's span, and carries its traceparent on the wire; nil: no
-	// tracing work at all.
-	TracerProvider trace.TracerProvider
+	// Metrics, when set, receives the relay's measurements: with
+	// prom.NewRelayMetrics(reg) (package telemetry/prom) the Prometheus
+	// metrics of METRICS.md on reg; nil: no metrics. One per relay.
+	Metrics telemetry.RelayMetrics
+	// Tracer, when set, makes a publish span per event, a child of the
+	// writer's span, and carries its trace context on the wire: with
+	// otel.NewTracer(tp) (package telemetry/otel) an OpenTelemetry span and
+	// its traceparent. nil: no tracing work at all.
+	Tracer telemetry.Tracer
 	// MetricsInterval is how often the backlog is sampled from the
 	// database for the gauges, readiness and the progress log. Default 5s.
 	MetricsInterval time.Duration

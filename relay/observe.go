@@ -7,25 +7,18 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/telemetry"
 )
 
 // observer is the relay's metrics, health state and progress log. Its hot
-// path is a few atomic adds and histogram observations; with Config.Metrics
-// nil the histograms are nil and skipped.
+// path is a few atomic adds and calls of the metrics hook; with
+// Config.Metrics nil the hook is nil and skipped.
 type observer struct {
 	r       *Relay
-	sampler store.BacklogSampler // nil: the store cannot sample its backlog
-
-	claimSeconds, claimRows         prometheus.Histogram
-	publishRound, commitDelay       prometheus.Histogram
-	inFlight                        prometheus.Gauge
-	markFailures, claimFailures     prometheus.Counter
-	wakeListen, wakePoll, wakeBatch prometheus.Counter
-	sampleErrors                    prometheus.Counter
+	sampler store.BacklogSampler   // nil: the store cannot sample its backlog
+	m       telemetry.RelayMetrics // nil: no metrics
 
 	pinger      broker.Pinger // nil: the publisher cannot be pinged
 	started     time.Time
@@ -55,12 +48,6 @@ type observer struct {
 	progressF  int64 // Deferred at progressAt
 }
 
-var (
-	secondsBuckets = prometheus.ExponentialBuckets(0.0005, 2, 16) // 0.5 ms .. 16 s
-	delayBuckets   = prometheus.ExponentialBuckets(0.001, 4, 12)  // 1 ms .. 70 min
-	rowsBuckets    = prometheus.ExponentialBuckets(1, 2, 14)      // 1 .. 8192
-)
-
 func newObserver(r *Relay) *observer {
 	// Not ready until the first sample says otherwise.
 	o := &observer{r: r, started: time.Now(), lastReady: fmt.Errorf("%w: starting", ErrNotReady)}
@@ -71,99 +58,42 @@ func newObserver(r *Relay) *observer {
 	}
 	o.beat.Store(o.started.UnixNano())
 	if r.cfg.Metrics != nil {
-		o.register(r.cfg.Metrics)
+		o.m = r.cfg.Metrics
+		o.m.Attach(o.state)
 	}
 	return o
 }
 
-func (o *observer) register(reg prometheus.Registerer) {
+// state is what the metrics hook reads: the relay's totals and its last
+// sampled state.
+func (o *observer) state() telemetry.RelayState {
 	c := &o.r.ctrs
-	hist := func(name, help string, b []float64) prometheus.Histogram {
-		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: b})
+	s := telemetry.RelayState{
+		Delivered: c.Published.Load(), Retried: c.Retried.Load(), Deferred: c.Deferred.Load(), Dead: c.Dead.Load(),
+		Claimed: c.Claimed.Load(), Released: c.Released.Load(), LeaseLost: c.LeaseLost.Load(),
 	}
-	counter := func(name, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	o.mu.Lock()
+	b := o.backlog
+	s.Backlog = telemetry.Backlog{Pending: b.Pending, Retry: b.Retry, Processing: b.Processing, Dead: b.Dead, OldestAge: b.OldestAge}
+	s.SampledAt = o.sampledAt
+	s.Ready = o.lastReady == nil
+	o.mu.Unlock()
+	if ns := o.lastPublish.Load(); ns != 0 {
+		s.LastPublish = time.Unix(0, ns)
 	}
-	fromCtr := func(name, help string, labels prometheus.Labels, v *atomic.Int64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return float64(v.Load()) })
-	}
-	gauge := func(name, help string, labels prometheus.Labels, f func() float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, f)
-	}
-	o.claimSeconds = hist("txbox_relay_claim_seconds", "Duration of one claim statement.", secondsBuckets)
-	o.claimRows = hist("txbox_relay_claim_rows", "Rows returned by one claim that returned any.", rowsBuckets)
-	o.publishRound = hist("txbox_relay_publish_round_seconds", "Publish round trip: one pipelined publish of lane heads until the broker confirmed or failed every message.", secondsBuckets)
-	o.commitDelay = hist("txbox_relay_commit_to_publish_seconds", "From the row's created_at (the writer's transaction) to the broker's confirmation.", delayBuckets)
-	o.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "txbox_relay_batches_in_flight", Help: "Claimed batches being published or marked."})
-	o.markFailures = counter("txbox_relay_mark_failures_total", "Batches whose marks failed; their rows are delivered again.")
-	o.claimFailures = counter("txbox_relay_claim_failures_total", "Claims that failed (database errors).")
-	o.sampleErrors = counter("txbox_outbox_sample_errors_total", "Backlog samples that failed.")
-	wakes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "txbox_relay_wakeups_total", Help: "Waits after a short claim ended, by source: listen (a push wake-up), poll (the poll interval) or batch (one of the relay's own batches ended, freeing its aggregates)."}, []string{"source"})
-	o.wakeListen, o.wakePoll, o.wakeBatch = wakes.WithLabelValues("listen"), wakes.WithLabelValues("poll"), wakes.WithLabelValues("batch")
-	sample := func(f func(b store.Backlog) float64) func() float64 {
-		return func() float64 { o.mu.Lock(); defer o.mu.Unlock(); return f(o.backlog) }
-	}
-	boolGauge := func(f func() bool) func() float64 {
-		return func() float64 {
-			if f() {
-				return 1
-			}
-			return 0
-		}
-	}
-	cs := []prometheus.Collector{
-		o.claimSeconds, o.claimRows, o.publishRound, o.commitDelay, o.inFlight, o.markFailures, o.claimFailures, o.sampleErrors, wakes,
-		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "delivered"}, &c.Published),
-		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "retried"}, &c.Retried),
-		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "deferred"}, &c.Deferred),
-		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "dead"}, &c.Dead),
-		fromCtr("txbox_relay_claimed_total", "Rows claimed.", nil, &c.Claimed),
-		fromCtr("txbox_relay_released_total", "Claimed rows handed back unpublished (shutdown, lease nearly spent, an earlier row of the aggregate failed).", nil, &c.Released),
-		fromCtr("txbox_relay_lease_lost_total", "Marks refused because another relay took the rows over after the lease ran out.", nil, &c.LeaseLost),
-		gauge("txbox_outbox_backlog", "Rows still to deliver, by status, sampled from the database.", prometheus.Labels{"status": "pending"}, sample(func(b store.Backlog) float64 { return float64(b.Pending) })),
-		gauge("txbox_outbox_backlog", "Rows still to deliver, by status, sampled from the database.", prometheus.Labels{"status": "retry"}, sample(func(b store.Backlog) float64 { return float64(b.Retry) })),
-		gauge("txbox_outbox_backlog", "Rows still to deliver, by status, sampled from the database.", prometheus.Labels{"status": "processing"}, sample(func(b store.Backlog) float64 { return float64(b.Processing) })),
-		gauge("txbox_outbox_dead", "DEAD rows waiting for an operator, sampled from the database.", nil, sample(func(b store.Backlog) float64 { return float64(b.Dead) })),
-		gauge("txbox_outbox_oldest_pending_age_seconds", "Age of the oldest PENDING, RETRY or PROCESSING row (0 when none), sampled from the database.", nil, sample(func(b store.Backlog) float64 { return b.OldestAge.Seconds() })),
-		gauge("txbox_outbox_last_sample_timestamp_seconds", "When the backlog was last sampled successfully (unix time).", nil, func() float64 {
-			o.mu.Lock()
-			defer o.mu.Unlock()
-			if o.sampledAt.IsZero() {
-				return 0
-			}
-			return float64(o.sampledAt.UnixNano()) / 1e9
-		}),
-		gauge("txbox_relay_last_publish_timestamp_seconds", "When the broker last confirmed a message (unix time; 0: not yet).", nil, func() float64 { return float64(o.lastPublish.Load()) / 1e9 }),
-		gauge("txbox_relay_broker_up", "1 while the broker takes publishes; 0 until the first publish or ping succeeded, and during a broker outage (a publish round that confirmed nothing and failed for the way out, or a failed ping of an idle relay's broker) until a publish is confirmed again.", nil, boolGauge(func() bool { return o.r.out.state().brokerUp() })),
-		gauge("txbox_relay_destinations_down", "Destinations (rendered topics) refusing publishes for an outage of their own (no stream for the subject) while the broker takes others; their events wait without spending attempts.", nil, func() float64 { return float64(o.r.out.state().dests) }),
-		gauge("txbox_relay_database_up", "1 while the relay's claims and backlog samples succeed; 0 until the first success and after a failure, until the next success.", nil, boolGauge(func() bool {
-			o.dbMu.Lock()
-			defer o.dbMu.Unlock()
-			return o.dbKnown && o.dbDown.IsZero()
-		})),
-		gauge("txbox_relay_ready", "1 when the relay is ready (see /readyz): database answers, broker confirms, oldest pending age and stall within bounds.", nil, boolGauge(func() bool {
-			o.mu.Lock()
-			defer o.mu.Unlock()
-			return o.lastReady == nil
-		})),
-	}
-	for _, col := range cs {
-		reg.MustRegister(col)
-	}
+	out := o.r.out.state()
+	s.BrokerUp, s.DestinationsDown = out.brokerUp(), out.dests
+	o.dbMu.Lock()
+	s.DatabaseUp = o.dbKnown && o.dbDown.IsZero()
+	o.dbMu.Unlock()
+	return s
 }
 
 // claimed records one claim.
 func (o *observer) claimed(took time.Duration, rows int, err error) {
 	o.database(err, "claims")
-	if o.claimSeconds == nil {
-		return
-	}
-	o.claimSeconds.Observe(took.Seconds())
-	switch {
-	case err != nil:
-		o.claimFailures.Inc()
-	case rows > 0:
-		o.claimRows.Observe(float64(rows))
+	if o.m != nil {
+		o.m.Claimed(took, rows, err)
 	}
 }
 
@@ -177,13 +107,13 @@ func (o *observer) published(start time.Time, created []time.Time, errs []error)
 	for i, err := range errs {
 		if err == nil {
 			ok = true
-			if o.commitDelay != nil {
-				o.commitDelay.Observe(now.Sub(created[i]).Seconds())
+			if o.m != nil {
+				o.m.Confirmed(now.Sub(created[i]))
 			}
 		}
 	}
-	if o.publishRound != nil {
-		o.publishRound.Observe(now.Sub(start).Seconds())
+	if o.m != nil {
+		o.m.PublishRound(now.Sub(start))
 	}
 	o.lastRound.Store(now.UnixNano())
 	if ok {
@@ -222,24 +152,19 @@ func (o *observer) database(err error, what string) {
 }
 
 func (o *observer) batchStarted() {
-	if o.inFlight != nil {
-		o.inFlight.Inc()
+	if o.m != nil {
+		o.m.BatchStarted()
 	}
 }
 
 func (o *observer) batchDone(err error) {
-	if o.inFlight != nil {
-		o.inFlight.Dec()
-		if err != nil {
-			o.markFailures.Inc()
-		}
+	if o.m != nil {
+		o.m.BatchDone(err != nil)
 	}
 }
 
 // woke says what ended a wait.
 type woke int
-
-const publishedHelp = "Publish outcomes: delivered (the broker confirmed), retried (row to RETRY, an attempt spent), deferred (row to RETRY for an outage of the way out, no attempt spent), dead (row to DEAD)."
 
 const (
 	wokeByPoll   woke = iota + 1 // the wait ran its full time
@@ -254,19 +179,19 @@ const (
 func (r *Relay) wait(ctx context.Context, d time.Duration, ended <-chan struct{}) (by woke, ok bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	var c prometheus.Counter
+	var src telemetry.WakeSource
 	select {
 	case <-ctx.Done():
 		return 0, false
 	case <-t.C:
-		by, c = wokeByPoll, r.obs.wakePoll
+		by, src = wokeByPoll, telemetry.WokeByPoll
 	case <-r.cfg.Wakeup:
-		by, c = wokeByListen, r.obs.wakeListen
+		by, src = wokeByListen, telemetry.WokeByListen
 	case <-ended:
-		by, c = wokeByBatch, r.obs.wakeBatch
+		by, src = wokeByBatch, telemetry.WokeByBatch
 	}
-	if c != nil {
-		c.Inc()
+	if r.obs.m != nil {
+		r.obs.m.Woke(src)
 	}
 	return by, true
 }
@@ -307,17 +232,18 @@ func (o *observer) sample(ctx context.Context) {
 		o.database(err, "backlog samples")
 	}
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	o.sampleErr = err
 	if err != nil {
-		if o.sampleErrors != nil {
-			o.sampleErrors.Inc()
-		}
 		o.r.log.Debug("sampling the backlog failed", "err", err)
 	} else {
 		o.backlog, o.sampledAt = b, time.Now()
 	}
 	o.lastReady = o.readyLocked()
+	o.mu.Unlock()
+	// Outside o.mu: the hook may read the state.
+	if o.m != nil {
+		o.m.BacklogSampled(err)
+	}
 }
 
 // pingIfIdle asks the broker whether it answers when no publish round

@@ -18,6 +18,7 @@ import (
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
+	"github.com/txbox/txbox/telemetry/prom"
 )
 
 func gauge(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
@@ -71,7 +72,7 @@ func TestMetricsAndProgress(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var logs testenv.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
-	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Metrics: reg, Logger: log, BatchSize: 50,
+	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Metrics: prom.NewRelayMetrics(reg), Logger: log, BatchSize: 50,
 		MetricsInterval: 20 * time.Millisecond, ProgressEvery: 50 * time.Millisecond})
 	waitFor(t, 10*time.Second, "backlog 0 and all delivered", func() bool {
 		return gauge(t, reg, "txbox_relay_published_total", "outcome", "delivered") == 300 &&

@@ -19,6 +19,7 @@ import (
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
+	"github.com/txbox/txbox/telemetry/prom"
 )
 
 // counting counts publish calls.
@@ -115,7 +116,7 @@ func testBrokerOutage(t *testing.T, claims relay.ClaimMode) {
 	reg := prometheus.NewRegistry()
 	const probeMax = 200 * time.Millisecond
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: c, Claims: claims, MaxAttempts: 3, BackoffBase: 10 * time.Millisecond,
-		BackoffMax: 20 * time.Millisecond, OutageProbeMax: probeMax, Metrics: reg, MetricsInterval: 20 * time.Millisecond,
+		BackoffMax: 20 * time.Millisecond, OutageProbeMax: probeMax, Metrics: prom.NewRelayMetrics(reg), MetricsInterval: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	evs := outageBacklog(t, s, "Order", 4, "a", "b", "c")
 	waitFor(t, 5*time.Second, "readiness to report the outage", func() bool {
@@ -193,7 +194,7 @@ func testMissingDestination(t *testing.T, claims relay.ClaimMode) {
 	var logs testenv.SyncBuffer
 	const probeMax = 200 * time.Millisecond
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: f, Claims: claims, MaxAttempts: 2, BackoffBase: 10 * time.Millisecond,
-		BackoffMax: 20 * time.Millisecond, OutageProbeMax: probeMax, Metrics: reg, MetricsInterval: 20 * time.Millisecond,
+		BackoffMax: 20 * time.Millisecond, OutageProbeMax: probeMax, Metrics: prom.NewRelayMetrics(reg), MetricsInterval: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	// Invoices and orders in one transaction, so the first claim holds
 	// both topics: with invoices alone nothing would tell a missing

@@ -24,12 +24,11 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/internal/backoff"
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/telemetry"
 )
 
 // Relay runs the delivery loop. Create it with New and run it with Run.
@@ -41,7 +40,7 @@ type Relay struct {
 	obs     *observer
 	out     *outages // outages of the way out (outage.go)
 	// tracer is nil when tracing is off: no per-message tracing work.
-	tracer trace.Tracer
+	tracer telemetry.Tracer
 
 	pipelined bool // the publisher keeps per-key order with many in flight
 }
@@ -59,9 +58,7 @@ func New(cfg Config) (*Relay, error) {
 	// over; one that can is up once its first ping answers.
 	r.out = newOutages(r.log, cfg.BackoffBase, cfg.OutageProbeMax, !pingable)
 	r.obs = newObserver(r)
-	if cfg.TracerProvider != nil {
-		r.tracer = cfg.TracerProvider.Tracer(tracerName)
-	}
+	r.tracer = cfg.Tracer
 	return r, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store/postgres"
+	"github.com/txbox/txbox/telemetry/otel"
 )
 
 // The relay makes a publish span only for an event whose writer sampled its
@@ -35,7 +36,7 @@ func TestPublishSpansFollowTheWriter(t *testing.T) {
 	writeCtx(unsampled, t, s, evs[1])
 	writeCtx(context.Background(), t, s, evs[2])
 	b := membroker.New()
-	run(t, relay.Config{Store: s, Publisher: b, TracerProvider: tp})
+	run(t, relay.Config{Store: s, Publisher: b, Tracer: otel.NewTracer(tp)})
 	waitFor(t, 10*time.Second, "3 messages", func() bool { return len(b.Messages()) == 3 })
 
 	var publish []tracetest.SpanStub
@@ -70,7 +71,7 @@ func writeCtx(ctx context.Context, t *testing.T, s *postgres.Store, evs ...txbox
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pgxtx.Add(ctx, tx, outbox.NewWriter(s.Dialect()), evs...); err != nil {
+	if err := pgxtx.Add(ctx, tx, outbox.NewWriter(s.Dialect(), outbox.WithTracer(otel.NewTracer(nil))), evs...); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -31,6 +31,7 @@ import (
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store/postgres"
+	"github.com/txbox/txbox/telemetry/prom"
 )
 
 func promtool(t *testing.T) string {
@@ -277,7 +278,7 @@ func TestRelayMetricsAcceptance(t *testing.T) {
 
 	// An embedded consumer shows its metrics on its own registry.
 	reg := prometheus.NewRegistry()
-	c, err := inbox.New(s, inbox.Config{Name: "billing", Subscriber: dest.Subscriber(t, "billing"), Metrics: reg},
+	c, err := inbox.New(s, inbox.Config{Name: "billing", Subscriber: dest.Subscriber(t, "billing"), Metrics: prom.NewInboxMetrics(reg)},
 		func(context.Context, pgx.Tx, txbox.Event) error { return nil })
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,8 @@ import (
 	"github.com/txbox/txbox/internal/redact"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store/postgres"
+	"github.com/txbox/txbox/telemetry/otel"
+	"github.com/txbox/txbox/telemetry/prom"
 )
 
 func newRelay(g *globals) *cobra.Command {
@@ -66,7 +68,7 @@ func newRelay(g *globals) *cobra.Command {
 			var srv *obsServer
 			if ln != nil {
 				reg, wrapped := newRegistry(g.db, g.broker)
-				cfg.Metrics = wrapped
+				cfg.Metrics = prom.NewRelayMetrics(wrapped)
 				startReg := prometheus.NewRegistry()
 				st.register(labelled(startReg, g.db, g.broker))
 				srv = serveObs(ctx, ln, reg, startReg, st, g.log)
@@ -76,7 +78,9 @@ func newRelay(g *globals) *cobra.Command {
 				return err
 			}
 			defer stopTracing()
-			cfg.TracerProvider = tp
+			if tp != nil {
+				cfg.Tracer = otel.NewTracer(tp)
+			}
 			g.noSplit = !split
 			g.migrating = migrate
 			wait := waitPolicy{log: g.log, base: min(cfg.BackoffBase, cfg.OutageProbeMax), max: cfg.OutageProbeMax, failFast: failFast}

@@ -31,7 +31,21 @@ var drivers = map[string][]string{
 // store.Tx, the outbox and inbox on pgx) may compile it: its pool may not.
 const pgx = "github.com/jackc/pgx/v5"
 
-var core = []string{"", "outbox", "relay", "inbox", "store", "broker", "pgxtx", "console"}
+var core = []string{"", "outbox", "relay", "inbox", "store", "broker", "pgxtx", "console", "telemetry"}
+
+// telemetryLibs are the metrics and tracing libraries: their
+// implementations of the telemetry hooks (telemetry/prom, telemetry/otel)
+// are the only packages of the module's library that compile them, and
+// a program wires those in (cmd/txbox does). No core package may.
+var telemetryLibs = []string{"github.com/prometheus/", "go.opentelemetry.io/"}
+
+// jackc is every package of pgx's author (pgx, pgconn, pgio, puddle,
+// pglogrepl): of the core, only pgxtx may compile them.
+const jackc = "github.com/jackc/"
+
+// maxRelayDeps bounds `go list -deps` of package relay, standard library
+// included: a service that embeds a relay compiles what it uses.
+const maxRelayDeps = 120
 
 // violations lists what pkg (a path below the module, "" for the root)
 // must not depend on but does.
@@ -58,6 +72,17 @@ func violations(pkg string, deps []string) []string {
 			if (isCore && pkg != "pgxtx") || pkg == "store/mysql" || pkg == "store/sqlite" {
 				bad = append(bad, d+" (pgx)")
 			}
+		}
+		for _, p := range telemetryLibs {
+			if isCore && strings.HasPrefix(d, p) {
+				bad = append(bad, d+" (metrics or tracing library: the telemetry hooks' implementations)")
+			}
+		}
+		if isCore && pkg != "pgxtx" && strings.HasPrefix(d, jackc) {
+			bad = append(bad, d+" (jackc)")
+		}
+		if isCore && (d == mod+"/telemetry/prom" || d == mod+"/telemetry/otel") {
+			bad = append(bad, d+" (telemetry implementation)")
 		}
 		if strings.HasPrefix(d, "github.com/cloudevents/") {
 			bad = append(bad, d+" (test-only interop dependency)")
@@ -91,6 +116,26 @@ func TestDependenciesPointOneWay(t *testing.T) {
 	}
 }
 
+// The relay, the inbox and the outbox writer compile no database driver and
+// no metrics or tracing library (the telemetry hooks keep those out), and
+// the relay compiles at most maxRelayDeps packages (issue 33).
+func TestCoreDependenciesAreFew(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", mod+"/relay", mod+"/inbox", mod+"/outbox").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, d := range strings.Fields(string(out)) {
+		for _, p := range append([]string{jackc}, telemetryLibs...) {
+			if strings.HasPrefix(d, p) {
+				t.Errorf("relay, inbox or outbox depends on %s", d)
+			}
+		}
+	}
+	if n := len(deps(t, "relay")); n > maxRelayDeps {
+		t.Errorf("go list -deps %s/relay: %d packages, want at most %d", mod, n, maxRelayDeps)
+	}
+}
+
 // The check itself notices each kind of wrong dependency.
 func TestViolationsNoticed(t *testing.T) {
 	for _, c := range []struct {
@@ -111,6 +156,12 @@ func TestViolationsNoticed(t *testing.T) {
 		{"relay", mod + "/store/postgres/cdc"},
 		{"outbox", "github.com/jackc/pglogrepl"},
 		{"store/postgres", "github.com/jackc/pglogrepl"},
+		{"relay", "github.com/prometheus/client_golang/prometheus"},
+		{"inbox", "go.opentelemetry.io/otel/trace"},
+		{"outbox", "go.opentelemetry.io/otel/propagation"},
+		{"telemetry", "github.com/prometheus/client_model/go"},
+		{"inbox", "github.com/jackc/puddle/v2"},
+		{"relay", mod + "/telemetry/prom"},
 	} {
 		if bad := violations(c.pkg, []string{"fmt", c.dep}); len(bad) == 0 {
 			t.Errorf("%q depending on %s not noticed", c.pkg, c.dep)
@@ -124,6 +175,10 @@ func TestViolationsNoticed(t *testing.T) {
 		{"store/mysql", "github.com/go-sql-driver/mysql"},
 		{"store/postgres/cdc", "github.com/jackc/pglogrepl"},
 		{"store/postgres/cdc", "github.com/jackc/pgx/v5/pgxpool"},
+		{"store/postgres/cdc", "github.com/prometheus/client_golang/prometheus"},
+		{"relay", mod + "/telemetry"},
+		{"telemetry/prom", "github.com/prometheus/client_golang/prometheus"},
+		{"telemetry/otel", "go.opentelemetry.io/otel/trace"},
 	} {
 		if bad := violations(ok.pkg, []string{ok.dep}); len(bad) > 0 {
 			t.Errorf("%q depending on %s flagged: %v", ok.pkg, ok.dep, bad)

@@ -54,8 +54,9 @@ type Config struct {
 	// most 63). It is created on first use. Required.
 	Slot string
 	// Relay configures the publishing: Publisher, Topic, Source, backoff,
-	// MaxAttempts, Logger, Metrics, TracerProvider. Its Store is set to
-	// Store.
+	// MaxAttempts, Logger, Metrics, Tracer. Its Store is set to Store.
+	// Metrics from prom.NewRelayMetrics (telemetry/prom) also get the
+	// slots' lag gauges.
 	Relay relay.Config
 	// BatchSize is the most events published and recorded in one step; the
 	// position is confirmed after each step. Default DefaultBatchSize.
@@ -143,8 +144,9 @@ func New(cfg Config) (*Reader, error) {
 	r := &Reader{cfg: cfg, rel: rel, log: cfg.Relay.Logger.With("slot", cfg.Slot)}
 	r.beat()
 	r.lag = newLagCollector(cfg.Store)
-	if cfg.Relay.Metrics != nil {
-		if err := cfg.Relay.Metrics.Register(r.lag); err != nil {
+	// The slots' lag goes where the relay's Prometheus metrics go.
+	if pm, ok := cfg.Relay.Metrics.(interface{ Registerer() prometheus.Registerer }); ok {
+		if err := pm.Registerer().Register(r.lag); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
 				return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/store/postgres/cdc"
+	"github.com/txbox/txbox/telemetry/prom"
 )
 
 // Rows and tableless events, written in interleaved transactions across
@@ -210,7 +211,7 @@ func TestSlotLeftBehindIsReported(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	other := e.start(e.slot(), membroker.New(), func(c *cdc.Config) {
-		c.Relay.Metrics = reg
+		c.Relay.Metrics = prom.NewRelayMetrics(reg)
 		c.Relay.MetricsInterval = 100 * time.Millisecond
 	})
 	time.Sleep(1500 * time.Millisecond)

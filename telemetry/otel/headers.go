@@ -1,7 +1,4 @@
-// Package tracing carries W3C trace context (traceparent, tracestate) in
-// event headers. It uses only the OpenTelemetry API: the SDK and exporters
-// are the binary's business (cmd/txbox), never the library's.
-package tracing
+package otel
 
 import (
 	"context"
@@ -18,13 +15,15 @@ const (
 	TraceState  = "tracestate"
 )
 
+// w3c is the W3C propagator, for the traceparent forms remote does not
+// parse itself.
 var w3c = propagation.TraceContext{}
 
-// Inject returns h with ctx's span context as traceparent and tracestate.
+// inject returns h with ctx's span context as traceparent and tracestate.
 // When ctx carries no valid span, or h has a traceparent already (the
 // producer set it), h is returned as it is: no copy, no allocation. h itself
 // is never modified; a new map is returned.
-func Inject(ctx context.Context, h map[string]string) map[string]string {
+func inject(ctx context.Context, h map[string]string) map[string]string {
 	sc := trace.SpanContextFromContext(ctx)
 	if !sc.IsValid() {
 		return h
@@ -36,13 +35,13 @@ func Inject(ctx context.Context, h map[string]string) map[string]string {
 	for k, v := range h {
 		out[k] = v
 	}
-	Set(out, sc)
+	set(out, sc)
 	return out
 }
 
-// Set writes sc into h (which must not be nil) as traceparent and
+// set writes sc into h (which must not be nil) as traceparent and
 // tracestate, replacing what was there.
-func Set(h map[string]string, sc trace.SpanContext) {
+func set(h map[string]string, sc trace.SpanContext) {
 	h[TraceParent] = "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + hex.EncodeToString([]byte{byte(sc.TraceFlags())})
 	if ts := sc.TraceState(); ts.Len() > 0 {
 		h[TraceState] = ts.String()
@@ -51,10 +50,10 @@ func Set(h map[string]string, sc trace.SpanContext) {
 	}
 }
 
-// Remote returns the span context h's traceparent names (invalid if none).
+// remote returns the span context h's traceparent names (invalid if none).
 // The common form (version 00) is parsed here without allocating a
 // context; anything else goes through the W3C propagator.
-func Remote(h map[string]string) trace.SpanContext {
+func remote(h map[string]string) trace.SpanContext {
 	tp := h[TraceParent]
 	if tp == "" {
 		return trace.SpanContext{}

@@ -1,4 +1,4 @@
-package tracing_test
+package otel_test
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store/postgres"
+	txotel "github.com/txbox/txbox/telemetry/otel"
 )
 
 func TestOneTraceNATS(t *testing.T)     { oneTrace(t, brokerenv.NATS{}.Setup(t)) }
@@ -38,6 +39,7 @@ func oneTrace(t *testing.T, dest *scenario.Destination) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tr := txotel.NewTracer(tp)
 	s := storeenv.OpenPostgres(t, postgres.Options{})
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
@@ -49,7 +51,7 @@ func oneTrace(t *testing.T, dest *scenario.Destination) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pgxtx.Add(wctx, tx, outbox.NewWriter(s.Dialect()), ev); err != nil {
+	if err := pgxtx.Add(wctx, tx, outbox.NewWriter(s.Dialect(), outbox.WithTracer(tr)), ev); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(wctx); err != nil {
@@ -57,7 +59,7 @@ func oneTrace(t *testing.T, dest *scenario.Destination) {
 	}
 	writerSpan.End()
 
-	r, err := relay.New(relay.Config{Store: s, Publisher: dest.Publisher(t), Topic: broker.Topic(dest.Topic), TracerProvider: tp, PollInterval: 20 * time.Millisecond})
+	r, err := relay.New(relay.Config{Store: s, Publisher: dest.Publisher(t), Topic: broker.Topic(dest.Topic), Tracer: tr, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +71,7 @@ func oneTrace(t *testing.T, dest *scenario.Destination) {
 	var calls atomic.Int32
 	handled := make(chan struct{})
 	c, err := inbox.New(s, inbox.Config{Name: "billing", Subscriber: dest.Subscriber(t, "billing"),
-		TracerProvider: tp, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond},
+		Tracer: tr, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond},
 		func(ctx context.Context, _ pgx.Tx, e txbox.Event) error {
 			if calls.Add(1) == 1 {
 				return errors.New("first attempt fails")
