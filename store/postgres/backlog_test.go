@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -35,7 +34,7 @@ func TestBacklogPlanIgnoresHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	var plan []string
-	rows, err := s.Pool().Query(ctx, "EXPLAIN "+fmt.Sprintf(postgres.BacklogQuery, tbl))
+	rows, err := s.Pool().Query(ctx, "EXPLAIN "+postgres.BacklogSQL(s))
 	if err != nil {
 		t.Fatal(err)
 	}

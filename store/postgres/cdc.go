@@ -18,7 +18,8 @@ import (
 // This file is the database side of change data capture (package
 // store/postgres/cdc reads the log): the publication, the registry of the
 // relays' slots, the lag of those slots, and the bookkeeping of delivered
-// events. Every statement of it runs on the store's ordinary pool.
+// events. Every statement of it runs on the store's ordinary pool; each is
+// a file of queries/ (statements in queries.go).
 
 // ErrWALLevel is returned by MigrateCDC when wal_level is not logical.
 var ErrWALLevel = errors.New("wal_level must be logical for CDC: run ALTER SYSTEM SET wal_level = logical; and restart PostgreSQL")
@@ -27,9 +28,9 @@ var ErrWALLevel = errors.New("wal_level must be logical for CDC: run ALTER SYSTE
 // "<outbox>_cdc".
 func (s *Store) Publication() string { return s.tables.Outbox + "_cdc" }
 
-// slots is the registry of the slots CDC relays created, so stats and
+// slotsTable is the registry of the slots CDC relays created, so stats and
 // metrics report txbox's slots and no one else's.
-func (s *Store) slotsTable() string { return s.tables.Qualified(s.tables.Outbox + "_cdc_slots") }
+func (s *Store) slotsTable() string { return s.st.args.Slots }
 
 // MigrateCDC prepares the database for CDC relays: it checks wal_level,
 // then creates the publication on the outbox table (inserts, and updates
@@ -37,38 +38,26 @@ func (s *Store) slotsTable() string { return s.tables.Qualified(s.tables.Outbox 
 // is idempotent.
 func (s *Store) MigrateCDC(ctx context.Context) error {
 	var level string
-	if err := s.pool.QueryRow(ctx, `SHOW wal_level`).Scan(&level); err != nil {
+	if err := s.pool.QueryRow(ctx, s.st.walLevel).Scan(&level); err != nil {
 		return fmt.Errorf("postgres: wal_level: %w", err)
 	}
 	if level != "logical" {
 		return fmt.Errorf("%w (it is %s)", ErrWALLevel, level)
 	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "txbox-migrate-cdc:"+s.Publication()); err != nil {
+		if _, err := tx.Exec(ctx, s.st.advisoryXactLock, "txbox-migrate-cdc:"+s.Publication()); err != nil {
 			return fmt.Errorf("migrate cdc: lock: %w", err)
 		}
 		var exists bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, s.Publication()).Scan(&exists); err != nil {
+		if err := tx.QueryRow(ctx, s.st.publicationExists, s.Publication()).Scan(&exists); err != nil {
 			return err
 		}
 		if !exists {
-			if _, err := tx.Exec(ctx, `CREATE PUBLICATION `+s.Publication()+` FOR TABLE `+s.q.table+
-				` WITH (publish = 'insert, update')`); err != nil {
+			if _, err := tx.Exec(ctx, s.st.createPublication); err != nil {
 				return fmt.Errorf("migrate cdc: publication: %w", err)
 			}
 		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.slotsTable()+` (
-			slot_name     TEXT PRIMARY KEY,
-			created_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
-			confirmed_lsn PG_LSN NULL,
-			confirmed_at  TIMESTAMPTZ NULL,
-			-- true once a relay delivered the rows older than the slot
-			backfilled    BOOLEAN NOT NULL DEFAULT false,
-			-- the highest id that delivery took from the table: the log may
-			-- bring those rows again, and one no longer in the table is skipped
-			backfill_max_id BIGINT NOT NULL DEFAULT 0,
-			-- the log position when it ended: later commits were not in it
-			backfill_end_lsn PG_LSN NULL)`); err != nil {
+		if _, err := tx.Exec(ctx, s.st.slotsTable); err != nil {
 			return fmt.Errorf("migrate cdc: slots table: %w", err)
 		}
 		return nil
@@ -79,15 +68,14 @@ func (s *Store) MigrateCDC(ctx context.Context) error {
 // command to run, instead of a replication error later.
 func (s *Store) CheckCDC(ctx context.Context) error {
 	var level string
-	if err := s.pool.QueryRow(ctx, `SHOW wal_level`).Scan(&level); err != nil {
+	if err := s.pool.QueryRow(ctx, s.st.walLevel).Scan(&level); err != nil {
 		return fmt.Errorf("postgres: wal_level: %w", err)
 	}
 	if level != "logical" {
 		return fmt.Errorf("%w (it is %s)", ErrWALLevel, level)
 	}
 	var pub, reg bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1), to_regclass($2) IS NOT NULL`,
-		s.Publication(), s.slotsTable()).Scan(&pub, &reg)
+	err := s.pool.QueryRow(ctx, s.st.cdcReady, s.Publication(), s.slotsTable()).Scan(&pub, &reg)
 	if err != nil {
 		return fmt.Errorf("postgres: check cdc: %w", err)
 	}
@@ -101,12 +89,7 @@ func (s *Store) CheckCDC(ctx context.Context) error {
 // backfilled says the rows older than the slot are delivered, up to id
 // maxID.
 func (s *Store) RegisterSlot(ctx context.Context, slot string, backfilled bool, maxID int64) error {
-	t := s.slotsTable()
-	_, err := s.pool.Exec(ctx, `INSERT INTO `+t+` (slot_name, confirmed_at, backfilled, backfill_max_id, backfill_end_lsn)
-		VALUES ($1, now(), $2, $3, CASE WHEN $2 THEN pg_current_wal_lsn() END)
-		ON CONFLICT (slot_name) DO UPDATE SET backfilled = `+t+`.backfilled OR EXCLUDED.backfilled,
-			backfill_max_id = greatest(`+t+`.backfill_max_id, EXCLUDED.backfill_max_id),
-			backfill_end_lsn = coalesce(`+t+`.backfill_end_lsn, EXCLUDED.backfill_end_lsn)`, slot, backfilled, maxID)
+	_, err := s.pool.Exec(ctx, s.st.registerSlot, slot, backfilled, maxID)
 	if err != nil {
 		return fmt.Errorf("postgres: register slot: %w", err)
 	}
@@ -136,17 +119,12 @@ func (s *Store) RecordDelivered(ctx context.Context, d Delivered) error {
 		b.Queue(s.q.txFailed, failureArgs(d.DeadRows)...)
 	}
 	for _, r := range d.DeadMessages {
-		// A row id from the outbox's own sequence; a copy left by an earlier
-		// attempt (a restart before the position was confirmed) is kept.
-		b.Queue(`INSERT INTO `+s.q.table+` (id, event_id, aggregate_type, aggregate_id, aggregate_version, event_type,
-			payload, headers, status, retry_count, occurred_at, created_at, last_error)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'DEAD', 1, $9, $10, $11) ON CONFLICT DO NOTHING`,
-			r.ID, sqlstore.Truncate(r.EventID, 64), sqlstore.Truncate(r.AggregateType, 64), sqlstore.Truncate(r.AggregateID, 128),
+		b.Queue(s.st.deadMessage, r.ID, sqlstore.Truncate(r.EventID, 64), sqlstore.Truncate(r.AggregateType, 64), sqlstore.Truncate(r.AggregateID, 128),
 			r.AggregateVersion, sqlstore.Truncate(r.EventType, 128), jsonOrString(r.Payload), nullJSON(r.Headers),
 			orNow(r.OccurredAt), orNow(r.CreatedAt), sqlstore.Truncate(r.LastError, 2000))
 	}
 	if d.Slot != "" && d.LSN != "" {
-		b.Queue(`UPDATE `+s.slotsTable()+` SET confirmed_lsn = $2::pg_lsn, confirmed_at = now() WHERE slot_name = $1`, d.Slot, d.LSN)
+		b.Queue(s.st.confirmSlot, d.Slot, d.LSN)
 	}
 	if b.Len() == 0 {
 		return nil
@@ -194,8 +172,7 @@ func (s *Store) WaitVisible(ctx context.Context, xids []uint32) error {
 	for wait := 500 * time.Microsecond; ; wait = min(wait*2, 50*time.Millisecond) {
 		var xmax int64
 		var xip []int64
-		err := s.pool.QueryRow(ctx, `SELECT pg_snapshot_xmax(c)::text::bigint,
-			ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(c) x) FROM pg_current_snapshot() c`).Scan(&xmax, &xip)
+		err := s.pool.QueryRow(ctx, s.st.snapshot).Scan(&xmax, &xip)
 		if err != nil {
 			return fmt.Errorf("postgres: wait visible: %w", err)
 		}
@@ -254,17 +231,13 @@ type SlotLag struct {
 // SlotLags reports every registered slot; none when MigrateCDC never ran.
 func (s *Store) SlotLags(ctx context.Context) ([]SlotLag, error) {
 	var reg bool
-	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.slotsTable()).Scan(&reg); err != nil {
+	if err := s.pool.QueryRow(ctx, s.st.tableExists, s.slotsTable()).Scan(&reg); err != nil {
 		return nil, fmt.Errorf("postgres: slot lag: %w", err)
 	}
 	if !reg {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT r.slot_name, s.slot_name IS NOT NULL, coalesce(s.active, false),
-		coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn), 0)::bigint,
-		coalesce(EXTRACT(EPOCH FROM now() - coalesce(r.confirmed_at, r.created_at)), 0)::float8
-		FROM `+s.slotsTable()+` r LEFT JOIN pg_replication_slots s ON s.slot_name = r.slot_name
-		ORDER BY r.slot_name`)
+	rows, err := s.pool.Query(ctx, s.st.slotLags)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: slot lag: %w", err)
 	}
@@ -290,7 +263,7 @@ var ErrSlotActive = errors.New("replication slot is active: stop its relay first
 // slot; a slot that does not exist is only removed from the registry.
 func (s *Store) DropSlot(ctx context.Context, slot string) error {
 	var exists, active bool
-	err := s.pool.QueryRow(ctx, `SELECT true, active FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&exists, &active)
+	err := s.pool.QueryRow(ctx, s.st.slotState, slot).Scan(&exists, &active)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("postgres: drop slot: %w", err)
 	}
@@ -298,13 +271,13 @@ func (s *Store) DropSlot(ctx context.Context, slot string) error {
 		return fmt.Errorf("postgres: drop slot %s: %w", slot, ErrSlotActive)
 	}
 	if exists {
-		if _, err := s.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, slot); err != nil {
+		if _, err := s.pool.Exec(ctx, s.st.dropSlot, slot); err != nil {
 			return fmt.Errorf("postgres: drop slot %s: %w", slot, err)
 		}
 	}
 	var reg bool
-	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.slotsTable()).Scan(&reg); err == nil && reg {
-		if _, err := s.pool.Exec(ctx, `DELETE FROM `+s.slotsTable()+` WHERE slot_name = $1`, slot); err != nil {
+	if err := s.pool.QueryRow(ctx, s.st.tableExists, s.slotsTable()).Scan(&reg); err == nil && reg {
+		if _, err := s.pool.Exec(ctx, s.st.forgetSlot, slot); err != nil {
 			return fmt.Errorf("postgres: drop slot %s: %w", slot, err)
 		}
 	}
@@ -320,7 +293,7 @@ func (s *Store) CreateSlot(ctx context.Context, slot string) (bool, error) {
 		return false, err
 	}
 	if !ok {
-		if _, err := s.pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot); err != nil {
+		if _, err := s.pool.Exec(ctx, s.st.createSlot, slot); err != nil {
 			return false, fmt.Errorf("postgres: create slot %s: %w", slot, err)
 		}
 	}
@@ -330,7 +303,7 @@ func (s *Store) CreateSlot(ctx context.Context, slot string) (bool, error) {
 // SlotExists reports whether PostgreSQL has the slot.
 func (s *Store) SlotExists(ctx context.Context, slot string) (bool, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, slot).Scan(&ok)
+	err := s.pool.QueryRow(ctx, s.st.slotExists, slot).Scan(&ok)
 	return ok, err
 }
 
@@ -338,8 +311,7 @@ func (s *Store) SlotExists(ctx context.Context, slot string) (bool, error) {
 // PROCESSING) with ids above afterID, in id order: a CDC relay whose slot
 // is new delivers what the table held before the slot existed.
 func (s *Store) PendingRows(ctx context.Context, afterID int64, limit int) ([]store.Record, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+cols+` FROM `+s.q.table+`
-		WHERE status IN ('PENDING', 'RETRY', 'PROCESSING') AND id > $1 ORDER BY id LIMIT $2`, afterID, limit)
+	rows, err := s.pool.Query(ctx, s.st.pendingRows, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: pending rows: %w", err)
 	}
@@ -357,7 +329,7 @@ type Backfill struct {
 func (s *Store) SlotBackfill(ctx context.Context, slot string) (Backfill, error) {
 	var b Backfill
 	var end *string
-	err := s.pool.QueryRow(ctx, `SELECT backfilled, backfill_max_id, backfill_end_lsn::text FROM `+s.slotsTable()+` WHERE slot_name = $1`, slot).Scan(&b.Done, &b.MaxID, &end)
+	err := s.pool.QueryRow(ctx, s.st.slotBackfill, slot).Scan(&b.Done, &b.MaxID, &end)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return b, nil
 	}
@@ -381,19 +353,19 @@ func (s *Store) LockBackfill(ctx context.Context, slot string) (unlock func(), e
 		return nil, fmt.Errorf("postgres: backfill lock: %w", err)
 	}
 	key := "txbox-cdc-backfill:" + s.slotsTable() + ":" + slot
-	if _, err := c.Exec(ctx, `SELECT pg_advisory_lock(hashtext($1))`, key); err != nil {
+	if _, err := c.Exec(ctx, s.st.advisoryLock, key); err != nil {
 		c.Release()
 		return nil, fmt.Errorf("postgres: backfill lock: %w", err)
 	}
 	return func() {
-		_, _ = c.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext($1))`, key)
+		_, _ = c.Exec(context.Background(), s.st.advisoryUnlock, key)
 		c.Release()
 	}, nil
 }
 
 // StillPending returns which of ids are PENDING rows of the outbox table.
 func (s *Store) StillPending(ctx context.Context, ids []int64) (map[int64]bool, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id FROM `+s.q.table+` WHERE id = ANY($1) AND status = 'PENDING'`, ids)
+	rows, err := s.pool.Query(ctx, s.st.stillPending, ids)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: still pending: %w", err)
 	}
@@ -412,7 +384,7 @@ func (s *Store) StillPending(ctx context.Context, ids []int64) (map[int64]bool, 
 // RowByID reads one outbox row: a CDC update whose payload the log left out
 // (an unchanged TOASTed value) is read from the table.
 func (s *Store) RowByID(ctx context.Context, id int64) (store.Record, bool, error) {
-	r, err := scanRecord(s.pool.QueryRow(ctx, `SELECT `+cols+` FROM `+s.q.table+` WHERE id = $1`, id))
+	r, err := scanRecord(s.pool.QueryRow(ctx, s.st.rowByID, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil
 	}

@@ -5,34 +5,26 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/internal/sqladmin"
 )
 
-// Count implements store.Outbox.
+// Count implements store.Outbox over the same tables as List.
 func (s *Store) Count(ctx context.Context, f store.Filter) (int64, error) {
 	where, args := sqlstore.FilterSQL(f, ph, 1)
-	q := `SELECT (SELECT count(*) FROM ` + s.q.table + ` WHERE ` + where + `)`
-	if f.Status == "" || f.Status == txbox.StatusSent {
-		q += ` + (SELECT count(*) FROM ` + s.q.sent + ` WHERE ` + where + `)`
-	}
-	return s.count(ctx, "count", q, args...)
+	return s.count(ctx, "count", s.st.filtered("count.sql", where, sqladmin.ReadsArchive(f), ""), args...)
 }
 
 // CountCleanup implements store.Counter: the WHERE clauses of Cleanup.
 func (s *Store) CountCleanup(ctx context.Context, age time.Duration) (int64, error) {
-	return s.count(ctx, "count cleanup", `SELECT
-		(SELECT count(*) FROM `+s.q.sent+` WHERE sent_at < now() - $1 * interval '1 millisecond')
-		+ (SELECT count(*) FROM `+s.q.table+` WHERE status = 'SENT' AND sent_at < now() - $1 * interval '1 millisecond')`,
-		age.Milliseconds())
+	return s.count(ctx, "count cleanup", s.st.countCleanup, age.Milliseconds())
 }
 
 // CountInboxCleanup implements store.Counter: the WHERE clause of
 // InboxCleanup.
 func (s *Store) CountInboxCleanup(ctx context.Context, age time.Duration) (int64, error) {
-	return s.count(ctx, "count inbox cleanup", `SELECT count(*) FROM `+Dialect{Tables: s.tables}.inbox()+`
-		WHERE status IN ('PROCESSED', 'SKIPPED') AND received_at < now() - $1 * interval '1 millisecond'`, age.Milliseconds())
+	return s.count(ctx, "count inbox cleanup", s.st.countInboxCleanup, age.Milliseconds())
 }
 
 func (s *Store) count(ctx context.Context, what, q string, args ...any) (int64, error) {

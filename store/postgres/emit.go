@@ -68,9 +68,7 @@ func (d Dialect) EmitEvents(ctx context.Context, tx store.Tx, events []txbox.Eve
 	}
 	// unnest keeps the array's order, so the messages are in the log in the
 	// order of events, like the rows of one INSERT.
-	_, err := tx.Exec(ctx, `SELECT pg_logical_emit_message(true, $1,
-		nextval(pg_get_serial_sequence($2, 'id'))::text || E'\n' || m) FROM unnest($3::text[]) AS m`,
-		MessagePrefix(t), t.Qualified(t.Outbox), bodies)
+	_, err := tx.Exec(ctx, dialectSQL.emitEvents, MessagePrefix(t), t.Qualified(t.Outbox), bodies)
 	if err != nil {
 		return fmt.Errorf("postgres: emit events: %w", err)
 	}

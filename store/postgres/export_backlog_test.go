@@ -1,4 +1,4 @@
 package postgres
 
-// BacklogQuery is backlogQuery, for the plan test.
-const BacklogQuery = backlogQuery
+// BacklogSQL is the store's backlog statement, for the plan test.
+func BacklogSQL(s *Store) string { return s.st.backlog }

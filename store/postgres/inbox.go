@@ -2,11 +2,11 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,12 +18,8 @@ import (
 	"github.com/txbox/txbox/store/internal/sqlinbox"
 )
 
-// The inbox transaction's SQL. Everything runs on the consumer's tx.
-
-func (d Dialect) inbox() string {
-	t := d.Tables.WithDefaults()
-	return t.Qualified(t.Inbox)
-}
+// The inbox transaction's SQL (queries/inbox_*.sql, version_*.sql;
+// inboxQueries in queries.go). Everything runs on the consumer's tx.
 
 // inboxKey selects one inbox row by its primary key. consumer_name is
 // compared through an expression so that no plan can answer it from the
@@ -52,43 +48,38 @@ func (d Dialect) InboxAcquireProcessed(ctx context.Context, tx store.Tx, consume
 }
 
 func (d Dialect) acquire(ctx context.Context, tx store.Tx, consumer string, e txbox.Event, processed bool) (store.InboxState, int, error) {
-	status, doneAt := `'PROCESSING'`, `NULL`
+	q := d.inbox()
+	insert := q.inboxInsert
 	if processed {
-		status, doneAt = `'PROCESSED'`, `now()`
+		insert = q.inboxInsertProcessed
 	}
-	n, err := tx.Exec(ctx, `INSERT INTO `+d.inbox()+` (event_id, consumer_name, event_type, status, processed_at, aggregate_type, aggregate_id, aggregate_version, occurred_at)
-		VALUES ($1, $2, $3, `+status+`, `+doneAt+`, $4, $5, $6, $7) ON CONFLICT (event_id, consumer_name) DO NOTHING`,
-		e.ID, consumer, e.Type, e.AggregateType, e.AggregateID, e.AggregateVersion, nullTime(e.OccurredAt))
+	n, err := tx.Exec(ctx, insert, e.ID, consumer, e.Type, e.AggregateType, e.AggregateID, e.AggregateVersion, nullTime(e.OccurredAt))
 	if err != nil {
 		return 0, 0, fmt.Errorf("postgres: inbox insert: %w", err)
 	}
 	if n == 1 {
 		return store.InboxFresh, 0, nil
 	}
-	return d.existing(ctx, tx, consumer, e.ID, processed)
+	return existing(ctx, tx, q, consumer, e.ID, processed)
 }
 
 // existing locks the row of an event seen before and reports its state; a
 // row to run again (RETRY, REPLAY) is set to PROCESSING, or PROCESSED when
 // processed is set.
-func (d Dialect) existing(ctx context.Context, tx store.Tx, consumer, eventID string, processed bool) (store.InboxState, int, error) {
+func existing(ctx context.Context, tx store.Tx, q inboxQueries, consumer, eventID string, processed bool) (store.InboxState, int, error) {
 	var status string
 	var attempts int
-	if err := tx.QueryRow(ctx, `SELECT status, retry_count FROM `+d.inbox()+` WHERE `+inboxKey+` FOR UPDATE`,
-		eventID, consumer).Scan(&status, &attempts); err != nil {
+	if err := tx.QueryRow(ctx, q.inboxLookup, eventID, consumer).Scan(&status, &attempts); err != nil {
 		return 0, 0, fmt.Errorf("postgres: inbox lookup: %w", err)
 	}
-	switch txbox.Status(status) {
-	case txbox.StatusProcessed, txbox.StatusSkipped:
-		return store.InboxDuplicate, attempts, nil
-	case txbox.StatusDead:
-		return store.InboxParked, attempts, nil
+	if state, ok := sqlinbox.Existing(status); ok {
+		return state, attempts, nil
 	}
-	set := `status = 'PROCESSING'`
+	retry := q.inboxRetry
 	if processed {
-		set = `status = 'PROCESSED', processed_at = now(), payload = NULL, headers = NULL`
+		retry = q.inboxRetryProcessed
 	}
-	if _, err := tx.Exec(ctx, `UPDATE `+d.inbox()+` SET `+set+` WHERE `+inboxKey, eventID, consumer); err != nil {
+	if _, err := tx.Exec(ctx, retry, eventID, consumer); err != nil {
 		return 0, 0, fmt.Errorf("postgres: inbox retry: %w", err)
 	}
 	return store.InboxRetry, attempts, nil
@@ -111,26 +102,23 @@ func (d Dialect) InboxInsertProcessed(ctx context.Context, tx store.Tx, consumer
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool { return evs[order[a]].ID < evs[order[b]].ID })
+	q := d.inbox()
 	for start := 0; start < len(order); start += inboxChunk {
 		part := order[start:min(len(order), start+inboxChunk)]
-		var q strings.Builder
-		q.WriteString(`WITH ins AS (INSERT INTO ` + d.inbox() + ` (event_id, consumer_name, event_type, status, processed_at, aggregate_type, aggregate_id, aggregate_version, occurred_at) VALUES `)
+		var rows strings.Builder
 		args := make([]any, 0, 1+6*len(part))
 		args = append(args, consumer)
 		for i, k := range part {
 			e := &evs[k]
 			if i > 0 {
-				q.WriteString(", ")
+				rows.WriteString(", ")
 			}
 			b := len(args)
-			fmt.Fprintf(&q, "($%d, $1, $%d, 'PROCESSED', now(), $%d, $%d, $%d, $%d)", b+1, b+2, b+3, b+4, b+5, b+6)
+			fmt.Fprintf(&rows, processedRow, b+1, b+2, b+3, b+4, b+5, b+6)
 			args = append(args, e.ID, e.Type, e.AggregateType, e.AggregateID, e.AggregateVersion, nullTime(e.OccurredAt))
 		}
-		// The ids come back as one JSON array: store.Tx reads one row, and
-		// this works for pgx and database/sql alike.
-		q.WriteString(` ON CONFLICT (event_id, consumer_name) DO NOTHING RETURNING event_id) SELECT COALESCE(json_agg(event_id), '[]')::text FROM ins`)
 		var js string
-		if err := tx.QueryRow(ctx, q.String(), args...).Scan(&js); err != nil {
+		if err := tx.QueryRow(ctx, q.batch("inbox_insert_batch.sql", rows.String(), ""), args...).Scan(&js); err != nil {
 			return nil, fmt.Errorf("postgres: inbox insert: %w", err)
 		}
 		var ids []string
@@ -151,6 +139,11 @@ func (d Dialect) InboxInsertProcessed(ctx context.Context, tx store.Tx, consumer
 	return fresh, nil
 }
 
+// processedRow is one row of inbox_insert_batch.sql's VALUES: the event's
+// id, type, aggregate and time, numbered from the first %d, beside the
+// consumer ($1).
+const processedRow = "($%d, $1, $%d, 'PROCESSED', now(), $%d, $%d, $%d, $%d)"
+
 // inboxChunk keeps one InboxInsertProcessed statement well under
 // PostgreSQL's 65535 parameters.
 const inboxChunk = 1000
@@ -158,21 +151,20 @@ const inboxChunk = 1000
 // InboxForget deletes rows InboxInsertProcessed inserted in this
 // transaction for events that were not applied after all.
 func (d Dialect) InboxForget(ctx context.Context, tx store.Tx, consumer string, eventIDs []string) error {
+	q := d.inbox()
 	for start := 0; start < len(eventIDs); start += inboxChunk {
 		part := eventIDs[start:min(len(eventIDs), start+inboxChunk)]
-		var q strings.Builder
-		q.WriteString(`DELETE FROM ` + d.inbox() + ` WHERE consumer_name || '' = $1 AND event_id IN (`)
+		var ids strings.Builder
 		args := make([]any, 0, 1+len(part))
 		args = append(args, consumer)
 		for i, id := range part {
 			if i > 0 {
-				q.WriteString(", ")
+				ids.WriteString(", ")
 			}
-			fmt.Fprintf(&q, "$%d", i+2)
+			ids.WriteString(ph(i + 2))
 			args = append(args, id)
 		}
-		q.WriteString(")")
-		if _, err := tx.Exec(ctx, q.String(), args...); err != nil {
+		if _, err := tx.Exec(ctx, q.batch("inbox_forget.sql", "", ids.String()), args...); err != nil {
 			return fmt.Errorf("postgres: inbox forget: %w", err)
 		}
 	}
@@ -180,12 +172,7 @@ func (d Dialect) InboxForget(ctx context.Context, tx store.Tx, consumer string, 
 }
 
 func (d Dialect) InboxDone(ctx context.Context, tx store.Tx, consumer, eventID string, status txbox.Status, note string) error {
-	var n *string
-	if note != "" {
-		n = &note
-	}
-	_, err := tx.Exec(ctx, `UPDATE `+d.inbox()+` SET status = $3, processed_at = now(), error_message = COALESCE($4, error_message),
-		payload = NULL, headers = NULL WHERE `+inboxKey, eventID, consumer, string(status), n)
+	_, err := tx.Exec(ctx, d.inbox().inboxDone, eventID, consumer, string(status), sqlinbox.Note(note))
 	if err != nil {
 		return fmt.Errorf("postgres: inbox done: %w", err)
 	}
@@ -195,18 +182,7 @@ func (d Dialect) InboxDone(ctx context.Context, tx store.Tx, consumer, eventID s
 func (d Dialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e txbox.Event, errMsg string, maxAttempts int, again txbox.Status) (int, bool, error) {
 	var attempts int
 	var status string
-	err := tx.QueryRow(ctx, `INSERT INTO `+d.inbox()+` AS i (event_id, consumer_name, event_type, status, retry_count, error_message,
-			aggregate_type, aggregate_id, aggregate_version, occurred_at, headers, payload)
-		VALUES ($1, $2, $3, CASE WHEN 1 >= $4 THEN 'DEAD' ELSE $12 END, 1, $5, $6, $7, $8, $9, $10, $11)
-		ON CONFLICT (event_id, consumer_name) DO UPDATE SET
-			retry_count = i.retry_count + 1,
-			status = CASE WHEN i.retry_count + 1 >= $4 THEN 'DEAD' ELSE $12 END,
-			error_message = EXCLUDED.error_message,
-			aggregate_type = EXCLUDED.aggregate_type, aggregate_id = EXCLUDED.aggregate_id,
-			aggregate_version = EXCLUDED.aggregate_version, occurred_at = EXCLUDED.occurred_at,
-			headers = EXCLUDED.headers, payload = EXCLUDED.payload
-		WHERE i.status NOT IN ('PROCESSED', 'SKIPPED')
-		RETURNING retry_count, status`,
+	err := tx.QueryRow(ctx, d.inbox().inboxFail,
 		e.ID, consumer, e.Type, maxAttempts, sqlstore.Truncate(errMsg, 2000), e.AggregateType, e.AggregateID, e.AggregateVersion,
 		nullTime(e.OccurredAt), sqlstore.EncodeHeaders(e.Headers), string(e.Payload), string(again)).Scan(&attempts, &status)
 	if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, errNoRowsSQL) {
@@ -219,73 +195,48 @@ func (d Dialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e 
 }
 
 func (d Dialect) InboxVersion(ctx context.Context, tx store.Tx, consumer, aggType, aggID string, version int64) (int64, bool, error) {
-	t := d.inbox() + "_versions"
+	q := d.inbox()
 	var v int64
-	err := tx.QueryRow(ctx, `INSERT INTO `+t+` AS v (consumer_name, aggregate_type, aggregate_id, version) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (consumer_name, aggregate_type, aggregate_id) DO UPDATE SET version = EXCLUDED.version, updated_at = now()
-		WHERE v.version < EXCLUDED.version
-		RETURNING version`, consumer, aggType, aggID, version).Scan(&v)
+	err := tx.QueryRow(ctx, q.versionRaise, consumer, aggType, aggID, version).Scan(&v)
 	if err == nil {
 		return v, true, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) && !errors.Is(err, errNoRowsSQL) {
 		return 0, false, fmt.Errorf("postgres: version guard: %w", err)
 	}
-	if err := tx.QueryRow(ctx, `SELECT version FROM `+t+` WHERE consumer_name = $1 AND aggregate_type = $2 AND aggregate_id = $3`,
-		consumer, aggType, aggID).Scan(&v); err != nil {
+	if err := tx.QueryRow(ctx, q.versionRead, consumer, aggType, aggID).Scan(&v); err != nil {
 		return 0, false, fmt.Errorf("postgres: version guard: %w", err)
 	}
 	return v, false, nil
 }
 
-// Admin side, on the store's pool.
+// Admin side, on the store's pool: the statements of sqlinbox, and
+// queries/inbox_cleanup.sql.
 
-const inboxCols = `event_id, consumer_name, event_type, status, received_at, processed_at, retry_count, error_message,
-	aggregate_type, aggregate_id, aggregate_version, occurred_at, headers, payload`
-
+// InboxList implements store.InboxAdmin.
 func (s *Store) InboxList(ctx context.Context, f store.InboxFilter) ([]store.InboxRow, error) {
 	where, args := sqlstore.InboxFilterSQL(f, ph, 1)
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	rows, err := s.pool.Query(ctx, `SELECT `+inboxCols+` FROM `+Dialect{Tables: s.tables}.inbox()+` WHERE `+where+
-		` ORDER BY received_at, event_id LIMIT `+strconv.Itoa(limit), args...)
+	rows, err := s.pool.Query(ctx, sqlinbox.ListQuery(s.st.args.Inbox, where, f), args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: inbox list: %w", err)
 	}
 	defer rows.Close()
-	var out []store.InboxRow
-	for rows.Next() {
-		var r store.InboxRow
-		var status string
-		var errMsg, aggType, aggID, headers, payload *string
-		var occurred *time.Time
-		if err := rows.Scan(&r.EventID, &r.ConsumerName, &r.EventType, &status, &r.ReceivedAt, &r.ProcessedAt, &r.RetryCount, &errMsg,
-			&aggType, &aggID, &r.Event.AggregateVersion, &occurred, &headers, &payload); err != nil {
-			return nil, err
-		}
-		r.Status = txbox.Status(status)
-		r.ErrorMessage = deref(errMsg)
-		r.Event.ID, r.Event.Type = r.EventID, r.EventType
-		r.Event.AggregateType, r.Event.AggregateID = deref(aggType), deref(aggID)
-		if occurred != nil {
-			r.Event.OccurredAt = *occurred
-		}
-		r.Event.Headers = sqlstore.DecodeHeaders(headers)
-		if payload != nil {
-			r.Event.Payload = []byte(*payload)
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return sqlinbox.ScanList[pgTime](rows)
 }
 
+// pgTime scans a TIMESTAMPTZ.
+type pgTime struct{ sql.NullTime }
+
+// Time implements sqlinbox.Timestamp.
+func (p *pgTime) Time() (time.Time, bool) { return p.NullTime.Time, p.Valid }
+
+// InboxReplay implements store.InboxAdmin: DEAD rows only, and never a
+// parked undecodable message.
 func (s *Store) InboxReplay(ctx context.Context, f store.InboxFilter) (int64, error) {
 	f.Status = txbox.StatusDead
 	where, args := sqlstore.InboxFilterSQL(f, ph, 2)
-	tag, err := s.pool.Exec(ctx, `UPDATE `+Dialect{Tables: s.tables}.inbox()+` SET status = 'REPLAY', retry_count = 0
-		WHERE event_type <> $1 AND `+where, append([]any{store.UndecodableType}, args...)...)
+	q, args := sqlinbox.Replay(s.st.args.Inbox, where, ph, args)
+	tag, err := s.pool.Exec(ctx, q, args...)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: inbox replay: %w", err)
 	}
@@ -294,10 +245,7 @@ func (s *Store) InboxReplay(ctx context.Context, f store.InboxFilter) (int64, er
 
 // InboxCleanupBatch implements store.InboxAdmin.
 func (s *Store) InboxCleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
-	t := Dialect{Tables: s.tables}.inbox()
-	tag, err := s.pool.Exec(ctx, `DELETE FROM `+t+` WHERE (event_id, consumer_name) IN (
-		SELECT event_id, consumer_name FROM `+t+` WHERE status IN ('PROCESSED', 'SKIPPED')
-		AND received_at < now() - $1 * interval '1 millisecond' LIMIT $2 FOR UPDATE SKIP LOCKED)`, age.Milliseconds(), limit)
+	tag, err := s.pool.Exec(ctx, s.st.inboxCleanup, age.Milliseconds(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: inbox cleanup: %w", err)
 	}
@@ -306,19 +254,12 @@ func (s *Store) InboxCleanupBatch(ctx context.Context, age time.Duration, limit 
 
 // InboxCounts implements store.InboxAdmin.
 func (s *Store) InboxCounts(ctx context.Context) (map[string]map[txbox.Status]int64, error) {
-	rows, err := s.pool.Query(ctx, sqlinbox.CountsQuery(Dialect{Tables: s.tables}.inbox()))
+	rows, err := s.pool.Query(ctx, sqlinbox.CountsQuery(s.st.args.Inbox))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: inbox counts: %w", err)
 	}
 	defer rows.Close()
 	return sqlinbox.ScanCounts(rows)
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 func nullTime(t time.Time) any {

@@ -52,7 +52,7 @@ func listenOnce(ctx context.Context, pool *pgxpool.Pool, channel string, wake ch
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, listenSQL(pgx.Identifier{channel}.Sanitize())); err != nil {
 		return err
 	}
 	// Rows may have been committed while we were not listening.
@@ -80,6 +80,6 @@ func (d Dialect) Notify(ctx context.Context, tx interface {
 	Exec(ctx context.Context, query string, args ...any) (int64, error)
 }) error {
 	t := d.Tables.WithDefaults()
-	_, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, WakeupChannel(t.Outbox))
+	_, err := tx.Exec(ctx, dialectSQL.notify, WakeupChannel(t.Outbox))
 	return err
 }

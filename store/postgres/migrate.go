@@ -25,7 +25,8 @@ func (s *Store) migrations() ([]sqlstore.Migration, error) {
 	return sqlstore.LoadMigrations(migrationFS, "sql", vars)
 }
 
-// Migrate applies the embedded migrations that are not yet recorded. It takes
+// Migrate applies the embedded migrations that are not yet recorded
+// (queries/migration*.sql). It takes
 // a transaction-scoped advisory lock first, so two processes running it at
 // once apply each migration exactly once; PostgreSQL's DDL is transactional,
 // so a failed migration leaves nothing half done.
@@ -36,21 +37,20 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	versions := s.tables.Qualified(s.tables.Outbox + "_migrations")
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "txbox-migrate:"+versions); err != nil {
+		if _, err := tx.Exec(ctx, s.st.advisoryXactLock, "txbox-migrate:"+versions); err != nil {
 			return fmt.Errorf("migrate: lock: %w", err)
 		}
 		if s.tables.Schema != "" {
-			if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+s.tables.Schema); err != nil {
+			if _, err := tx.Exec(ctx, s.st.createSchema); err != nil {
 				return fmt.Errorf("migrate: schema: %w", err)
 			}
 		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+versions+` (
-			version INT PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
+		if _, err := tx.Exec(ctx, s.st.migrationsTable); err != nil {
 			return fmt.Errorf("migrate: versions table: %w", err)
 		}
 		for _, m := range ms {
 			var done bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+versions+` WHERE version = $1)`, m.Version).Scan(&done); err != nil {
+			if err := tx.QueryRow(ctx, s.st.migrationApplied, m.Version).Scan(&done); err != nil {
 				return err
 			}
 			if done {
@@ -59,7 +59,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return fmt.Errorf("migrate: %s: %w", m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO `+versions+` (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			if _, err := tx.Exec(ctx, s.st.migrationRecord, m.Version, m.Name); err != nil {
 				return err
 			}
 			s.log.Info("migration applied", "version", m.Version, "name", m.Name)

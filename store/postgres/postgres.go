@@ -6,8 +6,8 @@
 // delivered history out of the claim's way; migrations take an advisory
 // lock. The store is also what inbox.New takes: its handlers get a pgx.Tx.
 //
-// Every SQL statement of this dialect is in this package; the schema is in
-// sql/.
+// Every SQL statement of this dialect is a file of queries/, printed for
+// review by TestSQLGolden; the schema is in sql/.
 package postgres
 
 import (
@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +27,7 @@ import (
 	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/internal/sqladmin"
 )
 
 // Options configure the store. The zero value is usable.
@@ -57,8 +57,9 @@ type Store struct {
 	opts   Options
 	log    *slog.Logger
 	q      queries
-	held   heldRows // rows of this store's open transaction claims
-	split  splitter // membership among the relays of the table (split.go)
+	st     statements // the rest: the operator's, CDC's, the migrations'
+	held   heldRows   // rows of this store's open transaction claims
+	split  splitter   // membership among the relays of the table (split.go)
 	// fallbacks counts the transaction claims that ran the fallback claim
 	// (txclaim.go, more), for tests.
 	fallbacks atomic.Int64
@@ -111,6 +112,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	s := &Store{pool: pool, tables: t, opts: opts, log: opts.Logger, inbox: pgxtx.NewInbox(pool)}
 	s.bgCtx, s.bgStop = context.WithCancel(context.Background())
 	s.q = newQueries(t.Qualified(t.Outbox), t.Qualified(t.Outbox+"_sent"), opts.DeleteSent)
+	s.st = newStatements(t)
 	return s, nil
 }
 
@@ -245,38 +247,23 @@ func (s *Store) Release(ctx context.Context, lease string, ids []int64) (int64, 
 
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	st := store.Stats{Counts: map[txbox.Status]int64{}}
-	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM `+s.q.table+` GROUP BY status
-		UNION ALL SELECT 'SENT', count(*) FROM `+s.q.sent)
+	rows, err := s.pool.Query(ctx, s.st.stats)
 	if err != nil {
 		return st, fmt.Errorf("postgres: stats: %w", err)
 	}
-	for rows.Next() {
-		var status string
-		var n int64
-		if err := rows.Scan(&status, &n); err != nil {
-			rows.Close()
-			return st, err
-		}
-		if n > 0 {
-			st.Counts[txbox.Status(status)] += n
-		}
-	}
+	counts, err := sqladmin.StatusCounts(rows)
 	rows.Close()
-	if err := rows.Err(); err != nil {
-		return st, err
-	}
-	var oldest *time.Time
-	var ageMs *float64
-	err = s.pool.QueryRow(ctx, `SELECT min(created_at), EXTRACT(EPOCH FROM now() - min(created_at)) * 1000
-		FROM `+s.q.table+` WHERE status IN ('PENDING', 'RETRY', 'PROCESSING')`).Scan(&oldest, &ageMs)
 	if err != nil {
 		return st, fmt.Errorf("postgres: stats: %w", err)
 	}
-	st.OldestPending = oldest
+	st.Counts, st.Dead = counts, counts[txbox.StatusDead]
+	var ageMs *float64
+	if err := s.pool.QueryRow(ctx, s.st.statsOldest).Scan(&st.OldestPending, &ageMs); err != nil {
+		return st, fmt.Errorf("postgres: stats: %w", err)
+	}
 	if ageMs != nil {
 		st.OldestAge = time.Duration(*ageMs * float64(time.Millisecond))
 	}
-	st.Dead = st.Counts[txbox.StatusDead]
 	return st, nil
 }
 
@@ -290,37 +277,19 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error
 	if limit <= 0 {
 		limit = 100
 	}
-	lim := strconv.Itoa(limit)
-	order := sqlstore.OrderBy(f)
-	// The outbox table may hold SENT rows too: rows marked in place before
-	// 003_sent_archive.sql.
-	parts := []string{`(SELECT ` + cols + ` FROM ` + s.q.table + ` WHERE ` + where + ` ORDER BY ` + order + ` LIMIT ` + lim + `)`}
-	if f.Status == "" || f.Status == txbox.StatusSent {
-		parts = append(parts, `(SELECT `+cols+` FROM `+s.q.sent+` WHERE `+where+` ORDER BY `+order+` LIMIT `+lim+`)`)
-	}
-	q := strings.Join(parts, " UNION ALL ")
-	if len(parts) > 1 {
-		q += ` ORDER BY ` + order + ` LIMIT ` + lim
-	}
-	rows, err := s.pool.Query(ctx, q, args...)
+	rows, err := s.pool.Query(ctx, s.st.list(where, sqlstore.OrderBy(f), limit, sqladmin.ReadsArchive(f)), args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list: %w", err)
 	}
 	return collect(rows)
 }
 
-// Replay gives each replayed row a new id from the table's sequence (in
-// the rows' old order), so the row joins the queue at its end: a claim reads
-// only from its floor up (floor.go), and an old id lies below it. The
-// event id, which consumers deduplicate on, stays.
+// Replay gives each replayed row a new id, so that it joins the queue at
+// its end (queries/replay.sql).
 func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
 	where, args := sqlstore.FilterSQL(sqlstore.DeadOnly(f), ph, 1)
 	args = append(args, s.q.table)
-	tag, err := s.pool.Exec(ctx, `UPDATE `+s.q.table+` t SET id = coalesce(n.new_id, t.id),
-		status = 'PENDING', retry_count = 0, next_retry_at = NULL, locked_by = NULL, locked_until = NULL
-	FROM (SELECT o.id, nextval(pg_get_serial_sequence(`+ph(len(args))+`, 'id')) AS new_id
-		FROM (SELECT id FROM `+s.q.table+` WHERE `+where+` ORDER BY id OFFSET 0) o) n
-	WHERE t.id = n.id`, args...)
+	tag, err := s.pool.Exec(ctx, s.st.filtered("replay.sql", where, false, ph(len(args))), args...)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: replay: %w", err)
 	}
@@ -329,7 +298,7 @@ func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
 
 func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
 	where, args := sqlstore.FilterSQL(sqlstore.DeadOnly(f), ph, 1)
-	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.q.table+` WHERE `+where, args...)
+	tag, err := s.pool.Exec(ctx, s.st.filtered("purge.sql", where, false, ""), args...)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: purge: %w", err)
 	}
@@ -338,20 +307,10 @@ func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
 
 // CleanupBatch deletes at most limit SENT rows sent before now - age: from
 // the archive first, then from the outbox table, which holds the rows marked
-// in place before 003_sent_archive.sql. SKIP LOCKED keeps it out of the
-// relay's way.
+// in place before 003_sent_archive.sql.
 func (s *Store) CleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
 	var total int64
-	for _, stmt := range []string{
-		// The archive's id is not unique (a reused id, 004_*.sql): rows
-		// are picked by their physical address.
-		`DELETE FROM ` + s.q.sent + ` WHERE ctid = ANY(ARRAY(
-			SELECT ctid FROM ` + s.q.sent + ` WHERE sent_at < now() - $1 * interval '1 millisecond'
-			LIMIT $2 FOR UPDATE SKIP LOCKED))`,
-		`DELETE FROM ` + s.q.table + ` WHERE id IN (
-			SELECT id FROM ` + s.q.table + ` WHERE status = 'SENT' AND sent_at < now() - $1 * interval '1 millisecond'
-			LIMIT $2 FOR UPDATE SKIP LOCKED)`,
-	} {
+	for _, stmt := range []string{s.st.cleanupArchive, s.st.cleanupTable} {
 		tag, err := s.pool.Exec(ctx, stmt, age.Milliseconds(), limit-int(total))
 		if err != nil {
 			return total, fmt.Errorf("postgres: cleanup: %w", err)

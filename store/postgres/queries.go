@@ -3,8 +3,10 @@ package postgres
 import (
 	"embed"
 	"fmt"
+	"strconv"
 	"text/template"
 
+	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/internal/sqltemplate"
 )
 
@@ -103,4 +105,204 @@ func newQueries(table, sent string, deleteSent bool) queries {
 		txSent:     r("mark_sent.sql", base),
 		txFailed:   r("mark_failed.sql", base),
 	}
+}
+
+// The store's statements besides the relay's claims and marks (above) live
+// in queries/ too, one file per statement: the operator's, the metrics',
+// the migrations', CDC's and the inbox's. The fields of stmtArgs fill in
+// the table names and the parts that vary per call.
+// TestSQLGoldenStatements prints every one.
+
+// stmtArgs are the named fragments of these statement templates.
+type stmtArgs struct {
+	Table, Sent, Inbox, Schema string
+	Slots                      string // the registry of CDC slots
+	Publication                string
+	Cols                       string // a record's columns (cols)
+	InboxKey                   string // inboxKey
+	// Per call: a filter's WHERE clause (without the keyword), List's order
+	// and limit, whether List and Count read the archive, and Replay's
+	// parameter holding the table's name.
+	Where, Order, Limit string
+	Archive             bool
+	TableParam          string
+	// Inbox: whether a claimed row is written PROCESSED at once, the VALUES
+	// rows of a batch (processedRow), the placeholders of an id list.
+	Processed bool
+	Rows, IDs string
+	Channel   string // LISTEN's channel, quoted
+}
+
+// statements holds the store's statements, rendered once per table name;
+// those that take a filter are rendered per call (list, filtered).
+type statements struct {
+	args stmtArgs
+	// The operator's and the metrics'.
+	stats             string
+	statsOldest       string
+	backlog           string
+	cleanupArchive    string
+	cleanupTable      string
+	countCleanup      string
+	inboxCleanup      string
+	countInboxCleanup string
+	// The migrations'.
+	advisoryXactLock string
+	createSchema     string
+	migrationsTable  string
+	migrationApplied string
+	migrationRecord  string
+	// CDC's (cdc.go).
+	walLevel          string
+	publicationExists string
+	createPublication string
+	slotsTable        string
+	cdcReady          string
+	registerSlot      string
+	deadMessage       string
+	confirmSlot       string
+	snapshot          string
+	tableExists       string
+	slotLags          string
+	slotState         string
+	dropSlot          string
+	forgetSlot        string
+	createSlot        string
+	slotExists        string
+	pendingRows       string
+	slotBackfill      string
+	advisoryLock      string
+	advisoryUnlock    string
+	stillPending      string
+	rowByID           string
+}
+
+func newStatements(t store.Tables) statements {
+	a := stmtArgs{
+		Table: t.Qualified(t.Outbox), Sent: t.Qualified(t.Outbox + "_sent"), Inbox: t.Qualified(t.Inbox), Schema: t.Schema,
+		Slots: t.Qualified(t.Outbox + "_cdc_slots"), Publication: t.Outbox + "_cdc", Cols: cols,
+	}
+	r := func(file string) string { return queryTemplates.Render(file, a) }
+	return statements{
+		args:              a,
+		stats:             r("stats.sql"),
+		statsOldest:       r("stats_oldest.sql"),
+		backlog:           r("backlog.sql"),
+		cleanupArchive:    r("cleanup_archive.sql"),
+		cleanupTable:      r("cleanup_table.sql"),
+		countCleanup:      r("count_cleanup.sql"),
+		inboxCleanup:      r("inbox_cleanup.sql"),
+		countInboxCleanup: r("count_inbox_cleanup.sql"),
+		advisoryXactLock:  r("advisory_xact_lock.sql"),
+		createSchema:      r("create_schema.sql"),
+		migrationsTable:   r("migrations_table.sql"),
+		migrationApplied:  r("migration_applied.sql"),
+		migrationRecord:   r("migration_record.sql"),
+		walLevel:          r("wal_level.sql"),
+		publicationExists: r("publication_exists.sql"),
+		createPublication: r("create_publication.sql"),
+		slotsTable:        r("slots_table.sql"),
+		cdcReady:          r("cdc_ready.sql"),
+		registerSlot:      r("register_slot.sql"),
+		deadMessage:       r("dead_message.sql"),
+		confirmSlot:       r("confirm_slot.sql"),
+		snapshot:          r("snapshot.sql"),
+		tableExists:       r("table_exists.sql"),
+		slotLags:          r("slot_lags.sql"),
+		slotState:         r("slot_state.sql"),
+		dropSlot:          r("drop_slot.sql"),
+		forgetSlot:        r("forget_slot.sql"),
+		createSlot:        r("create_slot.sql"),
+		slotExists:        r("slot_exists.sql"),
+		pendingRows:       r("pending_rows.sql"),
+		slotBackfill:      r("slot_backfill.sql"),
+		advisoryLock:      r("advisory_lock.sql"),
+		advisoryUnlock:    r("advisory_unlock.sql"),
+		stillPending:      r("still_pending.sql"),
+		rowByID:           r("row_by_id.sql"),
+	}
+}
+
+// list is List's statement: the rows where selects, in order, at most
+// limit, from the archive too when archive is set.
+func (st statements) list(where, order string, limit int, archive bool) string {
+	a := st.args
+	a.Where, a.Order, a.Limit, a.Archive = where, order, strconv.Itoa(limit), archive
+	return queryTemplates.Render("list.sql", a)
+}
+
+// filtered is the statement of file (count, replay, purge) for the rows
+// where selects; archive as for list, tableParam replay.sql's.
+func (st statements) filtered(file, where string, archive bool, tableParam string) string {
+	a := st.args
+	a.Where, a.Archive, a.TableParam = where, archive, tableParam
+	return queryTemplates.Render(file, a)
+}
+
+// dialectSQL are the statements of a Dialect that name no table.
+var dialectSQL = struct {
+	emitEvents string
+	notify     string
+}{
+	emitEvents: queryTemplates.Render("emit_events.sql", nil),
+	notify:     queryTemplates.Render("notify.sql", nil),
+}
+
+// listenSQL is LISTEN on channel, quoted.
+func listenSQL(channel string) string {
+	return queryTemplates.Render("listen.sql", stmtArgs{Channel: channel})
+}
+
+// inboxQueries are the Dialect's inbox statements for one inbox table.
+type inboxQueries struct {
+	args                 stmtArgs
+	inboxInsert          string
+	inboxInsertProcessed string
+	inboxLookup          string
+	inboxRetry           string
+	inboxRetryProcessed  string
+	inboxDone            string
+	inboxFail            string
+	versionRaise         string
+	versionRead          string
+}
+
+func newInboxQueries(inbox string) inboxQueries {
+	a := stmtArgs{Inbox: inbox, InboxKey: inboxKey}
+	processed := a
+	processed.Processed = true
+	r := queryTemplates.Render
+	return inboxQueries{
+		args:                 a,
+		inboxInsert:          r("inbox_insert.sql", a),
+		inboxInsertProcessed: r("inbox_insert.sql", processed),
+		inboxLookup:          r("inbox_lookup.sql", a),
+		inboxRetry:           r("inbox_retry.sql", a),
+		inboxRetryProcessed:  r("inbox_retry.sql", processed),
+		inboxDone:            r("inbox_done.sql", a),
+		inboxFail:            r("inbox_fail.sql", a),
+		versionRaise:         r("version_raise.sql", a),
+		versionRead:          r("version_read.sql", a),
+	}
+}
+
+// batch is inbox_insert_batch.sql with the VALUES rows, or
+// inbox_forget.sql with the id placeholders.
+func (q inboxQueries) batch(file, rows, ids string) string {
+	a := q.args
+	a.Rows, a.IDs = rows, ids
+	return queryTemplates.Render(file, a)
+}
+
+// inboxSQL is the inbox statements of one Dialect's tables: a Dialect may be
+// built by hand and is used on every delivery.
+var inboxSQL = sqltemplate.Cache[store.Tables, inboxQueries]{Build: func(t store.Tables) (inboxQueries, error) {
+	t = t.WithDefaults()
+	return newInboxQueries(t.Qualified(t.Inbox)), nil
+}}
+
+// inbox returns the inbox statements for d's tables.
+func (d Dialect) inbox() inboxQueries {
+	q, _ := inboxSQL.Get(d.Tables)
+	return q
 }

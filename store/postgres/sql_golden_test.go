@@ -2,7 +2,10 @@ package postgres
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/txbox/txbox/internal/sqlstore"
 
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/internal/sqlgolden"
@@ -37,10 +40,46 @@ func TestSQLGolden(t *testing.T) {
 			{Name: "release", SQL: q.release},
 			{Name: "txSent", SQL: q.txSent},
 			{Name: "txFailed", SQL: q.txFailed},
-			{Name: "backlog", SQL: fmt.Sprintf(backlogQuery, q.table)},
+			{Name: "backlog", SQL: s.st.backlog},
 			{Name: "countMembers", SQL: countMembersSQL},
 			{Name: "planClaim", SQL: planClaim},
 			{Name: "floorMark", SQL: floorMark},
 		}, nil
+	})
+}
+
+// TestSQLGoldenStatements prints the rest of the store's statements into
+// testdata/statements_*.golden: the operator's, CDC's, the migrations' and
+// the inbox's, rendered once (statements, inboxQueries, dialectSQL) or,
+// with sqlgolden's filters and two events, per call.
+func TestSQLGoldenStatements(t *testing.T) {
+	cases := map[string]sqlgolden.Case{}
+	for name, c := range sqlgolden.Cases("app") {
+		if !c.DeleteSent {
+			cases[strings.Replace(name, "sql_", "statements_", 1)] = c
+		}
+	}
+	sqlgolden.Run(t, cases, func(c sqlgolden.Case) ([]sqlgolden.Statement, error) {
+		s, err := New(nil, Options{Tables: c.Tables})
+		if err != nil {
+			return nil, err
+		}
+		st, in := s.st, Dialect{Tables: s.tables}.inbox()
+		where, args := sqlstore.FilterSQL(sqlgolden.Filter, ph, 1)
+		rows := fmt.Sprintf(processedRow, 2, 3, 4, 5, 6, 7) + ", " + fmt.Sprintf(processedRow, 8, 9, 10, 11, 12, 13)
+		stmts := append(sqlgolden.Fields(st), sqlgolden.Fields(in)...)
+		stmts = append(stmts, sqlgolden.Fields(dialectSQL)...)
+		stmts = append(stmts, sqlgolden.Inbox(st.args.Inbox, ph)...)
+		return append(stmts, []sqlgolden.Statement{
+			{Name: "list (filtered, both tables)", SQL: st.list(where, "id", sqlgolden.Filter.Limit, true)},
+			{Name: "list (filtered, outbox table)", SQL: st.list(where, "id DESC", sqlgolden.Filter.Limit, false)},
+			{Name: "count (filtered, both tables)", SQL: st.filtered("count.sql", where, true, "")},
+			{Name: "count (filtered, outbox table)", SQL: st.filtered("count.sql", where, false, "")},
+			{Name: "replay (filtered)", SQL: st.filtered("replay.sql", where, false, ph(len(args)+1))},
+			{Name: "purge (filtered)", SQL: st.filtered("purge.sql", where, false, "")},
+			{Name: "inboxInsertBatch (two events)", SQL: in.batch("inbox_insert_batch.sql", rows, "")},
+			{Name: "inboxForget (two events)", SQL: in.batch("inbox_forget.sql", "", "$2, $3")},
+			{Name: "listen", SQL: listenSQL(`"outbox_event_wakeup"`)},
+		}...), nil
 	})
 }

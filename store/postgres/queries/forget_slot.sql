@@ -1,0 +1,4 @@
+{{/*
+forgetSlot: the slot $1 leaves the registry.
+*/ -}}
+DELETE FROM {{.Slots}} WHERE slot_name = $1

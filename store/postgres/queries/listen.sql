@@ -1,0 +1,4 @@
+{{/*
+listen: this connection receives the notifications on .Channel (quoted).
+*/ -}}
+LISTEN {{.Channel}}

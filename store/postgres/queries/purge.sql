@@ -1,0 +1,4 @@
+{{/*
+purge: the DEAD rows .Where selects are deleted.
+*/ -}}
+DELETE FROM {{.Table}} WHERE {{.Where}}

@@ -1,0 +1,4 @@
+{{/*
+walLevel: the server's wal_level; CDC needs logical.
+*/ -}}
+SHOW wal_level
