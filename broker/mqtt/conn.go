@@ -38,7 +38,7 @@
 // producers. Whether a confirmed message survives a broker restart depends
 // on the broker (Mosquitto: "persistence true" saves on shutdown and every
 // autosave_interval, so a crash loses what changed since the last save);
-// Options.Persistent is the operator's declaration of it.
+// Options.AssumePersistent is the operator's declaration of it.
 package mqttbroker
 
 import (
@@ -68,7 +68,7 @@ const (
 	DefaultAckTimeout     = 30 * time.Second
 	DefaultKeepAlive      = 30 * time.Second
 	DefaultSessionExpiry  = 7 * 24 * time.Hour
-	DefaultReceiveMaximum = 1000
+	DefaultMaxAckPending  = 1000
 	DefaultAckWait        = 30 * time.Second
 )
 
@@ -183,6 +183,7 @@ type dialConfig struct {
 	manualAck      bool
 	onPublish      func(paho.PublishReceived) (bool, error)
 	onLost         func(error)
+	edit           func(*paho.ClientConfig, *paho.Connect) // the caller's ClientOptions
 	gen            uint64
 	state          *state.State // the session state to use; nil: a new one
 	log            *slog.Logger // gets paho's own error log; nil: discarded
@@ -231,40 +232,12 @@ func dial(ctx context.Context, c dialConfig) (*conn, error) {
 	if st == nil {
 		st = state.NewInMemory()
 	}
-	cc := paho.ClientConfig{
-		ClientID:                   c.clientID,
-		Conn:                       nc,
-		Session:                    st,
-		PacketTimeout:              timeout,
-		EnableManualAcknowledgment: c.manualAck,
-		SendAcksInterval:           10 * time.Millisecond,
-		OnClientError:              c.onLost,
-		OnServerDisconnect: func(d *paho.Disconnect) {
-			reason := fmt.Sprintf("server sent DISCONNECT 0x%02x", d.ReasonCode)
-			if d.Properties != nil && d.Properties.ReasonString != "" {
-				reason += ": " + d.Properties.ReasonString
-			}
-			c.onLost(errors.New(reason))
-		},
-	}
-	if c.onPublish != nil {
-		cc.OnPublishReceived = []func(paho.PublishReceived) (bool, error){c.onPublish}
-	} else {
-		cc.OnPublishReceived = []func(paho.PublishReceived) (bool, error){func(paho.PublishReceived) (bool, error) { return true, nil }}
-	}
-	cli := paho.NewClient(cc)
-	if c.log != nil {
-		cli.SetErrorLogger(pahoLog{c.log})
-	}
-	recvMax := c.receiveMaximum
+	cc := paho.ClientConfig{PacketTimeout: timeout, SendAcksInterval: 10 * time.Millisecond}
 	cp := &paho.Connect{
-		ClientID:   c.clientID,
-		CleanStart: c.cleanStart,
-		KeepAlive:  uint16(c.keepAlive / time.Second),
+		KeepAlive: uint16(c.keepAlive / time.Second),
 		Properties: &paho.ConnectProperties{
-			SessionExpiryInterval: &c.sessionExpiry,
-			ReceiveMaximum:        &recvMax,
-			RequestProblemInfo:    true,
+			ReceiveMaximum:     &c.receiveMaximum,
+			RequestProblemInfo: true,
 		},
 	}
 	if c.ep.hasUser {
@@ -272,6 +245,35 @@ func dial(ctx context.Context, c dialConfig) (*conn, error) {
 	}
 	if c.ep.hasPass {
 		cp.PasswordFlag, cp.Password = true, c.ep.password
+	}
+	if c.edit != nil {
+		c.edit(&cc, cp)
+	}
+	// What the adapter rests on, whatever the caller's ClientOptions set:
+	// its connection, session and client id, and its own handlers.
+	cc.ClientID, cc.Conn, cc.Session = c.clientID, nc, st
+	cc.EnableManualAcknowledgment = c.manualAck
+	cc.OnClientError = c.onLost
+	cc.OnServerDisconnect = func(d *paho.Disconnect) {
+		reason := fmt.Sprintf("server sent DISCONNECT 0x%02x", d.ReasonCode)
+		if d.Properties != nil && d.Properties.ReasonString != "" {
+			reason += ": " + d.Properties.ReasonString
+		}
+		c.onLost(errors.New(reason))
+	}
+	if c.onPublish != nil {
+		cc.OnPublishReceived = []func(paho.PublishReceived) (bool, error){c.onPublish}
+	} else {
+		cc.OnPublishReceived = []func(paho.PublishReceived) (bool, error){func(paho.PublishReceived) (bool, error) { return true, nil }}
+	}
+	cp.ClientID, cp.CleanStart = c.clientID, c.cleanStart
+	if cp.Properties == nil {
+		cp.Properties = &paho.ConnectProperties{}
+	}
+	cp.Properties.SessionExpiryInterval = &c.sessionExpiry
+	cli := paho.NewClient(cc)
+	if c.log != nil {
+		cli.SetErrorLogger(pahoLog{c.log})
 	}
 	ca, err := cli.Connect(dctx, cp)
 	if err != nil {
@@ -361,20 +363,6 @@ func (l lock) lock(ctx context.Context) error {
 }
 
 func (l lock) unlock() { <-l }
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
-}
-
-func logger(l *slog.Logger) *slog.Logger {
-	if l == nil {
-		return slog.Default()
-	}
-	return l
-}
 
 // pahoLog routes paho's error log through slog at debug level (the
 // adapter reports a lost connection itself), so that it follows the

@@ -43,9 +43,9 @@ func harness(t *testing.T, url string, opts mqttbroker.Options) brokertest.Harne
 		// relay publishes an aggregate's next event only once the one
 		// before was acknowledged; persistent sessions get back what they
 		// did not acknowledge; MQTT has no dedupe. Persistent is
-		// Options.Persistent.
+		// Options.AssumePersistent.
 		Capabilities: func(p broker.Publisher) brokertest.Capabilities {
-			return brokertest.Capabilities{OrderPerKey: true, Persistent: opts.Persistent, Redelivery: true,
+			return brokertest.Capabilities{OrderPerKey: true, Persistent: opts.AssumePersistent, Redelivery: true,
 				MaxPayload: p.(*mqttbroker.Publisher).MaxPayload()}
 		},
 		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
@@ -89,7 +89,7 @@ func harness(t *testing.T, url string, opts mqttbroker.Options) brokertest.Harne
 // harness stops it.
 func TestConformance(t *testing.T) {
 	srv := testenv.StartMosquitto(t, "max_packet_size 65536")
-	h := harness(t, srv.URL, mqttbroker.Options{Persistent: true, ConnectTimeout: 2 * time.Second})
+	h := harness(t, srv.URL, mqttbroker.Options{AssumePersistent: true, ConnectTimeout: 2 * time.Second})
 	h.StopBroker = func(*testing.T) { srv.Stop() }
 	h.StartBroker = func(*testing.T) { srv.Start() }
 	brokertest.Run(t, h)
@@ -364,6 +364,37 @@ func TestPasswordNeverShown(t *testing.T) {
 	}
 	if _, err := mqttbroker.Open(ctx, "kafka://x", mqttbroker.Options{Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
 		t.Errorf("bad scheme: %v, want a config error", err)
+	}
+}
+
+// TestClientOptions: the caller's paho settings apply after txbox's, on
+// both sides: an authentication method the broker does not know is
+// refused as configuration. MaxAckPending is checked against MQTT's range.
+func TestClientOptions(t *testing.T) {
+	url := testenv.URL(t, "TXBOX_TEST_MQTT")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var edited atomic.Int32
+	auth := func(cc *paho.ClientConfig, cp *paho.Connect) {
+		if cc.PacketTimeout <= 0 || cp.Properties == nil || cp.Properties.ReceiveMaximum == nil {
+			t.Errorf("ClientOptions saw no packet timeout or Receive Maximum: txbox's settings come first")
+		}
+		edited.Add(1)
+		cp.Properties.AuthMethod = "txbox-test-unknown"
+	}
+	if _, err := mqttbroker.Open(ctx, url, mqttbroker.Options{ClientOptions: auth, Logger: quiet}); !errors.Is(err, txbox.ErrConfig) || !strings.Contains(err.Error(), "bad authentication method") {
+		t.Errorf("publisher with an unknown auth method: %v, want a config error naming the bad authentication method", err)
+	}
+	if _, err := mqttbroker.OpenSubscriber(ctx, url, mqttbroker.SubscriberOptions{ClientID: unique("auth"), Topics: []string{"txboxtest/auth"}, ClientOptions: auth, Logger: quiet}); !errors.Is(err, txbox.ErrConfig) || !strings.Contains(err.Error(), "bad authentication method") {
+		t.Errorf("subscriber with an unknown auth method: %v, want a config error naming the bad authentication method", err)
+	}
+	if n := edited.Load(); n != 2 {
+		t.Errorf("ClientOptions called %d times, want 2", n)
+	}
+	for _, n := range []int{-1, 65536} {
+		if _, err := mqttbroker.OpenSubscriber(ctx, url, mqttbroker.SubscriberOptions{ClientID: "x", Topics: []string{"x"}, MaxAckPending: n, Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
+			t.Errorf("MaxAckPending %d: %v, want a config error", n, err)
+		}
 	}
 }
 

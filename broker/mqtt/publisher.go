@@ -16,6 +16,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
 // Options configure a Publisher. The zero value works.
@@ -40,11 +41,11 @@ type Options struct {
 	// message_size_limit, which it reports only as reason 0x83). The
 	// server's Maximum Packet Size, if it announces one, is always checked.
 	MaxPayload int
-	// Persistent declares that the broker keeps confirmed messages across a
-	// restart (for subscriptions that existed when they were published). It
-	// changes nothing in the publisher: it is what the conformance suite is
-	// told to expect.
-	Persistent bool
+	// AssumePersistent declares that the broker keeps confirmed messages
+	// across a restart (for subscriptions that existed when they were
+	// published). It changes nothing in the publisher: it is what the
+	// conformance suite is told to expect.
+	AssumePersistent bool
 	// RequireSubscribers makes a PUBACK with reason 0x10 (no matching
 	// subscribers: the broker dropped the message) a failure of the way
 	// out (txbox.ErrBrokerUnavailable: no attempt spent, never DEAD)
@@ -52,6 +53,29 @@ type Options struct {
 	RequireSubscribers bool
 	// Logger gets connection events. Default slog.Default().
 	Logger *slog.Logger
+	// ClientOptions, when set, edits paho's client configuration and the
+	// CONNECT packet txbox made, before each connection: credentials other
+	// than the URL's, enhanced authentication (AuthMethod and an
+	// AuthHandler), a will message, user properties, the packet timeout.
+	// The connection, session, client id, Clean Start, session expiry and
+	// the handlers of received messages and lost connections are txbox's
+	// again afterwards.
+	ClientOptions func(*paho.ClientConfig, *paho.Connect)
+}
+
+// withDefaults fills the fields left zero and checks the others.
+func (o *Options) withDefaults() error {
+	if o.ClientID == "" {
+		o.ClientID = randomID("txbox-relay-")
+	}
+	if err := checkString(o.ClientID); err != nil {
+		return &txbox.ConfigError{Field: "MQTT client id", Reason: err.Error()}
+	}
+	o.ConnectTimeout = defaults.Positive(o.ConnectTimeout, DefaultConnectTimeout)
+	o.AckTimeout = defaults.Positive(o.AckTimeout, DefaultAckTimeout)
+	o.KeepAlive = defaults.Positive(o.KeepAlive, DefaultKeepAlive)
+	o.Logger = defaults.Or(o.Logger, slog.Default())
+	return nil
 }
 
 // Publisher publishes with QoS 1 over one MQTT 5 connection, made at Open
@@ -85,16 +109,9 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.ClientID == "" {
-		opts.ClientID = randomID("txbox-relay-")
+	if err := opts.withDefaults(); err != nil {
+		return nil, err
 	}
-	if err := checkString(opts.ClientID); err != nil {
-		return nil, &txbox.ConfigError{Field: "MQTT client id", Reason: err.Error()}
-	}
-	opts.ConnectTimeout = orDefault(opts.ConnectTimeout, DefaultConnectTimeout)
-	opts.AckTimeout = orDefault(opts.AckTimeout, DefaultAckTimeout)
-	opts.KeepAlive = orDefault(opts.KeepAlive, DefaultKeepAlive)
-	opts.Logger = logger(opts.Logger)
 	p := &Publisher{ep: ep, opts: opts, log: opts.Logger, dialing: newLock()}
 	if _, err := p.conn(ctx); err != nil {
 		return nil, err
@@ -136,8 +153,8 @@ func (p *Publisher) conn(ctx context.Context) (*conn, error) {
 	}
 	nc, err := dial(ctx, dialConfig{
 		ep: p.ep, tls: p.opts.TLSConfig, clientID: p.opts.ClientID, cleanStart: true,
-		receiveMaximum: DefaultReceiveMaximum, keepAlive: p.opts.KeepAlive, connectTimeout: p.opts.ConnectTimeout,
-		gen: gen, log: p.log,
+		receiveMaximum: DefaultMaxAckPending, keepAlive: p.opts.KeepAlive, connectTimeout: p.opts.ConnectTimeout,
+		edit: p.opts.ClientOptions, gen: gen, log: p.log,
 		onLost: func(err error) {
 			p.log.Warn("mqtt: publisher connection lost", "server", p.ep.redacted, "err", err)
 		},

@@ -19,6 +19,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
 // SubscriberOptions configure a Subscriber.
@@ -38,9 +39,9 @@ type SubscriberOptions struct {
 	// for it, after a disconnect. Default 7 days; at most about 136 years,
 	// which MQTT means as "never".
 	SessionExpiry time.Duration
-	// ReceiveMaximum bounds the deliveries the broker sends before they are
-	// acknowledged. Default 1000.
-	ReceiveMaximum uint16
+	// MaxAckPending bounds the deliveries the broker sends before they are
+	// acknowledged (MQTT's Receive Maximum). Default 1000; at most 65535.
+	MaxAckPending int
 	// AckWait: a delivery neither acknowledged nor Nak'd within it is
 	// delivered again by the Subscriber. Default 30s; negative disables.
 	AckWait time.Duration
@@ -52,6 +53,37 @@ type SubscriberOptions struct {
 	KeepAlive time.Duration
 	// Logger gets connection events. Default slog.Default().
 	Logger *slog.Logger
+	// ClientOptions is as in Options.
+	ClientOptions func(*paho.ClientConfig, *paho.Connect)
+}
+
+// withDefaults fills the fields left zero and checks the others.
+func (o *SubscriberOptions) withDefaults() error {
+	if o.ClientID == "" {
+		return &txbox.ConfigError{Field: "MQTT client id", Reason: "empty; use the consumer's name"}
+	}
+	if err := checkString(o.ClientID); err != nil {
+		return &txbox.ConfigError{Field: "MQTT client id", Reason: err.Error()}
+	}
+	if len(o.Topics) == 0 {
+		return &txbox.ConfigError{Field: "MQTT topic filters", Reason: "none given"}
+	}
+	for _, f := range o.Topics {
+		if err := ValidateFilter(f); err != nil {
+			return &txbox.ConfigError{Field: "MQTT topic filters", Reason: err.Error()}
+		}
+	}
+	if o.MaxAckPending < 0 || o.MaxAckPending > math.MaxUint16 {
+		return &txbox.ConfigError{Field: "MQTT MaxAckPending", Reason: fmt.Sprintf("%d is outside 1..%d (0 for the default)", o.MaxAckPending, math.MaxUint16)}
+	}
+	o.Topics = slices.Clone(o.Topics)
+	o.SessionExpiry = defaults.Positive(o.SessionExpiry, DefaultSessionExpiry)
+	o.MaxAckPending = defaults.Or(o.MaxAckPending, DefaultMaxAckPending)
+	o.AckWait = defaults.Or(o.AckWait, DefaultAckWait) // negative disables it
+	o.ConnectTimeout = defaults.Positive(o.ConnectTimeout, DefaultConnectTimeout)
+	o.KeepAlive = defaults.Positive(o.KeepAlive, DefaultKeepAlive)
+	o.Logger = defaults.Or(o.Logger, slog.Default())
+	return nil
 }
 
 // Subscriber receives QoS 1 messages through a persistent session (Clean
@@ -67,7 +99,7 @@ type SubscriberOptions struct {
 // it again to the next connection of the session. The cost: MQTT requires
 // PUBACKs in the order the messages arrived, so a message waiting for its
 // redelivery holds back the PUBACKs of those after it, and the broker sends
-// at most ReceiveMaximum unacknowledged messages; a consumer whose oldest
+// at most MaxAckPending unacknowledged messages; a consumer whose oldest
 // message keeps failing slows down once that window is full, until the
 // message is parked.
 //
@@ -98,31 +130,9 @@ func OpenSubscriber(ctx context.Context, url string, opts SubscriberOptions) (*S
 	if err != nil {
 		return nil, err
 	}
-	if opts.ClientID == "" {
-		return nil, &txbox.ConfigError{Field: "MQTT client id", Reason: "empty; use the consumer's name"}
+	if err := opts.withDefaults(); err != nil {
+		return nil, err
 	}
-	if err := checkString(opts.ClientID); err != nil {
-		return nil, &txbox.ConfigError{Field: "MQTT client id", Reason: err.Error()}
-	}
-	if len(opts.Topics) == 0 {
-		return nil, &txbox.ConfigError{Field: "MQTT topic filters", Reason: "none given"}
-	}
-	for _, f := range opts.Topics {
-		if err := ValidateFilter(f); err != nil {
-			return nil, &txbox.ConfigError{Field: "MQTT topic filters", Reason: err.Error()}
-		}
-	}
-	opts.Topics = slices.Clone(opts.Topics)
-	opts.SessionExpiry = orDefault(opts.SessionExpiry, DefaultSessionExpiry)
-	if opts.ReceiveMaximum == 0 {
-		opts.ReceiveMaximum = DefaultReceiveMaximum
-	}
-	if opts.AckWait == 0 {
-		opts.AckWait = DefaultAckWait
-	}
-	opts.ConnectTimeout = orDefault(opts.ConnectTimeout, DefaultConnectTimeout)
-	opts.KeepAlive = orDefault(opts.KeepAlive, DefaultKeepAlive)
-	opts.Logger = logger(opts.Logger)
 	s := &Subscriber{ep: ep, opts: opts, log: opts.Logger, dialing: newLock(), ready: make(chan struct{}, 1), done: make(chan struct{})}
 	if _, err := s.conn(ctx); err != nil {
 		return nil, err
@@ -169,8 +179,8 @@ func (s *Subscriber) conn(ctx context.Context) (*conn, error) {
 	st := state.NewInMemory()
 	nc, err := dial(ctx, dialConfig{
 		ep: s.ep, tls: s.opts.TLSConfig, clientID: s.opts.ClientID, cleanStart: false, sessionExpiry: expiry,
-		receiveMaximum: s.opts.ReceiveMaximum, keepAlive: s.opts.KeepAlive, connectTimeout: s.opts.ConnectTimeout,
-		manualAck: true, gen: gen, state: st, log: s.log,
+		receiveMaximum: uint16(s.opts.MaxAckPending), keepAlive: s.opts.KeepAlive, connectTimeout: s.opts.ConnectTimeout,
+		manualAck: true, edit: s.opts.ClientOptions, gen: gen, state: st, log: s.log,
 		onPublish: func(pr paho.PublishReceived) (bool, error) {
 			s.received(gen, st, pr)
 			return true, nil

@@ -48,7 +48,7 @@ func (MQTT) Setup(t *testing.T) *scenario.Destination {
 	}
 
 	tap, err := mqttbroker.OpenSubscriber(ctx, srv.URL, mqttbroker.SubscriberOptions{
-		ClientID: "tap-" + prefix, Topics: []string{filter}, ReceiveMaximum: 65535, AckWait: -1, Logger: mqttQuiet,
+		ClientID: "tap-" + prefix, Topics: []string{filter}, MaxAckPending: 65535, AckWait: -1, Logger: mqttQuiet,
 	})
 	if err != nil {
 		t.Fatal(err)
