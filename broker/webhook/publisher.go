@@ -69,12 +69,13 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/defaults"
 	"github.com/txbox/txbox/internal/redact"
 )
 
 // Defaults for Options.
 const (
-	DefaultTimeout     = 10 * time.Second
+	DefaultAckTimeout  = 10 * time.Second
 	DefaultMaxInFlight = 64
 	// HeaderPrefix starts every CloudEvents attribute header.
 	HeaderPrefix = "ce-"
@@ -87,23 +88,35 @@ const (
 type Options struct {
 	// Secret signs every request (see Key). Required.
 	Secret string
-	// Timeout bounds one request, answer included, even when the caller's
-	// context has no deadline. Default 10s.
-	Timeout time.Duration
+	// AckTimeout bounds one request, answer (the receiver's verdict)
+	// included, even when the caller's context has no deadline. Default
+	// 10s.
+	AckTimeout time.Duration
 	// MaxInFlight bounds the requests open at once, over all concurrent
 	// Publish calls. Default 64.
 	MaxInFlight int
 	// MaxPayload, when > 0, fails larger payloads permanently before they
 	// are sent; set it to the receivers' limit.
 	MaxPayload int
-	// Client sends the requests. Default: a client of the Publisher's own
-	// that keeps MaxInFlight connections per host alive. Its redirects are
-	// turned off either way.
-	Client *http.Client
-	// UserAgent of the requests. Default "txbox-webhook/1".
-	UserAgent string
+	// Name is the client name the receivers see, as the requests'
+	// User-Agent. Default "txbox-webhook/1".
+	Name string
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// ClientOptions, when set, edits the Publisher's own HTTP client, whose
+	// transport keeps MaxInFlight connections per host alive: another
+	// Transport (a proxy, TLS settings, tracing), a cookie jar, or the
+	// whole client (*c = *yours). Its redirects are turned off again
+	// afterwards: a POST must not become a GET.
+	ClientOptions func(*http.Client)
+}
+
+// withDefaults fills the fields left zero.
+func (o *Options) withDefaults() {
+	o.AckTimeout = defaults.Positive(o.AckTimeout, DefaultAckTimeout)
+	o.MaxInFlight = defaults.Positive(o.MaxInFlight, DefaultMaxInFlight)
+	o.Name = defaults.Or(o.Name, "txbox-webhook/1")
+	o.Logger = defaults.Or(o.Logger, slog.Default())
 }
 
 // Publisher POSTs events to webhook endpoints. It is safe for concurrent
@@ -163,27 +176,14 @@ func Open(_ context.Context, baseURL string, opts Options) (*Publisher, error) {
 	default:
 		p.prefix = strings.TrimRight(path, "/") + "/"
 	}
-	if p.opts.Timeout <= 0 {
-		p.opts.Timeout = DefaultTimeout
-	}
-	if p.opts.MaxInFlight <= 0 {
-		p.opts.MaxInFlight = DefaultMaxInFlight
-	}
-	if p.opts.UserAgent == "" {
-		p.opts.UserAgent = "txbox-webhook/1"
-	}
+	p.opts.withDefaults()
 	p.log = p.opts.Logger
-	if p.log == nil {
-		p.log = slog.Default()
-	}
 	p.slots = make(chan struct{}, p.opts.MaxInFlight)
-	if opts.Client != nil {
-		c := *opts.Client
-		p.client = &c
-	} else {
-		p.own = http.DefaultTransport.(*http.Transport).Clone()
-		p.own.MaxIdleConnsPerHost = p.opts.MaxInFlight
-		p.client = &http.Client{Transport: p.own}
+	p.own = http.DefaultTransport.(*http.Transport).Clone()
+	p.own.MaxIdleConnsPerHost = p.opts.MaxInFlight
+	p.client = &http.Client{Transport: p.own}
+	if p.opts.ClientOptions != nil {
+		p.opts.ClientOptions(p.client)
 	}
 	p.client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return p, nil
@@ -292,7 +292,7 @@ func (p *Publisher) post(ctx context.Context, m broker.Message) error {
 	}
 	defer func() { <-p.slots }()
 
-	rctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+	rctx, cancel := context.WithTimeout(ctx, p.opts.AckTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, target, bytes.NewReader(m.Event.Payload))
 	if err != nil {
@@ -310,7 +310,7 @@ func (p *Publisher) post(ctx context.Context, m broker.Message) error {
 		h[HeaderPrefix+a[0]] = []string{encodeValue(a[1])}
 	}
 	h.Set("Content-Type", broker.ContentJSON)
-	h.Set("User-Agent", p.opts.UserAgent)
+	h.Set("User-Agent", p.opts.Name)
 	now := time.Now()
 	h[HeaderID] = []string{m.Event.ID}
 	h[HeaderTimestamp] = []string{strconv.FormatInt(now.Unix(), 10)}

@@ -128,7 +128,7 @@ func TestAnswersClassified(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	p := open(t, srv.URL, webhookbroker.Options{Timeout: 300 * time.Millisecond})
+	p := open(t, srv.URL, webhookbroker.Options{AckTimeout: 300 * time.Millisecond})
 	type want struct {
 		topic                  string
 		permanent, unavailable bool
@@ -288,6 +288,49 @@ func TestHeadersAndBody(t *testing.T) {
 	}
 }
 
+// roundTripper is an http.RoundTripper from a function.
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestClientOptions: the caller edits the Publisher's HTTP client after
+// txbox made it (here another transport, through which every request goes),
+// Name is the User-Agent, and redirects stay off whatever the caller set.
+func TestClientOptions(t *testing.T) {
+	var agent string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		agent = r.UserAgent()
+		if r.URL.Path == "/moved" {
+			http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+		}
+	}))
+	defer srv.Close()
+	var through atomic.Int32
+	p := open(t, srv.URL, webhookbroker.Options{Name: "billing-relay", ClientOptions: func(c *http.Client) {
+		if c.Transport == nil {
+			t.Error("ClientOptions saw no transport: txbox's client comes first")
+		}
+		c.Transport = roundTripper(func(r *http.Request) (*http.Response, error) {
+			through.Add(1)
+			return http.DefaultTransport.RoundTrip(r)
+		})
+		c.CheckRedirect = nil // follow redirects: txbox turns them off again
+	}})
+	errs := p.Publish(context.Background(), []broker.Message{msg("in", "k", 0), msg("moved", "k2", 0)})
+	if errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if agent != "billing-relay" {
+		t.Errorf("User-Agent %q, want Options.Name", agent)
+	}
+	if !errors.Is(errs[1], txbox.ErrBrokerUnavailable) || !strings.Contains(errs[1].Error(), "307") {
+		t.Errorf("redirect: %v, want an outage naming the 307 (not followed)", errs[1])
+	}
+	if n := through.Load(); n != 2 {
+		t.Errorf("%d requests through the caller's transport, want 2", n)
+	}
+}
+
 func must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)
@@ -298,7 +341,7 @@ func must[T any](v T, err error) T {
 // TestSecretsNeverShown: neither the signing secret nor the URL's password
 // is in any error.
 func TestSecretsNeverShown(t *testing.T) {
-	p := open(t, "http://user:pa55word@127.0.0.1:1/in", webhookbroker.Options{Timeout: time.Second})
+	p := open(t, "http://user:pa55word@127.0.0.1:1/in", webhookbroker.Options{AckTimeout: time.Second})
 	err := p.Publish(context.Background(), []broker.Message{msg("x", "k", 0)})[0]
 	if !errors.Is(err, txbox.ErrBrokerUnavailable) || strings.Contains(err.Error(), "pa55word") || strings.Contains(err.Error(), secret) {
 		t.Fatalf("err = %v", err)

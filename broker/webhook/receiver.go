@@ -18,13 +18,16 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
 // Defaults for ReceiverOptions.
 const (
-	DefaultMaxBodyBytes = 1 << 20
-	DefaultHoldTimeout  = 60 * time.Second
-	DefaultMaxPending   = 1024
+	// DefaultMaxPayload is the Receiver's; a Publisher has no limit of its
+	// own unless Options.MaxPayload sets one.
+	DefaultMaxPayload  = 1 << 20
+	DefaultHoldTimeout = 60 * time.Second
+	DefaultMaxPending  = 1024
 )
 
 // ReceiverOptions configure a Receiver.
@@ -35,9 +38,10 @@ type ReceiverOptions struct {
 	// Tolerance is how far a request's timestamp may lie from the
 	// receiver's clock. Default 5 minutes.
 	Tolerance time.Duration
-	// MaxBodyBytes refuses larger requests with 413, which the sender
-	// takes as permanent. Default 1 MiB.
-	MaxBodyBytes int64
+	// MaxPayload refuses requests with a larger body (the payload, in
+	// binary mode) with 413, which the sender takes as permanent. Default
+	// 1 MiB.
+	MaxPayload int
 	// PathPrefix is cut from the request path to give the topic (Raw's
 	// Topic); a path without it is answered 404. Default "/".
 	PathPrefix string
@@ -88,29 +92,23 @@ var (
 	_ http.Handler      = (*Receiver)(nil)
 )
 
+// withDefaults fills the fields left zero.
+func (o *ReceiverOptions) withDefaults() {
+	o.MaxPayload = defaults.Positive(o.MaxPayload, DefaultMaxPayload)
+	o.PathPrefix = defaults.Or(o.PathPrefix, "/")
+	o.HoldTimeout = defaults.Positive(o.HoldTimeout, DefaultHoldTimeout)
+	o.MaxPending = defaults.Positive(o.MaxPending, DefaultMaxPending)
+	o.Logger = defaults.Or(o.Logger, slog.Default())
+}
+
 // NewReceiver checks the options. Errors are *txbox.ConfigError.
 func NewReceiver(opts ReceiverOptions) (*Receiver, error) {
 	v, err := newVerifier(opts.Secrets, opts.Tolerance)
 	if err != nil {
 		return nil, &txbox.ConfigError{Field: "webhook secret", Reason: err.Error()}
 	}
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if opts.PathPrefix == "" {
-		opts.PathPrefix = "/"
-	}
-	if opts.HoldTimeout <= 0 {
-		opts.HoldTimeout = DefaultHoldTimeout
-	}
-	if opts.MaxPending <= 0 {
-		opts.MaxPending = DefaultMaxPending
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Receiver{v: v, opts: opts, log: log, ready: make(chan struct{}, 1), done: make(chan struct{})}, nil
+	opts.withDefaults()
+	return &Receiver{v: v, opts: opts, log: opts.Logger, ready: make(chan struct{}, 1), done: make(chan struct{})}, nil
 }
 
 // request is a verified webhook request.
@@ -121,7 +119,7 @@ type request struct {
 }
 
 // read checks and reads r, or answers it and returns nil.
-func read(w http.ResponseWriter, r *http.Request, v *verifier, prefix string, maxBody int64, log *slog.Logger) *request {
+func read(w http.ResponseWriter, r *http.Request, v *verifier, prefix string, maxBody int, log *slog.Logger) *request {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "webhooks are POSTed", http.StatusMethodNotAllowed)
@@ -132,7 +130,7 @@ func read(w http.ResponseWriter, r *http.Request, v *verifier, prefix string, ma
 		http.NotFound(w, r)
 		return nil
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(maxBody)))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -153,7 +151,7 @@ func read(w http.ResponseWriter, r *http.Request, v *verifier, prefix string, ma
 // ServeHTTP verifies the request, queues it as a delivery and answers it
 // once the delivery is settled.
 func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	req := read(w, r, rc.v, rc.opts.PathPrefix, rc.opts.MaxBodyBytes, rc.log)
+	req := read(w, r, rc.v, rc.opts.PathPrefix, rc.opts.MaxPayload, rc.log)
 	if req == nil {
 		return
 	}
@@ -412,7 +410,7 @@ func Handler(secret string, tolerance time.Duration, fn func(ctx context.Context
 	}
 	log := slog.Default()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req := read(w, r, v, "/", DefaultMaxBodyBytes, log)
+		req := read(w, r, v, "/", DefaultMaxPayload, log)
 		if req == nil {
 			return
 		}

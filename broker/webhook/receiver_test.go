@@ -36,7 +36,7 @@ func receiver(t *testing.T, opts webhookbroker.ReceiverOptions) (*webhookbroker.
 // TestReceiverRefuses: what never becomes a delivery, and the answer the
 // sender gets for it.
 func TestReceiverRefuses(t *testing.T) {
-	rc, srv := receiver(t, webhookbroker.ReceiverOptions{MaxBodyBytes: 100})
+	rc, srv := receiver(t, webhookbroker.ReceiverOptions{MaxPayload: 100})
 	body := []byte(`{"n":1}`)
 	post := func(mutate func(*http.Request)) int {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/x", bytes.NewReader(body))
@@ -112,7 +112,7 @@ func TestReceiverRotation(t *testing.T) {
 // brings the event again.
 func TestReceiverSenderGone(t *testing.T) {
 	rc, srv := receiver(t, webhookbroker.ReceiverOptions{})
-	p := open(t, srv.URL, webhookbroker.Options{Timeout: 200 * time.Millisecond})
+	p := open(t, srv.URL, webhookbroker.Options{AckTimeout: 200 * time.Millisecond})
 	err := p.Publish(context.Background(), []broker.Message{msg("x", "k", 0)})[0]
 	if !errors.Is(err, txbox.ErrBrokerUnavailable) {
 		t.Fatalf("unanswered request: %v, want unavailable", err)

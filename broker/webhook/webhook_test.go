@@ -118,7 +118,7 @@ func TestConformance(t *testing.T) {
 			return brokertest.Capabilities{OrderPerKey: true, Redelivery: true, MaxPayload: p.(*webhookbroker.Publisher).MaxPayload()}
 		},
 		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
-			p, err := webhookbroker.Open(ctx, e.URL(), webhookbroker.Options{Secret: secret, MaxPayload: 64 << 10, Timeout: 5 * time.Second, Logger: quiet})
+			p, err := webhookbroker.Open(ctx, e.URL(), webhookbroker.Options{Secret: secret, MaxPayload: 64 << 10, AckTimeout: 5 * time.Second, Logger: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}

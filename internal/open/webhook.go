@@ -28,7 +28,7 @@ func init() {
 		schemes: []string{"http", "https"},
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&webhookFlags.secret, "webhook-secret", "", "secret that signs webhook requests (Standard Webhooks; \"whsec_<base64>\" or at least 16 bytes); prefer "+webhookSecretEnv+" to the command line")
-			f.DurationVar(&webhookFlags.timeout, "webhook-timeout", webhookbroker.DefaultTimeout, "longest wait for one webhook request's answer")
+			f.DurationVar(&webhookFlags.timeout, "webhook-timeout", webhookbroker.DefaultAckTimeout, "longest wait for one webhook request's answer")
 			f.IntVar(&webhookFlags.maxInFlight, "webhook-max-in-flight", webhookbroker.DefaultMaxInFlight, "webhook requests open at once")
 			f.IntVar(&webhookFlags.maxPayload, "webhook-max-payload", 0, "fail payloads over this many bytes permanently; 0: no limit")
 		},
@@ -47,8 +47,8 @@ func init() {
 				return nil, err
 			}
 			return webhookbroker.Open(ctx, raw, webhookbroker.Options{
-				Secret: secret, Timeout: webhookFlags.timeout, MaxInFlight: webhookFlags.maxInFlight,
-				MaxPayload: webhookFlags.maxPayload, UserAgent: "txbox-relay", Logger: log,
+				Secret: secret, AckTimeout: webhookFlags.timeout, MaxInFlight: webhookFlags.maxInFlight,
+				MaxPayload: webhookFlags.maxPayload, Name: "txbox-relay", Logger: log,
 			})
 		},
 	})
