@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -331,5 +333,31 @@ func TestValidateTopic(t *testing.T) {
 		if err := kafkabroker.ValidateTopic(bad); err == nil {
 			t.Errorf("ValidateTopic(%q) = nil, want an error", bad)
 		}
+	}
+}
+
+// TestClientOptions: franz-go's own options apply after txbox's, on both
+// sides: a client id of the caller's replaces txbox's, and a dialer of the
+// caller's makes the connections.
+func TestClientOptions(t *testing.T) {
+	kc := kafkatest.Start(t)
+	if err := kc.CreateTopic("opts", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	var dials atomic.Int32
+	own := []kgo.Opt{kgo.ClientID("billing-relay"), kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+		dials.Add(1)
+		var d net.Dialer
+		return d.DialContext(ctx, network, host)
+	})}
+	p := open(t, kc, kafkabroker.Options{ClientOptions: own})
+	s := subscribe(t, kc, "opts", kafkabroker.SubscriberOptions{Topics: []string{"opts"}, ClientOptions: own})
+	for side, cl := range map[string]*kgo.Client{"publisher": p.Client(), "subscriber": s.Client()} {
+		if id, _ := cl.OptValue(kgo.ClientID).(string); id != "billing-relay" {
+			t.Errorf("%s client id %q, want the caller's", side, id)
+		}
+	}
+	if n := dials.Load(); n < 2 {
+		t.Errorf("%d connections through the caller's dialer, want one per side at least", n)
 	}
 }

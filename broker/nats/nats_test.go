@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -354,6 +355,33 @@ func TestOpenErrors(t *testing.T) {
 	}
 	if err != nil && strings.Contains(err.Error(), "s3cr3t-pw") {
 		t.Errorf("error shows the password: %v", err)
+	}
+}
+
+// dialer counts the connections nats.go makes through it.
+type dialer struct{ n atomic.Int32 }
+
+func (d *dialer) Dial(network, address string) (net.Conn, error) {
+	d.n.Add(1)
+	return net.Dial(network, address)
+}
+
+// TestClientOptions: nats.go's own options apply after txbox's, on both
+// sides: a dialer of the caller's makes the connections, and a client name
+// of the caller's replaces txbox's.
+func TestClientOptions(t *testing.T) {
+	url, prefix := sharedStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage})
+	var d dialer
+	own := []nats.Option{nats.SetCustomDialer(&d), nats.Name("billing-relay")}
+	p := open(t, url, natsbroker.Options{Stream: streamName(prefix), ClientOptions: own})
+	if name := p.Conn().Opts.Name; name != "billing-relay" {
+		t.Errorf("client name %q, want the caller's", name)
+	}
+	testenv.Open(t, func(ctx context.Context) (*natsbroker.Subscriber, error) {
+		return natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Stream: streamName(prefix), Durable: "d", ClientOptions: own, Logger: quiet})
+	})
+	if n := d.n.Load(); n != 2 {
+		t.Errorf("%d connections through the caller's dialer, want 2", n)
 	}
 }
 
