@@ -12,10 +12,7 @@ import (
 // unsent row.
 func testBacklog(t *testing.T, h Harness) {
 	s := open(t, h)
-	bs, ok := s.(store.BacklogSampler)
-	if !ok {
-		t.Fatalf("%T does not implement store.BacklogSampler", s)
-	}
+	bs := as[store.BacklogSampler](t, s)
 	ctx := ctxT(t)
 	b, err := bs.Backlog(ctx)
 	if err != nil {
@@ -24,12 +21,7 @@ func testBacklog(t *testing.T, h Harness) {
 	if b != (store.Backlog{}) {
 		t.Fatalf("empty table backlog: %+v", b)
 	}
-	write(t, h, s, ev("a", 1), ev("b", 1), ev("c", 1), ev("d", 1), ev("e", 1))
-	time.Sleep(50 * time.Millisecond)
-	got := claim(t, s, "L", 3, time.Minute)
-	mustMark(t, must(s.MarkSent(ctx, "L", []int64{got[0].ID})), nil, 1, "sent")
-	mustMark(t, must(s.MarkFailed(ctx, "L", []store.Failure{{ID: got[1].ID, Dead: true, Error: "x"}})), nil, 1, "dead")
-	mustMark(t, must(s.MarkFailed(ctx, "L", []store.Failure{{ID: got[2].ID, Delay: time.Hour, Error: "y"}})), nil, 1, "retry")
+	writeMixed(t, h, s)
 	claim(t, s, "M", 1, time.Minute) // one row PROCESSING
 	b, err = bs.Backlog(ctx)
 	if err != nil {

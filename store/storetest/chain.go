@@ -14,20 +14,11 @@ import (
 // and only those; whatever else holds or blocks an earlier row (a lease, a
 // RETRY, a row its claim failed) still stops the aggregate.
 func runChainClaims(t *testing.T, h Harness) {
-	if _, ok := h.Open(t).(store.ChainClaimer); !ok {
-		t.Skip("store does not chain claims (store.ChainClaimer)")
-	}
-	cases := []struct {
-		name string
-		fn   func(*testing.T, Harness)
-	}{
+	runCasesIf[store.ChainClaimer](t, h, "store does not chain claims (store.ChainClaimer)", []testCase{
 		{"TakesRowsBehindOwnClaims", testChainBehindOwn},
 		{"StopsAtLeasesAndRetries", testChainStops},
 		{"StopsAtRowItsClaimFailed", testChainStopsAtFailed},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.fn(t, h) })
-	}
+	})
 }
 
 func claimChained(t *testing.T, s store.Store, limit int) store.Claim {

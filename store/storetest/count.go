@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -13,16 +12,9 @@ import (
 // Cleanup then change.
 func testCount(t *testing.T, h Harness) {
 	s := open(t, h)
-	c, ok := s.(store.Counter)
-	if !ok {
-		t.Fatalf("%T does not implement store.Counter", s)
-	}
+	c := as[store.Counter](t, s)
 	ctx := ctxT(t)
-	var in []txbox.Event
-	for i := range 12 {
-		in = append(in, ev(fmt.Sprintf("c%d", i), 0))
-	}
-	write(t, h, s, in...)
+	write(t, h, s, grid("c", 12, 1)...)
 	got := claim(t, s, "L", 12, time.Minute)
 	var fails []store.Failure
 	for _, r := range got[:5] {

@@ -33,15 +33,7 @@ func RunInbox(t *testing.T, h Harness) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := open(t, h)
-			d, ok := s.Dialect().(store.InboxDialect)
-			if !ok {
-				t.Fatalf("%T does not implement store.InboxDialect", s.Dialect())
-			}
-			a, ok := s.(store.InboxAdmin)
-			if !ok {
-				t.Fatalf("%T does not implement store.InboxAdmin", s)
-			}
-			c.fn(t, h, d, a, s)
+			c.fn(t, h, as[store.InboxDialect](t, s.Dialect()), as[store.InboxAdmin](t, s), s)
 		})
 	}
 }
@@ -302,17 +294,9 @@ func testInboxCleanup(t *testing.T, h Harness, d store.InboxDialect, a store.Inb
 		_, _, err := d.InboxFail(ctx, tx, "c1", parked, "x", 1, txbox.StatusRetry)
 		return err
 	})
-	if n, err := store.InboxCleanup(ctx, a, time.Hour, 4); err != nil || n != 0 {
-		t.Fatalf("young rows deleted: %d %v", n, err)
-	}
-	time.Sleep(20 * time.Millisecond)
-	if n, err := a.InboxCleanupBatch(ctx, 10*time.Millisecond, 4); err != nil || n != 4 {
-		t.Fatalf("InboxCleanupBatch(limit 4) of 9 due rows: %d %v, want 4", n, err)
-	}
-	n, err := store.InboxCleanup(ctx, a, 10*time.Millisecond, 4)
-	if err != nil || n != 5 {
-		t.Fatalf("cleanup: %d %v, want the other 5 in batches of 4", n, err)
-	}
+	checkCleanup(t, cleanupFuncs{a.InboxCleanupBatch, func(ctx context.Context, age time.Duration, limit int) (int64, error) {
+		return store.InboxCleanup(ctx, a, age, limit)
+	}}, 9, 4)
 	if rows, _ := a.InboxList(ctx, store.InboxFilter{Consumer: "c1"}); len(rows) != 1 || rows[0].Status != txbox.StatusDead {
 		t.Fatalf("cleanup must keep parked rows: %+v", rows)
 	}

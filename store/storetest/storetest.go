@@ -30,10 +30,7 @@ type Harness interface {
 
 // Run runs every case against h.
 func Run(t *testing.T, h Harness) {
-	cases := []struct {
-		name string
-		fn   func(*testing.T, Harness)
-	}{
+	runCases(t, h, []testCase{
 		{"CommitVisibility", testCommitVisibility},
 		{"ClaimShape", testClaimShape},
 		{"ClaimTakesLowestIDs", testClaimLowestIDs},
@@ -62,10 +59,7 @@ func Run(t *testing.T, h Harness) {
 		{"ReusedIDs", testReusedIDs},
 		{"Count", testCount},
 		{"RefusedMarkIsIsolated", testRefusedMark},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.fn(t, h) })
-	}
+	})
 }
 
 // open returns a migrated store on fresh tables.
@@ -250,10 +244,7 @@ func testAggregateKeyExact(t *testing.T, h Harness) {
 
 func testMultiRowInsert(t *testing.T, h Harness) {
 	s := open(t, h)
-	var in []txbox.Event
-	for i := range 2500 {
-		in = append(in, ev(fmt.Sprintf("agg-%d", i), 0))
-	}
+	in := grid("agg-", 2500, 1)
 	write(t, h, s, in...)
 	seen := map[string]bool{}
 	for range 10 {
@@ -500,12 +491,7 @@ func testStats(t *testing.T, h Harness) {
 	if st.OldestPending != nil || st.Dead != 0 || len(st.Counts) != 0 {
 		t.Fatalf("empty table stats: %+v", st)
 	}
-	write(t, h, s, ev("a", 1), ev("b", 1), ev("c", 1), ev("d", 1), ev("e", 1))
-	time.Sleep(50 * time.Millisecond)
-	got := claim(t, s, "L", 3, time.Minute)
-	mustMark(t, must(s.MarkSent(ctx, "L", []int64{got[0].ID})), nil, 1, "sent")
-	mustMark(t, must(s.MarkFailed(ctx, "L", []store.Failure{{ID: got[1].ID, Dead: true, Error: "x"}})), nil, 1, "dead")
-	mustMark(t, must(s.MarkFailed(ctx, "L", []store.Failure{{ID: got[2].ID, Delay: time.Hour, Error: "y"}})), nil, 1, "retry")
+	writeMixed(t, h, s)
 	st, err = s.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -531,26 +517,12 @@ func must(n int64, err error) int64 {
 func testCleanup(t *testing.T, h Harness) {
 	s := open(t, h)
 	ctx := ctxT(t)
-	var in []txbox.Event
-	for i := range 25 {
-		in = append(in, ev(fmt.Sprintf("a%d", i), 0))
-	}
-	write(t, h, s, in...)
+	write(t, h, s, grid("a", 25, 1)...)
 	got := claim(t, s, "L", 20, time.Minute)
 	mustMark(t, must(s.MarkSent(ctx, "L", ids(got))), nil, 20, "sent")
-	if n, err := store.Cleanup(ctx, s, time.Hour, 7); err != nil || n != 0 {
-		t.Fatalf("cleanup of young rows: %d %v", n, err)
-	}
-	time.Sleep(20 * time.Millisecond)
-	// One batch deletes exactly its limit when more rows are due: the
-	// core's loop stops at the first short batch.
-	if n, err := s.CleanupBatch(ctx, 10*time.Millisecond, 7); err != nil || n != 7 {
-		t.Fatalf("CleanupBatch(limit 7) of 20 due rows: %d %v, want 7", n, err)
-	}
-	n, err := store.Cleanup(ctx, s, 10*time.Millisecond, 7)
-	if err != nil || n != 13 {
-		t.Fatalf("cleanup: %d %v, want the other 13 in batches of 7", n, err)
-	}
+	checkCleanup(t, cleanupFuncs{s.CleanupBatch, func(ctx context.Context, age time.Duration, limit int) (int64, error) {
+		return store.Cleanup(ctx, s, age, limit)
+	}}, 20, 7)
 	st, _ := s.Stats(ctx)
 	if st.Counts[txbox.StatusSent] != 0 || st.Counts[txbox.StatusProcessing]+st.Counts[txbox.StatusPending] != 5 {
 		t.Fatalf("after cleanup: %v", st.Counts)
@@ -587,62 +559,36 @@ func testDeepBlocked(t *testing.T, h Harness) {
 // same row, and each aggregate's rows are handed out in id order.
 func testConcurrentClaimers(t *testing.T, h Harness) {
 	s := open(t, h)
-	const aggs, perAgg, workers = 40, 25, 4
-	var in []txbox.Event
-	for n := range perAgg {
-		for a := range aggs {
-			in = append(in, ev(fmt.Sprintf("agg-%d", a), n))
-		}
-	}
+	in := grid("agg-", 40, 25)
 	write(t, h, s, in...)
 	ctx := ctxT(t)
 	var mu sync.Mutex
 	seen := map[string]int{}
 	lastByAgg := map[string]int64{}
-	var failed error
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			empty := 0
-			for i := 0; i < 2000 && empty < 20; i++ {
-				lease := fmt.Sprintf("w%d-%d", w, i)
-				recs, err := s.Claim(ctx, store.ClaimRequest{Lease: lease, Limit: 1 + rand.IntN(60), LeaseFor: time.Minute})
-				if err != nil {
-					mu.Lock()
-					failed = err
-					mu.Unlock()
-					return
-				}
-				if len(recs) == 0 {
-					empty++
-					time.Sleep(5 * time.Millisecond)
-					continue
-				}
-				empty = 0
-				mu.Lock()
-				for _, r := range recs {
-					seen[r.EventID]++
-					if r.ID <= lastByAgg[r.AggregateID] && failed == nil {
-						failed = fmt.Errorf("aggregate %s: id %d handed out after %d", r.AggregateID, r.ID, lastByAgg[r.AggregateID])
-					}
-					lastByAgg[r.AggregateID] = r.ID
-				}
-				mu.Unlock()
-				if n, err := s.MarkSent(ctx, lease, ids(recs)); err != nil || n != int64(len(recs)) {
-					mu.Lock()
-					failed = fmt.Errorf("mark sent %d/%d: %v", n, len(recs), err)
-					mu.Unlock()
-					return
-				}
+	runClaimers(t, 4, 20, 5*time.Millisecond, func(w, i int) (int, error) {
+		lease := fmt.Sprintf("w%d-%d", w, i)
+		recs, err := s.Claim(ctx, store.ClaimRequest{Lease: lease, Limit: 1 + rand.IntN(60), LeaseFor: time.Minute})
+		if err != nil || len(recs) == 0 {
+			return 0, err
+		}
+		mu.Lock()
+		var order error
+		for _, r := range recs {
+			seen[r.EventID]++
+			if r.ID <= lastByAgg[r.AggregateID] && order == nil {
+				order = fmt.Errorf("aggregate %s: id %d handed out after %d", r.AggregateID, r.ID, lastByAgg[r.AggregateID])
 			}
-		}()
-	}
-	wg.Wait()
-	if failed != nil {
-		t.Fatal(failed)
-	}
+			lastByAgg[r.AggregateID] = r.ID
+		}
+		mu.Unlock()
+		if order != nil {
+			return 0, order
+		}
+		if n, err := s.MarkSent(ctx, lease, ids(recs)); err != nil || n != int64(len(recs)) {
+			return 0, fmt.Errorf("mark sent %d/%d: %v", n, len(recs), err)
+		}
+		return len(recs), nil
+	})
 	claimedOnce(t, seen, len(in))
 }
 
@@ -668,16 +614,3 @@ func testConcurrentMigrate(t *testing.T, h Harness) {
 // URL is testenv.URL, re-exported so store test packages outside this module
 // tree can find services the same way.
 func URL(t testing.TB, env string) string { return testenv.URL(t, env) }
-
-// claimedOnce fails unless every one of want events was claimed exactly once.
-func claimedOnce(t *testing.T, seen map[string]int, want int) {
-	t.Helper()
-	if len(seen) != want {
-		t.Fatalf("claimed %d distinct events of %d", len(seen), want)
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Fatalf("event %s claimed %d times", id, n)
-		}
-	}
-}

@@ -16,23 +16,14 @@ import (
 // same rules as lease claims (lowest ids, per-aggregate prefix, a failure
 // blocks only its aggregate), with the open transaction as the lease.
 func runTxClaims(t *testing.T, h Harness) {
-	if _, ok := h.Open(t).(store.TxClaimer); !ok {
-		t.Skip("store has no transaction-held claims (store.TxClaimer)")
-	}
-	cases := []struct {
-		name string
-		fn   func(*testing.T, Harness)
-	}{
+	runCasesIf[store.TxClaimer](t, h, "store has no transaction-held claims (store.TxClaimer)", []testCase{
 		{"HoldsRowsUntilEnded", testTxHolds},
 		{"BlocksOnlyItsAggregate", testTxBlocksAggregate},
 		{"FinishOutcome", testTxFinish},
 		{"LeasesAndTransactionsRespectEachOther", testTxWithLeases},
 		{"DeepBlockedAggregate", testTxDeepBlocked},
 		{"Concurrent", testTxConcurrent},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.fn(t, h) })
-	}
+	})
 }
 
 func claimTx(t *testing.T, s store.Store, limit int) store.Claim {
@@ -188,13 +179,7 @@ func testTxDeepBlocked(t *testing.T, h Harness) {
 // holding the aggregate's previous row began to commit.
 func testTxConcurrent(t *testing.T, h Harness) {
 	s := open(t, h)
-	const aggs, perAgg, workers = 30, 20, 4
-	var in []txbox.Event
-	for n := range perAgg {
-		for a := range aggs {
-			in = append(in, ev(fmt.Sprintf("agg-%d", a), n))
-		}
-	}
+	in := grid("agg-", 30, 20)
 	write(t, h, s, in...)
 	ctx := ctxT(t)
 	var (
@@ -203,67 +188,45 @@ func testTxConcurrent(t *testing.T, h Harness) {
 		seen     = map[string]int{}
 		finished = map[int64]int64{} // row id -> clock when its commit began
 		lastID   = map[string]int64{}
-		failed   error
-		wg       sync.WaitGroup
 	)
-	fail := func(err error) {
-		mu.Lock()
-		if failed == nil {
-			failed = err
+	runClaimers(t, 4, 30, 3*time.Millisecond, func(int, int) (int, error) {
+		c, err := s.(store.TxClaimer).ClaimTx(ctx, 1+rand.IntN(40))
+		if err != nil {
+			return 0, err
 		}
-		mu.Unlock()
-	}
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			empty := 0
-			for i := 0; i < 2000 && empty < 30; i++ {
-				c, err := s.(store.TxClaimer).ClaimTx(ctx, 1+rand.IntN(40))
-				if err != nil {
-					fail(err)
-					return
-				}
-				recs := c.Records()
-				if len(recs) == 0 {
-					empty++
-					time.Sleep(3 * time.Millisecond)
-					continue
-				}
-				empty = 0
-				mu.Lock()
-				clock++
-				for _, r := range recs {
-					seen[r.EventID]++
-					if prev := lastID[r.AggregateID]; prev != 0 {
-						if r.ID <= prev {
-							failed = fmt.Errorf("aggregate %s: id %d handed out after %d", r.AggregateID, r.ID, prev)
-						} else if done, ok := finished[prev]; !ok && !slices.ContainsFunc(recs, func(r store.Record) bool { return r.ID == prev }) {
-							failed = fmt.Errorf("aggregate %s: id %d handed out while %d was still held", r.AggregateID, r.ID, prev)
-						} else if ok && done > clock {
-							failed = fmt.Errorf("aggregate %s: clock went backwards", r.AggregateID)
-						}
-					}
-					lastID[r.AggregateID] = r.ID
-				}
-				mu.Unlock()
-				time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
-				mu.Lock()
-				clock++
-				for _, r := range recs {
-					finished[r.ID] = clock
-				}
-				mu.Unlock()
-				if err := c.Finish(ctx, ids(recs), nil); err != nil {
-					fail(err)
-					return
+		recs := c.Records()
+		if len(recs) == 0 {
+			return 0, nil
+		}
+		mu.Lock()
+		clock++
+		var order error
+		for _, r := range recs {
+			seen[r.EventID]++
+			if prev := lastID[r.AggregateID]; prev != 0 {
+				if r.ID <= prev {
+					order = fmt.Errorf("aggregate %s: id %d handed out after %d", r.AggregateID, r.ID, prev)
+				} else if done, ok := finished[prev]; !ok && !slices.ContainsFunc(recs, func(r store.Record) bool { return r.ID == prev }) {
+					order = fmt.Errorf("aggregate %s: id %d handed out while %d was still held", r.AggregateID, r.ID, prev)
+				} else if ok && done > clock {
+					order = fmt.Errorf("aggregate %s: clock went backwards", r.AggregateID)
 				}
 			}
-		}()
-	}
-	wg.Wait()
-	if failed != nil {
-		t.Fatal(failed)
-	}
+			lastID[r.AggregateID] = r.ID
+		}
+		mu.Unlock()
+		if order != nil {
+			c.Abort()
+			return 0, order
+		}
+		time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
+		mu.Lock()
+		clock++
+		for _, r := range recs {
+			finished[r.ID] = clock
+		}
+		mu.Unlock()
+		return len(recs), c.Finish(ctx, ids(recs), nil)
+	})
 	claimedOnce(t, seen, len(in))
 }
