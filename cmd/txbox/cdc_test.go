@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -9,14 +8,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
 )
@@ -29,25 +26,21 @@ func TestMain(m *testing.M) { os.Exit(testenv.RunPackage(m)) }
 // server when it has it, else the package's private one.
 func cdcTables(t *testing.T) (db string, flags []string, conn *pgx.Conn, outbox string) {
 	t.Helper()
-	db = storeenv.LogicalPostgresURL(t)
-	sfx := strings.ReplaceAll(txbox.NewID()[24:], "-", "")
-	outbox, inbox := "ob_cli_"+sfx, "ib_cli_"+sfx
-	flags = []string{"--db", db, "--outbox-table", outbox, "--inbox-table", inbox}
-	if out, code := run(t, nil, append([]string{"migrate"}, flags...)...); code != 0 {
-		t.Fatalf("migrate: %d %s", code, out)
-	}
+	return cliTablesAt(t, storeenv.LogicalPostgresURL(t))
+}
+
+// cdcSlot names the replication slot of cdcTables' outbox and, when the
+// test ends, drops it (unless a relay still reads it), the publication and
+// the slots table that migrate --cdc makes.
+func cdcSlot(t *testing.T, conn *pgx.Conn, outbox string) string {
+	slot := "txbox_cli_" + strings.TrimPrefix(outbox, "ob_cli_")
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		for _, tb := range []string{outbox, outbox + "_sent", outbox + "_migrations", inbox, inbox + "_versions"} {
-			_, _ = conn.Exec(ctx, "DROP TABLE IF EXISTS "+tb)
-		}
-		conn.Close(ctx)
+		_, _ = conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`, slot)
+		_, _ = conn.Exec(ctx, "DROP PUBLICATION IF EXISTS "+outbox+"_cdc")
+		_, _ = conn.Exec(ctx, "DROP TABLE IF EXISTS "+outbox+"_cdc_slots")
 	})
-	return db, flags, conn, outbox
+	return slot
 }
 
 // --mode cdc is checked before anything connects: one line naming the
@@ -86,13 +79,8 @@ func TestCDCFlagsValidated(t *testing.T) {
 // it.
 func TestCDCMigrateStatsDropSlot(t *testing.T) {
 	_, flags, conn, outbox := cdcTables(t)
-	slot := "txbox_cli_" + strings.TrimPrefix(outbox, "ob_cli_")
+	slot := cdcSlot(t, conn, outbox)
 	ctx := context.Background()
-	t.Cleanup(func() {
-		_, _ = conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
-		_, _ = conn.Exec(ctx, "DROP PUBLICATION IF EXISTS "+outbox+"_cdc")
-		_, _ = conn.Exec(ctx, "DROP TABLE IF EXISTS "+outbox+"_cdc_slots")
-	})
 	out, code := run(t, nil, append([]string{"migrate", "--cdc", "--slot", slot}, flags...)...)
 	if code != 0 || !strings.Contains(out, "publication "+outbox+"_cdc ready") || !strings.Contains(out, "replication slot "+slot+" created") {
 		t.Fatalf("migrate --cdc: exit %d\n%s", code, out)
@@ -162,43 +150,20 @@ func slotExists(t *testing.T, conn *pgx.Conn, slot string) bool {
 	return ok
 }
 
-// lockedBuffer collects a process's output while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A relay in --mode cdc logs a progress line while it publishes and its
 // counts when it stops; while it reads its slot, `cdc drop-slot --dry-run`
 // says the slot is active and exits 1, as the drop itself does.
 func TestCDCRelayProgressAndActiveSlot(t *testing.T) {
 	_, flags, conn, outbox := cdcTables(t)
-	slot := "txbox_cli_" + strings.TrimPrefix(outbox, "ob_cli_")
+	slot := cdcSlot(t, conn, outbox)
 	ctx := context.Background()
-	t.Cleanup(func() {
-		_, _ = conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`, slot)
-		_, _ = conn.Exec(ctx, "DROP PUBLICATION IF EXISTS "+outbox+"_cdc")
-		_, _ = conn.Exec(ctx, "DROP TABLE IF EXISTS "+outbox+"_cdc_slots")
-	})
 	if out, code := run(t, nil, append([]string{"migrate", "--cdc", "--slot", slot}, flags...)...); code != 0 {
 		t.Fatalf("migrate --cdc: exit %d\n%s", code, out)
 	}
 	nats := testenv.StartNATS(t)
 	relay := exec.Command(testenv.Binary(t), append([]string{"relay", "--mode", "cdc", "--slot", slot, "--broker", nats.URL, "--nats-create-stream"}, flags...)...)
 	relay.Env = []string{"PATH=/usr/bin:/bin"}
-	var log lockedBuffer
+	var log testenv.SyncBuffer
 	relay.Stdout, relay.Stderr = &log, &log
 	if err := relay.Start(); err != nil {
 		t.Fatal(err)

@@ -16,7 +16,12 @@ import (
 // returns the flags naming them and a connection, both cleaned up.
 func cliTables(t *testing.T) (db string, flags []string, conn *pgx.Conn, outbox string) {
 	t.Helper()
-	db = testenv.URL(t, "TXBOX_TEST_POSTGRES")
+	return cliTablesAt(t, testenv.URL(t, "TXBOX_TEST_POSTGRES"))
+}
+
+// cliTablesAt is cliTables on the database db.
+func cliTablesAt(t *testing.T, db string) (_ string, flags []string, conn *pgx.Conn, outbox string) {
+	t.Helper()
 	sfx := strings.ReplaceAll(txbox.NewID()[24:], "-", "")
 	outbox, inbox := "ob_cli_"+sfx, "ib_cli_"+sfx
 	flags = []string{"--db", db, "--outbox-table", outbox, "--inbox-table", inbox}
@@ -76,13 +81,7 @@ func onTerminal(t *testing.T, answer string, args ...string) (string, int) {
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "TERM=dumb"}
 	cmd.Stdin = strings.NewReader(answer)
 	out, err := cmd.CombinedOutput()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return string(out), code
+	return string(out), exitCode(t, err)
 }
 
 // Destructive commands: --dry-run shows exact counts and changes nothing;

@@ -104,13 +104,7 @@ var helpFlag = regexp.MustCompile(`^\s+(?:-\w, )?--[a-z-]+((?: \S+)*?)(?:\s{2,}|
 // nothing: text quoted in a usage string is not shown as the value name
 // ("--mode txbox migrate --cdc").
 func TestHelpValueNamesAreTypes(t *testing.T) {
-	var walk func(args []string)
-	seen := map[string]bool{}
-	walk = func(args []string) {
-		out, code := run(t, nil, append(args, "--help")...)
-		if code != 0 {
-			t.Fatalf("txbox %v --help: exit %d\n%s", args, code, out)
-		}
+	walkHelp(t, func(args []string, out string) {
 		for _, line := range strings.Split(out, "\n") {
 			m := helpFlag.FindStringSubmatch(line)
 			if m == nil {
@@ -120,24 +114,7 @@ func TestHelpValueNamesAreTypes(t *testing.T) {
 				t.Errorf("txbox %v --help shows %q as a value name: %q", args, v, line)
 			}
 		}
-		_, cmds, ok := strings.Cut(out, "Available Commands:\n")
-		if !ok {
-			return
-		}
-		cmds, _, _ = strings.Cut(cmds, "\n\n")
-		for _, l := range strings.Split(cmds, "\n") {
-			f := strings.Fields(l)
-			if len(f) == 0 || f[0] == "help" || f[0] == "completion" {
-				continue
-			}
-			sub := append(append([]string(nil), args...), f[0])
-			if k := strings.Join(sub, " "); !seen[k] {
-				seen[k] = true
-				walk(sub)
-			}
-		}
-	}
-	walk(nil)
+	})
 	out, _ := run(t, nil, "relay", "--help")
 	if !strings.Contains(out, "--mode string") {
 		t.Fatalf("relay --help does not show --mode string:\n%s", out)

@@ -49,34 +49,11 @@ func TestNoReferencesToOutsideDocumentsInCode(t *testing.T) {
 
 // No --help output of any command does either.
 func TestNoReferencesToOutsideDocumentsInHelp(t *testing.T) {
-	seen := map[string]bool{}
-	var walk func(args []string)
-	walk = func(args []string) {
-		out, code := run(t, nil, append(args, "--help")...)
-		if code != 0 {
-			t.Fatalf("txbox %v --help: exit %d\n%s", args, code, out)
-		}
+	seen := walkHelp(t, func(args []string, out string) {
 		if m := outsideDocs.FindString(out); m != "" {
 			t.Errorf("txbox %v --help mentions %q", args, m)
 		}
-		_, cmds, ok := strings.Cut(out, "Available Commands:\n")
-		if !ok {
-			return
-		}
-		cmds, _, _ = strings.Cut(cmds, "\n\n")
-		for _, l := range strings.Split(cmds, "\n") {
-			f := strings.Fields(l)
-			if len(f) == 0 || f[0] == "help" || f[0] == "completion" {
-				continue
-			}
-			sub := append(append([]string(nil), args...), f[0])
-			if k := strings.Join(sub, " "); !seen[k] {
-				seen[k] = true
-				walk(sub)
-			}
-		}
-	}
-	walk(nil)
+	})
 	if len(seen) < 8 {
 		t.Fatalf("walked only %d commands: %v", len(seen), seen)
 	}

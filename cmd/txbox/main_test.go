@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"errors"
 	"net/url"
 	"os/exec"
 	"strings"
@@ -14,13 +15,21 @@ func run(t *testing.T, env []string, args ...string) (string, int) {
 	cmd := exec.Command(testenv.Binary(t), args...)
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
 	out, err := cmd.CombinedOutput()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
+	return string(out), exitCode(t, err)
+}
+
+// exitCode is the exit code of a command that ran with the error err; a
+// command that could not be run at all fails the test.
+func exitCode(t *testing.T, err error) int {
+	t.Helper()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	return string(out), code
+	return 0
 }
 
 // Bad configuration fails at start with one line naming the setting, and a

@@ -185,13 +185,7 @@ func startupTables(t *testing.T, mode string) (args []string, conn *pgx.Conn, ou
 	if mode != "cdc" {
 		return args, conn, outbox
 	}
-	slot := "txbox_cli_" + strings.TrimPrefix(outbox, "ob_cli_")
-	ctx := context.Background()
-	t.Cleanup(func() {
-		_, _ = conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
-		_, _ = conn.Exec(ctx, "DROP PUBLICATION IF EXISTS "+outbox+"_cdc")
-		_, _ = conn.Exec(ctx, "DROP TABLE IF EXISTS "+outbox+"_cdc_slots")
-	})
+	slot := cdcSlot(t, conn, outbox)
 	if out, code := run(t, nil, append([]string{"migrate", "--cdc", "--slot", slot}, flags...)...); code != 0 {
 		t.Fatalf("migrate --cdc: exit %d\n%s", code, out)
 	}
@@ -334,13 +328,7 @@ func runFor(t *testing.T, d time.Duration, env []string, args ...string) (string
 	if ctx.Err() != nil {
 		t.Fatalf("txbox %v still running after %v:\n%s", args, d, out)
 	}
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return string(out), code
+	return string(out), exitCode(t, err)
 }
 
 // forwarder is a database that becomes reachable at a port the relay was
