@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"text/tabwriter"
@@ -90,47 +91,7 @@ func newDead(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := g.openStore(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			// Newest first: what an operator looks for is what died last,
-			// and the console lists in the same order. One row more than
-			// the limit tells whether rows were cut.
-			limit := f.Limit
-			f.Desc, f.Limit = true, limit+1
-			recs, err := s.List(cmd.Context(), f)
-			if err != nil {
-				return err
-			}
-			cut := len(recs) > limit
-			if cut {
-				recs = recs[:limit]
-			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				err = json.NewEncoder(w).Encode(rowsJSON(recs))
-			} else {
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "EVENT_ID\tAGGREGATE\tTYPE\tATTEMPTS\tCREATED\tLAST_ERROR")
-				for _, r := range recs {
-					fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\n", cell(r.EventID), cell(r.AggregateType), cell(r.AggregateID), cell(r.EventType), r.RetryCount,
-						r.CreatedAt.UTC().Format(time.RFC3339), cell(sqlstore.Truncate(r.LastError, 120)))
-				}
-				err = tw.Flush()
-			}
-			if err != nil || !cut {
-				return err
-			}
-			// On stderr, so that the table or the JSON stays what it was.
-			f.Desc, f.Limit = false, 0
-			n, err := countRows(cmd.Context(), s, f)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "txbox: showing the newest %d of %s matching dead events; raise --limit or narrow the filter to see the rest\n", limit, countText(n))
-			return nil
+			return g.withStore(cmd.Context(), func(s store.Store) error { return listDead(cmd, s, f, asJSON) })
 		},
 	}
 	lf.add(list.Flags(), false)
@@ -151,61 +112,89 @@ func newDead(g *globals) *cobra.Command {
 			case id == "":
 				return &usageError{msg: "give the event id: txbox dead show EVENT_ID, or --event-id EVENT_ID"}
 			}
-			s, err := g.openStore(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			recs, err := s.List(cmd.Context(), store.Filter{Status: txbox.StatusDead, EventIDs: []string{id}, Limit: 1})
-			if err != nil {
-				return err
-			}
-			if len(recs) == 0 {
-				return fmt.Errorf("dead event %s: %w", cell(id), txbox.ErrNotFound)
-			}
-			enc := json.NewEncoder(cmd.OutOrStdout())
-			enc.SetIndent("", "  ")
-			return enc.Encode(rowsJSON(recs)[0])
+			return g.withStore(cmd.Context(), func(s store.Store) error {
+				recs, err := s.List(cmd.Context(), store.Filter{Status: txbox.StatusDead, EventIDs: []string{id}, Limit: 1})
+				if err != nil {
+					return err
+				}
+				if len(recs) == 0 {
+					return fmt.Errorf("dead event %s: %w", cell(id), txbox.ErrNotFound)
+				}
+				return printJSON(cmd.OutOrStdout(), rowsJSON(recs)[0])
+			})
 		},
 	}
 	show.Flags().StringVar(&showID, "event-id", "", "event id of the row to show")
 
-	var rf, pf filterFlags
-	var rc, pc confirmFlags
-	replay := &cobra.Command{
-		Use:   "replay",
-		Short: "Put matching dead rows back to PENDING (same event ids, fresh attempts)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return bulk(cmd, g, &rf, &rc, "replay", "replayed", func(s store.Store, f store.Filter) (int64, error) { return s.Replay(cmd.Context(), f) })
-		},
-	}
-	rf.add(replay.Flags(), true)
-	rc.add(replay.Flags())
-	purge := &cobra.Command{
-		Use:   "purge",
-		Short: "Delete matching dead rows",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return bulk(cmd, g, &pf, &pc, "purge", "purged", func(s store.Store, f store.Filter) (int64, error) { return s.Purge(cmd.Context(), f) })
-		},
-	}
-	pf.add(purge.Flags(), true)
-	pc.add(purge.Flags())
+	replay := newBulk(g, "replay", "Put matching dead rows back to PENDING (same event ids, fresh attempts)", "replayed", store.Store.Replay)
+	purge := newBulk(g, "purge", "Delete matching dead rows", "purged", store.Store.Purge)
 	dead.AddCommand(list, show, replay, purge)
 	return dead
 }
 
-func bulk(cmd *cobra.Command, g *globals, ff *filterFlags, cf *confirmFlags, verb, done string, do func(store.Store, store.Filter) (int64, error)) error {
-	f, err := ff.filter(true)
+// listDead prints the dead rows f matches, newest first, at most f.Limit.
+func listDead(cmd *cobra.Command, s store.Store, f store.Filter, asJSON bool) error {
+	// Newest first: what an operator looks for is what died last, and the
+	// console lists in the same order. One row more than the limit tells
+	// whether rows were cut.
+	limit := f.Limit
+	f.Desc, f.Limit = true, limit+1
+	recs, err := s.List(cmd.Context(), f)
 	if err != nil {
 		return err
 	}
-	s, err := g.openStore(cmd.Context())
+	cut := len(recs) > limit
+	if cut {
+		recs = recs[:limit]
+	}
+	w := cmd.OutOrStdout()
+	if asJSON {
+		err = json.NewEncoder(w).Encode(rowsJSON(recs))
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "EVENT_ID\tAGGREGATE\tTYPE\tATTEMPTS\tCREATED\tLAST_ERROR")
+		for _, r := range recs {
+			fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\n", cell(r.EventID), cell(r.AggregateType), cell(r.AggregateID), cell(r.EventType), r.RetryCount,
+				r.CreatedAt.UTC().Format(time.RFC3339), cell(sqlstore.Truncate(r.LastError, 120)))
+		}
+		err = tw.Flush()
+	}
+	if err != nil || !cut {
+		return err
+	}
+	// On stderr, so that the table or the JSON stays what it was.
+	f.Desc, f.Limit = false, 0
+	n, err := countRows(cmd.Context(), s, f)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	fmt.Fprintf(cmd.ErrOrStderr(), "txbox: showing the newest %d of %s matching dead events; raise --limit or narrow the filter to see the rest\n", limit, countText(n))
+	return nil
+}
+
+// newBulk is `dead replay` or `dead purge` (verb): do changes the dead rows
+// the filter flags match, once the confirmation flags allow it.
+func newBulk(g *globals, verb, short, done string, do func(store.Store, context.Context, store.Filter) (int64, error)) *cobra.Command {
+	var ff filterFlags
+	var cf confirmFlags
+	cmd := &cobra.Command{
+		Use:   verb,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := ff.filter(true)
+			if err != nil {
+				return err
+			}
+			return g.withStore(cmd.Context(), func(s store.Store) error { return bulk(cmd, s, f, &cf, verb, done, do) })
+		},
+	}
+	ff.add(cmd.Flags(), true)
+	cf.add(cmd.Flags())
+	return cmd
+}
+
+func bulk(cmd *cobra.Command, s store.Store, f store.Filter, cf *confirmFlags, verb, done string, do func(store.Store, context.Context, store.Filter) (int64, error)) error {
 	// A filter that matches nothing is a failure (exit 1), as `dead show`
 	// of an id that is not there: a mistyped --event-type would otherwise
 	// pass a script's check as a replay that worked. A dry run exits as
@@ -223,7 +212,7 @@ func bulk(cmd *cobra.Command, g *globals, ff *filterFlags, cf *confirmFlags, ver
 			return err
 		}
 	}
-	n, err := do(s, f)
+	n, err := do(s, cmd.Context(), f)
 	if err != nil {
 		return err
 	}

@@ -429,12 +429,18 @@ func (r *demoRelay) start() error {
 	return nil
 }
 
+// running returns the relay process last started and the channel closed
+// when it exits; cmd is nil before the first start.
+func (r *demoRelay) running() (cmd *exec.Cmd, done chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cmd, r.done
+}
+
 // kill waits until the relay is inside a batch (rows leased to it), then
 // sends SIGKILL: the crash an outbox must survive.
 func (r *demoRelay) kill() {
-	r.mu.Lock()
-	cmd, done := r.cmd, r.done
-	r.mu.Unlock()
+	cmd, done := r.running()
 	if cmd == nil {
 		return
 	}
@@ -450,9 +456,7 @@ func (r *demoRelay) kill() {
 }
 
 func (r *demoRelay) stop() {
-	r.mu.Lock()
-	cmd, done := r.cmd, r.done
-	r.mu.Unlock()
+	cmd, done := r.running()
 	if cmd == nil {
 		return
 	}

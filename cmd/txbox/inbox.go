@@ -42,21 +42,19 @@ func (f *inboxFlags) filter(needFilter bool) (store.InboxFilter, error) {
 	return out, nil
 }
 
-func openInbox(ctx context.Context, g *globals) (store.Store, store.InboxAdmin, error) {
-	s, err := g.openStore(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	admin, ok := s.(store.InboxAdmin)
-	if !ok {
-		s.Close()
-		return nil, nil, fmt.Errorf("this store has no inbox support")
-	}
-	if err := checkInbox(ctx, s, admin); err != nil {
-		s.Close()
-		return nil, nil, err
-	}
-	return s, admin, nil
+// withInbox is withStore for the inbox commands: do gets the store's inbox
+// administration, once its tables are checked.
+func withInbox(ctx context.Context, g *globals, do func(store.InboxAdmin) error) error {
+	return g.withStore(ctx, func(s store.Store) error {
+		admin, ok := s.(store.InboxAdmin)
+		if !ok {
+			return fmt.Errorf("this store has no inbox support")
+		}
+		if err := checkInbox(ctx, s, admin); err != nil {
+			return err
+		}
+		return do(admin)
+	})
 }
 
 func newInbox(g *globals) *cobra.Command {
@@ -77,25 +75,22 @@ func newInbox(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, admin, err := openInbox(cmd.Context(), g)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			rows, err := admin.InboxList(cmd.Context(), f)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(inboxJSON(rows))
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "EVENT_ID\tCONSUMER\tTYPE\tSTATUS\tATTEMPTS\tRECEIVED\tERROR")
-			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cell(r.EventID), cell(r.ConsumerName), cell(r.EventType), r.Status, r.RetryCount,
-					r.ReceivedAt.UTC().Format(time.RFC3339), cell(sqlstore.Truncate(r.ErrorMessage, 120)))
-			}
-			return tw.Flush()
+			return withInbox(cmd.Context(), g, func(admin store.InboxAdmin) error {
+				rows, err := admin.InboxList(cmd.Context(), f)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return json.NewEncoder(cmd.OutOrStdout()).Encode(inboxJSON(rows))
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "EVENT_ID\tCONSUMER\tTYPE\tSTATUS\tATTEMPTS\tRECEIVED\tERROR")
+				for _, r := range rows {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cell(r.EventID), cell(r.ConsumerName), cell(r.EventType), r.Status, r.RetryCount,
+						r.ReceivedAt.UTC().Format(time.RFC3339), cell(sqlstore.Truncate(r.ErrorMessage, 120)))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	list.Flags().StringVar(&lf.consumer, "consumer", "", "consumer name")
@@ -112,21 +107,16 @@ func newInbox(g *globals) *cobra.Command {
 		Short: "Show inbox rows of one event, with the stored payload of unprocessed ones",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, admin, err := openInbox(cmd.Context(), g)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			rows, err := admin.InboxList(cmd.Context(), store.InboxFilter{Consumer: consumer, EventIDs: args[:1]})
-			if err != nil {
-				return err
-			}
-			if len(rows) == 0 {
-				return fmt.Errorf("inbox event %s: %w", args[0], txbox.ErrNotFound)
-			}
-			enc := json.NewEncoder(cmd.OutOrStdout())
-			enc.SetIndent("", "  ")
-			return enc.Encode(inboxJSON(rows))
+			return withInbox(cmd.Context(), g, func(admin store.InboxAdmin) error {
+				rows, err := admin.InboxList(cmd.Context(), store.InboxFilter{Consumer: consumer, EventIDs: args[:1]})
+				if err != nil {
+					return err
+				}
+				if len(rows) == 0 {
+					return fmt.Errorf("inbox event %s: %w", args[0], txbox.ErrNotFound)
+				}
+				return printJSON(cmd.OutOrStdout(), inboxJSON(rows))
+			})
 		},
 	}
 	show.Flags().StringVar(&consumer, "consumer", "", "consumer name")
@@ -144,22 +134,19 @@ func newInbox(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, admin, err := openInbox(cmd.Context(), g)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			n, err := admin.InboxReplay(cmd.Context(), f)
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				if err := noSuchConsumer(cmd.Context(), admin, rf.consumer); err != nil {
+			return withInbox(cmd.Context(), g, func(admin store.InboxAdmin) error {
+				n, err := admin.InboxReplay(cmd.Context(), f)
+				if err != nil {
 					return err
 				}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "replay requested for %d parked event(s); consumer %q applies them on its next replay check\n", n, rf.consumer)
-			return nil
+				if n == 0 {
+					if err := noSuchConsumer(cmd.Context(), admin, rf.consumer); err != nil {
+						return err
+					}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "replay requested for %d parked event(s); consumer %q applies them on its next replay check\n", n, rf.consumer)
+				return nil
+			})
 		},
 	}
 	replay.Flags().StringVar(&rf.consumer, "consumer", "", "consumer name (required)")

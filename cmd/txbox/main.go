@@ -209,6 +209,18 @@ func (g *globals) openStore(ctx context.Context) (store.Store, error) {
 	return s, nil
 }
 
+// withStore opens the store for one command, runs do with it and closes
+// it. Commands check their flags first: a bad flag is a usage error (exit
+// 2) without a connection.
+func (g *globals) withStore(ctx context.Context, do func(store.Store) error) error {
+	s, err := g.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return do(s)
+}
+
 // reachStore opens the database and checks that it answers.
 func (g *globals) reachStore(ctx context.Context) (store.Store, error) {
 	s, err := open.Store(ctx, g.db, open.StoreOptions{Tables: g.tables(), DeleteSent: g.deleteSent, NoSplit: g.noSplit, Logger: g.log, Existing: !g.migrating})
@@ -242,19 +254,16 @@ func newMigrate(g *globals) *cobra.Command {
 				return &txbox.ConfigError{Field: flagField("cdc"), Reason: "CDC needs a PostgreSQL database (--db postgres://...)"}
 			}
 			g.migrating = true
-			s, err := g.openStore(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			if err := s.Migrate(cmd.Context()); err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), "migrations applied")
-			if withCDC {
-				return migrateCDC(cmd.Context(), cmd, s, slot)
-			}
-			return nil
+			return g.withStore(cmd.Context(), func(s store.Store) error {
+				if err := s.Migrate(cmd.Context()); err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), "migrations applied")
+				if withCDC {
+					return migrateCDC(cmd.Context(), cmd, s, slot)
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&withCDC, "cdc", false, "also prepare PostgreSQL for 'txbox relay --mode cdc': check wal_level = logical, create the publication on the outbox table")

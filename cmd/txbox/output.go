@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -33,6 +35,14 @@ func (o *outputFlags) asJSON() (bool, error) {
 		return o.json, nil
 	}
 	return false, &txbox.ConfigError{Field: "--output (TXBOX_OUTPUT)", Reason: fmt.Sprintf("%q: want text or json", o.format)}
+}
+
+// printJSON writes v as indented JSON: one record or report for people and
+// programs alike (`dead show`, `inbox show`, `stats --json`).
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // cell makes a value safe for a terminal table: anything a producer wrote

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"io"
 	"time"
@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
 
@@ -39,50 +40,48 @@ func newStats(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := g.openStore(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			st, err := s.Stats(cmd.Context())
-			if err != nil {
-				return err
-			}
-			out := statsJSON{Counts: map[string]int64{}, Dead: st.Dead, OldestPendingAt: st.OldestPending, OldestPendingAge: st.OldestAge.Seconds()}
-			for _, k := range statusOrder {
-				out.Counts[string(k)] = st.Counts[k]
-			}
-			out.Backlog = st.Counts[txbox.StatusPending] + st.Counts[txbox.StatusRetry] + st.Counts[txbox.StatusProcessing]
-			if out.Inbox, err = inboxCounts(cmd.Context(), s); err != nil {
-				return err
-			}
-			if ps, ok := s.(*postgres.Store); ok {
-				if out.CDCSlots, err = ps.SlotLags(cmd.Context()); err != nil {
-					return err
-				}
-			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				return enc.Encode(out)
-			}
-			for _, k := range statusOrder {
-				fmt.Fprintf(w, "%-12s %d\n", k, st.Counts[k])
-			}
-			fmt.Fprintf(w, "%-12s %d\n", "backlog", out.Backlog)
-			if st.OldestPending != nil {
-				fmt.Fprintf(w, "%-12s %s (since %s)\n", "oldest", st.OldestAge.Round(time.Millisecond), st.OldestPending.UTC().Format(time.RFC3339))
-			} else {
-				fmt.Fprintf(w, "%-12s -\n", "oldest")
-			}
-			printInboxCounts(w, out.Inbox)
-			printSlots(w, out.CDCSlots)
-			return nil
+			return g.withStore(cmd.Context(), func(s store.Store) error { return printStats(cmd.Context(), cmd.OutOrStdout(), s, asJSON) })
 		},
 	}
 	lo.add(cmd.Flags())
 	return cmd
+}
+
+// printStats prints the outbox's counts, the inbox's per consumer and the
+// CDC slots' lag, as a table or as statsJSON.
+func printStats(ctx context.Context, w io.Writer, s store.Store, asJSON bool) error {
+	st, err := s.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	out := statsJSON{Counts: map[string]int64{}, Dead: st.Dead, OldestPendingAt: st.OldestPending, OldestPendingAge: st.OldestAge.Seconds()}
+	for _, k := range statusOrder {
+		out.Counts[string(k)] = st.Counts[k]
+	}
+	out.Backlog = st.Counts[txbox.StatusPending] + st.Counts[txbox.StatusRetry] + st.Counts[txbox.StatusProcessing]
+	if out.Inbox, err = inboxCounts(ctx, s); err != nil {
+		return err
+	}
+	if ps, ok := s.(*postgres.Store); ok {
+		if out.CDCSlots, err = ps.SlotLags(ctx); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		return printJSON(w, out)
+	}
+	for _, k := range statusOrder {
+		fmt.Fprintf(w, "%-12s %d\n", k, st.Counts[k])
+	}
+	fmt.Fprintf(w, "%-12s %d\n", "backlog", out.Backlog)
+	if st.OldestPending != nil {
+		fmt.Fprintf(w, "%-12s %s (since %s)\n", "oldest", st.OldestAge.Round(time.Millisecond), st.OldestPending.UTC().Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(w, "%-12s -\n", "oldest")
+	}
+	printInboxCounts(w, out.Inbox)
+	printSlots(w, out.CDCSlots)
+	return nil
 }
 
 // printSlots lists the CDC relays' replication slots: a slot nobody reads
