@@ -41,7 +41,7 @@ func Example_consumeExactlyOnce() {
 	}
 	_, _ = pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS example_reservations (event_id TEXT, sku TEXT)`)
 
-	b := membroker.New() // any broker.Subscriber: NATS, Kafka, RabbitMQ, ...
+	b := membroker.New(membroker.Options{}) // any broker.Subscriber: NATS, Kafka, RabbitMQ, ...
 	sub := b.Subscribe("inventory")
 	c, err := inbox.New(st, inbox.Config{Name: "inventory", Subscriber: sub},
 		func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {

@@ -27,7 +27,7 @@ func TestWithDefaults(t *testing.T) {
 
 // New refuses a missing store or handler with a config error naming it.
 func TestNewRequiresStoreAndHandler(t *testing.T) {
-	sub := membroker.New().Subscribe("x")
+	sub := membroker.New(membroker.Options{}).Subscribe("x")
 	var pg *postgres.Store
 	_, err := inbox.New(pg, inbox.Config{Name: "n", Subscriber: sub}, func(context.Context, pgx.Tx, txbox.Event) error { return nil })
 	var ce *txbox.ConfigError

@@ -47,7 +47,7 @@ func Example_consumerMetrics() {
 		fmt.Println(err)
 		return
 	}
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	_ = b.Publish(ctx, []broker.Message{{Event: txbox.MustEvent("Order", "o1", "OrderCreated", nil), Topic: "orders"}})
 
 	// The service's registry (prometheus.DefaultRegisterer works too).

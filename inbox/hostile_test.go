@@ -163,7 +163,7 @@ func TestHostileMessagesMariaDB(t *testing.T)  { runHostileMessages(t, storeenv.
 func runHostileMessages(t *testing.T, h harness) {
 	s, db := openInboxStore(t, h)
 	dialect := s.Dialect().Name()
-	b := membroker.New(membroker.WithAckWait(5 * time.Second))
+	b := membroker.New(membroker.Options{AckWait: 5 * time.Second})
 	sub := &counting{Subscriber: b.Subscribe("hostile")}
 	var app applied
 	c, err := inbox.New(sqlInbox(t, s, db), inbox.Config{
@@ -310,7 +310,7 @@ func TestUnusableBrokerIDParkedOnceMariaDB(t *testing.T)  { unusableBrokerID(t, 
 // redelivery (the first ack was lost) lands on the same row.
 func unusableBrokerID(t *testing.T, h harness) {
 	s, db := openInboxStore(t, h)
-	c, err := inbox.New(sqlInbox(t, s, db), inbox.Config{Name: "ids", Subscriber: membroker.New().Subscribe("ids"), Logger: quiet()},
+	c, err := inbox.New(sqlInbox(t, s, db), inbox.Config{Name: "ids", Subscriber: membroker.New(membroker.Options{}).Subscribe("ids"), Logger: quiet()},
 		func(context.Context, *sql.Tx, txbox.Event) error { return nil })
 	if err != nil {
 		t.Fatal(err)
@@ -378,7 +378,7 @@ func TestStoreErrorsRedeliverOnlyDataIsParked(t *testing.T) {
 	s, db := openInboxStore(t, storeenv.Postgres{})
 	d := &flaky{InboxDialect: s.Dialect().(store.InboxDialect), err: errors.New("postgres: inbox insert: read tcp: connection reset by peer")}
 	var app applied
-	c, err := inbox.New(withDialect{sqlInbox(t, s, db), d}, inbox.Config{Name: "flaky", Subscriber: membroker.New().Subscribe("flaky"), Logger: quiet(),
+	c, err := inbox.New(withDialect{sqlInbox(t, s, db), d}, inbox.Config{Name: "flaky", Subscriber: membroker.New(membroker.Options{}).Subscribe("flaky"), Logger: quiet(),
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond}, app.handle)
 	if err != nil {
 		t.Fatal(err)
@@ -446,7 +446,7 @@ func TestStoreErrorsRedeliverOnlyDataIsParked(t *testing.T) {
 func TestConsumerNameMustBePlainText(t *testing.T) {
 	s, db := openInboxStore(t, storeenv.SQLite{})
 	for _, name := range []string{"inv ", " inv", "inv\x00", "inv\xff"} {
-		_, err := inbox.New(sqlInbox(t, s, db), inbox.Config{Name: name, Subscriber: membroker.New().Subscribe("x")},
+		_, err := inbox.New(sqlInbox(t, s, db), inbox.Config{Name: name, Subscriber: membroker.New(membroker.Options{}).Subscribe("x")},
 			func(context.Context, *sql.Tx, txbox.Event) error { return nil })
 		var ce *txbox.ConfigError
 		if !errors.As(err, &ce) || ce.Field != "Name" {
@@ -461,7 +461,7 @@ func TestConsumerNameMustBePlainText(t *testing.T) {
 func TestVersionGuardRefusedAggregateParkedMariaDB(t *testing.T) {
 	s, db := openInboxStore(t, storeenv.MySQL{})
 	var app applied
-	c, err := inbox.New(sqlInbox(t, s, db), inbox.Config{Name: "guarded", Subscriber: membroker.New().Subscribe("guarded"),
+	c, err := inbox.New(sqlInbox(t, s, db), inbox.Config{Name: "guarded", Subscriber: membroker.New(membroker.Options{}).Subscribe("guarded"),
 		VersionGuard: true, Logger: quiet()}, app.handle)
 	if err != nil {
 		t.Fatal(err)

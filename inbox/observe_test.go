@@ -31,7 +31,7 @@ func TestConsumerMetricsAndLogs(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	good, bad := txbox.MustEvent("Order", "o1", "Created", nil), txbox.MustEvent("Order", "o2", "Broken", nil)
 	_ = b.Publish(ctx, []broker.Message{{Event: good, Topic: "t"}, {Event: good, Topic: "t"}, {Event: bad, Topic: "t"}})
 	reg := prometheus.NewRegistry()

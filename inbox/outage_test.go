@@ -49,7 +49,7 @@ type outageWorld struct {
 func newOutageWorld(t *testing.T, h harness) *outageWorld {
 	t.Helper()
 	s, db := openInboxStore(t, h)
-	w := &outageWorld{t: t, s: s, db: db, is: storeOrSQL(t, s, db), effects: "effects_" + s.Tables().Outbox, b: membroker.New(),
+	w := &outageWorld{t: t, s: s, db: db, is: storeOrSQL(t, s, db), effects: "effects_" + s.Tables().Outbox, b: membroker.New(membroker.Options{}),
 		logs: &testenv.SyncBuffer{}, reg: prometheus.NewRegistry()}
 	if _, err := db.Exec(`CREATE TABLE ` + w.effects + ` (event_id VARCHAR(64) NOT NULL PRIMARY KEY, n INT NOT NULL)`); err != nil {
 		t.Fatal(err)
@@ -456,7 +456,7 @@ func TestConsumerDatabaseOutagePostgres(t *testing.T) {
 	}
 	db := stdlib.OpenDBFromPool(s.Pool())
 	t.Cleanup(func() { db.Close() })
-	w := &outageWorld{t: t, s: s, db: db, effects: "effects_" + tables.Outbox, b: membroker.New(), logs: &testenv.SyncBuffer{}, reg: prometheus.NewRegistry()}
+	w := &outageWorld{t: t, s: s, db: db, effects: "effects_" + tables.Outbox, b: membroker.New(membroker.Options{}), logs: &testenv.SyncBuffer{}, reg: prometheus.NewRegistry()}
 	ci := &countingInbox{InboxStore: sqlInbox(t, s, db)}
 	w.is = ci
 	w.upsert = `INSERT INTO ` + w.effects + ` (event_id, n) VALUES ($1, 1) ON CONFLICT (event_id) DO UPDATE SET n = ` + w.effects + `.n + 1`

@@ -54,7 +54,7 @@ func newPipelineEnv(t *testing.T) *pipelineEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = s.Pool().Exec(context.Background(), `DROP TABLE IF EXISTS `+e.effects) })
-	c, err := New(s, Config{Name: "pipe", Subscriber: membroker.New().Subscribe("pipe"),
+	c, err := New(s, Config{Name: "pipe", Subscriber: membroker.New(membroker.Options{}).Subscribe("pipe"),
 		TxBatch: 100, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 		func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {

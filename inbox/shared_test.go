@@ -63,7 +63,7 @@ func mixedBatch(t *testing.T, h harness, usePgx bool) {
 				}
 				return nil
 			}
-			cfg := inbox.Config{Name: "mixed", Subscriber: membroker.New().Subscribe("mixed"),
+			cfg := inbox.Config{Name: "mixed", Subscriber: membroker.New(membroker.Options{}).Subscribe("mixed"),
 				TxBatch: txBatch, MaxAttempts: 5, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, Logger: quiet()}
 			var c *inbox.Consumer
 			var err error

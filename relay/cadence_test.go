@@ -39,7 +39,7 @@ func TestPollIntervalRunsFromClaimStart(t *testing.T) {
 		const poll = 100 * time.Millisecond
 		t.Run("claim shorter than half the interval", func(t *testing.T) {
 			s := &countingStore{Store: openPG(t), delay: 20 * time.Millisecond}
-			run(t, relay.Config{Store: s, Publisher: membroker.New(), Claims: claims, PollInterval: poll, IdlePollMax: poll})
+			run(t, relay.Config{Store: s, Publisher: membroker.New(membroker.Options{}), Claims: claims, PollInterval: poll, IdlePollMax: poll})
 			g := s.gaps(t, 9)
 			// One interval start to start (100ms, while the claim takes
 			// under half of it); counted from the claim's end it would be
@@ -50,7 +50,7 @@ func TestPollIntervalRunsFromClaimStart(t *testing.T) {
 		})
 		t.Run("claim longer than half the interval", func(t *testing.T) {
 			s := &countingStore{Store: openPG(t), delay: 160 * time.Millisecond}
-			run(t, relay.Config{Store: s, Publisher: membroker.New(), Claims: claims, PollInterval: poll, IdlePollMax: poll})
+			run(t, relay.Config{Store: s, Publisher: membroker.New(membroker.Options{}), Claims: claims, PollInterval: poll, IdlePollMax: poll})
 			g := s.gaps(t, 5)
 			// 160ms of claim and at least half the interval (50ms) of pause.
 			if g[0] < 205*time.Millisecond {

@@ -246,7 +246,7 @@ func TestChainedClaimsOneAggregate(t *testing.T) {
 			log := newCommitLog(s)
 			log.hideChain = hide
 			n := writeLearn(t, s, log, []string{"hot", "warm"}, 400)
-			b := membroker.New()
+			b := membroker.New(membroker.Options{})
 			r, _, _ := run(t, relay.Config{Store: log.storeView(), Publisher: slowPublisher{b, time.Millisecond}, BatchSize: 50, Workers: 3})
 			st := log.drained(t, r, b, n, 60*time.Second)
 			maxShared := log.mostShared()
@@ -313,7 +313,7 @@ func TestChainedClaimBehindAFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].ID < recs[j].ID })
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	g := &gate{Publisher: b, failID: recs[20].EventID}
 	r, _, _ := run(t, relay.Config{Store: log, Publisher: g, BatchSize: 50, Workers: 2,
 		BackoffBase: 50 * time.Millisecond, BackoffMax: 50 * time.Millisecond})
@@ -338,7 +338,7 @@ func TestChainedClaimBehindAFailedCommit(t *testing.T) {
 	s := openPG(t)
 	log := newCommitLog(s)
 	n := writeLearn(t, s, log, []string{"hot"}, 300)
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	// The first claim holding "hot" fails at its commit.
 	log.failCommitOf("hot")
 	r, _, _ := run(t, relay.Config{Store: log, Publisher: slowPublisher{b, 2 * time.Millisecond}, BatchSize: 50, Workers: 2})
@@ -381,7 +381,7 @@ func TestChainedClaimsUnderFaults(t *testing.T) {
 	log := newCommitLog(s)
 	log.failEvery = 7
 	n := writeLearn(t, s, log, []string{"h1", "h2", "h3", "h4", "h5"}, 200)
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	r, _, _ := run(t, relay.Config{Store: log, Publisher: flaky{b, 40}, BatchSize: 25, Workers: 4,
 		BackoffBase: 5 * time.Millisecond, BackoffMax: 5 * time.Millisecond, MaxAttempts: 1000})
 	st := log.drained(t, r, b, n, 90*time.Second)

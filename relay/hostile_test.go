@@ -21,7 +21,7 @@ import (
 // and the row came back after every lease without ever spending an attempt.
 func TestBrokerErrorWithBadBytesStillMarks(t *testing.T) {
 	s := openPG(t)
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	ctx := context.Background()
 	poison := txbox.MustEvent("Order", "a", "E", nil)
 	write(t, s, poison)

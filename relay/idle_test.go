@@ -66,7 +66,7 @@ func TestIdleRelayBacksOff(t *testing.T) { eachClaims(t, testIdleBackOff) }
 func testIdleBackOff(t *testing.T, claims relay.ClaimMode) {
 	const poll, idleMax = 10 * time.Millisecond, 400 * time.Millisecond
 	s := &countingStore{Store: openPG(t)}
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Claims: claims, PollInterval: poll, IdlePollMax: idleMax})
 	if got := r.Config().IdlePollMax; got != idleMax {
 		t.Fatalf("IdlePollMax %v, want %v", got, idleMax)

@@ -33,7 +33,7 @@ func TestMiscountingPublisherReleasesTheClaim(t *testing.T) {
 	for _, claims := range []string{"auto", "lease"} {
 		t.Run(claims, func(t *testing.T) {
 			s := openPG(t)
-			b := membroker.New()
+			b := membroker.New(membroker.Options{})
 			p := &lying{Publisher: b}
 			p.lies.Store(2)
 			var evs []txbox.Event

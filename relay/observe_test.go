@@ -63,7 +63,7 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string, labels ...string
 // event-free summary fields, and stays silent once idle.
 func TestMetricsAndProgress(t *testing.T) {
 	s := openPG(t)
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	var evs []txbox.Event
 	for i := range 300 {
 		evs = append(evs, txbox.MustEvent("Order", fmt.Sprintf("o%d", i%30), "Created", nil))
@@ -137,7 +137,7 @@ func (down) Publish(_ context.Context, msgs []broker.Message) []error {
 func TestReadyFailsWhileStalled(t *testing.T) {
 	s := openPG(t)
 	write(t, s, txbox.MustEvent("Order", "o1", "Created", nil))
-	r, _, _ := run(t, relay.Config{Store: s, Publisher: down{membroker.New()}, StallAfter: 300 * time.Millisecond,
+	r, _, _ := run(t, relay.Config{Store: s, Publisher: down{membroker.New(membroker.Options{})}, StallAfter: 300 * time.Millisecond,
 		MetricsInterval: 20 * time.Millisecond, BackoffBase: time.Hour, BackoffMax: time.Hour})
 	waitFor(t, 5*time.Second, "not ready: broker", func() bool {
 		err := r.Ready(context.Background())
@@ -149,7 +149,7 @@ func TestReadyFailsWhileStalled(t *testing.T) {
 	// A relay whose claims never reach the rows (lease claims on rows a
 	// foreign lease holds would do; here the relay is simply not run): the
 	// backlog waits, nothing is published.
-	r2, err := relay.New(relay.Config{Store: s2, Publisher: membroker.New(), StallAfter: 200 * time.Millisecond, MaxPendingAge: time.Hour})
+	r2, err := relay.New(relay.Config{Store: s2, Publisher: membroker.New(membroker.Options{}), StallAfter: 200 * time.Millisecond, MaxPendingAge: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestReadyFailsWhileStalled(t *testing.T) {
 	if err := r2.Ready(context.Background()); !errors.Is(err, relay.ErrNotReady) || !strings.Contains(err.Error(), "stalled") {
 		t.Fatalf("want stalled, got %v", err)
 	}
-	r3, err := relay.New(relay.Config{Store: s2, Publisher: membroker.New(), MaxPendingAge: 100 * time.Millisecond})
+	r3, err := relay.New(relay.Config{Store: s2, Publisher: membroker.New(membroker.Options{}), MaxPendingAge: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestReadyFailsWhileStalled(t *testing.T) {
 // aggregate_id, event_type.
 func TestEventLogLinesNameTheEvent(t *testing.T) {
 	s := openPG(t)
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	b.FailNext(1, txbox.Permanent(errors.New("refused")))
 	ev := txbox.MustEvent("Order", "o-7", "Created", nil)
 	write(t, s, ev)
@@ -204,7 +204,7 @@ func (p *pingable) Ping(context.Context) error {
 // came back.
 func TestIdleRelayPingsItsBroker(t *testing.T) {
 	s := openPG(t)
-	p := &pingable{Broker: membroker.New()}
+	p := &pingable{Broker: membroker.New(membroker.Options{})}
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: p, MetricsInterval: 20 * time.Millisecond})
 	if err := r.Ready(context.Background()); err != nil {
 		t.Fatal(err)

@@ -109,7 +109,7 @@ func TestBrokerOutageSpendsNoAttempts(t *testing.T) { eachClaims(t, testBrokerOu
 
 func testBrokerOutage(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	c := &counting{Publisher: b}
 	b.SetDown(true)
 	var logs testenv.SyncBuffer
@@ -187,7 +187,7 @@ func TestMissingDestinationIsAnOutage(t *testing.T) { eachClaims(t, testMissingD
 
 func testMissingDestination(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	missing := fmt.Errorf("%w: no stream captures the subject", txbox.ErrBrokerUnavailable)
 	f := &faulty{Publisher: b, failTopic: map[string]bool{"outbox.Invoice.E": true}, err: missing}
 	reg := prometheus.NewRegistry()
@@ -264,7 +264,7 @@ func TestOutageErrorsAreOutages(t *testing.T) {
 		{txbox.DatabaseUnavailable(errors.New("read-only")), true},
 		{errors.New("the broker refused the message"), false},
 	} {
-		f := &faulty{Publisher: membroker.New(), fail: map[string]bool{"x": true}, err: c.err}
+		f := &faulty{Publisher: membroker.New(membroker.Options{}), fail: map[string]bool{"x": true}, err: c.err}
 		e := txbox.MustEvent("Order", "x", "E", nil)
 		write(t, s, e)
 		r, cancel, done := run(t, relay.Config{Store: s, Publisher: f, MaxAttempts: 1, BackoffBase: 10 * time.Millisecond, OutageProbeMax: 50 * time.Millisecond})

@@ -63,7 +63,7 @@ func TestPipelinedRunsOneAggregate(t *testing.T) {
 				evs = append(evs, txbox.MustEvent("Order", "o-1", "E", map[string]int{"i": i}))
 			}
 			write(t, s, evs...)
-			b := membroker.New()
+			b := membroker.New(membroker.Options{})
 			p := &calls{Publisher: b, pipelines: pipelines}
 			r, err := relay.New(relay.Config{Store: s, Publisher: p})
 			if err != nil {
@@ -100,7 +100,7 @@ func TestPipelinedFailureInTheMiddle(t *testing.T) {
 				evs = append(evs, txbox.MustEvent("Order", "o-1", "E", map[string]int{"i": i}))
 			}
 			write(t, s, evs...)
-			b := membroker.New()
+			b := membroker.New(membroker.Options{})
 			var p broker.Publisher = &calls{Publisher: b, pipelines: true}
 			if storeAll {
 				p = &calls{Publisher: &storesAll{Broker: b, fail: 2}, pipelines: true}

@@ -53,7 +53,7 @@ func TestRefusedMarkIsIsolated(t *testing.T) {
 				t.Fatal(err)
 			}
 			writeStore(t, c.h, s, evs...)
-			b := membroker.New()
+			b := membroker.New(membroker.Options{})
 			r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Claims: relay.ClaimMode(c.claims), MaxAttempts: 3,
 				BackoffBase: 20 * time.Millisecond, BackoffMax: 40 * time.Millisecond})
 			waitFor(t, 15*time.Second, "11 sent and the refused row DEAD", func() bool {

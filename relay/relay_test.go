@@ -161,7 +161,7 @@ func TestDeliversEverythingInAggregateOrder(t *testing.T) {
 
 func testDeliversInAggregateOrder(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	var evs []txbox.Event
 	for i := range 600 {
 		evs = append(evs, txbox.MustEvent("Order", fmt.Sprintf("o-%d", i%7), "OrderUpdated", map[string]int{"i": i}))
@@ -199,7 +199,7 @@ func TestFailingAggregateBlocksOnlyItself(t *testing.T) {
 
 func testFailingAggregateBlocksOnlyItself(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	// A failure of the event's own (the broker refuses it), which spends
 	// attempts; an outage would spend none (outage_test.go).
 	f := &faulty{Publisher: b, fail: map[string]bool{"bad": true}, err: errors.New("injected: refused")}
@@ -245,7 +245,7 @@ func TestPermanentErrorGoesDeadAndRestFlows(t *testing.T) { eachClaims(t, testPe
 
 func testPermanentErrorGoesDead(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
-	b := membroker.New(membroker.WithMaxPayload(1000))
+	b := membroker.New(membroker.Options{MaxPayload: 1000})
 	big := txbox.MustEvent("Order", "o-1", "E", map[string]string{"blob": strings.Repeat("x", 5000)})
 	next := txbox.MustEvent("Order", "o-1", "E", map[string]int{"after": 1})
 	write(t, s, big, next, txbox.MustEvent("Order", "o-2", "E", nil))
@@ -281,7 +281,7 @@ func TestGivesUpAfterMaxAttempts(t *testing.T) { eachClaims(t, testGivesUpAfterM
 
 func testGivesUpAfterMaxAttempts(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
-	f := &faulty{Publisher: membroker.New(), fail: map[string]bool{"o-1": true}, err: errors.New("injected: the broker refused the message")}
+	f := &faulty{Publisher: membroker.New(membroker.Options{}), fail: map[string]bool{"o-1": true}, err: errors.New("injected: the broker refused the message")}
 	e := txbox.MustEvent("Order", "o-1", "E", nil)
 	write(t, s, e)
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: f, MaxAttempts: 3, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, Claims: claims})
@@ -304,7 +304,7 @@ func TestShutdownFinishesOrReleasesInFlight(t *testing.T) { eachClaims(t, testSh
 
 func testShutdownReleases(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	f := &faulty{Publisher: b, delay: 300 * time.Millisecond}
 	var evs []txbox.Event
 	for i := range 40 {
@@ -348,7 +348,7 @@ func TestLeaseDeadlineReleasesUnpublished(t *testing.T) { eachClaims(t, testLeas
 
 func testLeaseDeadlineReleases(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	f := &faulty{Publisher: b, delay: 150 * time.Millisecond}
 	var evs []txbox.Event
 	// A round takes 150 ms; the publish timeout leaves a loaded machine
@@ -382,7 +382,7 @@ func testLeaseDeadlineReleases(t *testing.T, claims relay.ClaimMode) {
 
 func TestConfigValidationNamesTheField(t *testing.T) {
 	s := &postgres.Store{}
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	for _, c := range []struct {
 		cfg   relay.Config
 		field string
@@ -409,7 +409,7 @@ func TestWakeupDeliversWithoutWaitingForThePoll(t *testing.T) { eachClaims(t, te
 
 func testWakeup(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wake := postgres.Listen(ctx, s.Pool(), postgres.WakeupChannel(s.Tables().Outbox), nil)

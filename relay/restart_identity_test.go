@@ -34,7 +34,7 @@ func TestRestartIdentityUnderRunningRelay(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := harness(c.name)
-			b := membroker.New()
+			b := membroker.New(membroker.Options{})
 			r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Claims: relay.ClaimMode(c.claims), BatchSize: 10})
 			batch := func(round int) []txbox.Event {
 				var evs []txbox.Event

@@ -45,7 +45,7 @@ func TestSkewedBacklogDrainsWithoutPolling(t *testing.T) {
 					evs = append(evs, txbox.MustEvent("Order", fmt.Sprintf("o-%d", i%aggs), "E", map[string]int{"i": i}))
 				}
 				writeStore(t, c.h, s, evs...)
-				b := membroker.New()
+				b := membroker.New(membroker.Options{})
 				r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Claims: relay.ClaimMode(c.claims),
 					PollInterval: time.Hour, Lease: time.Hour})
 				waitFor(t, 30*time.Second, "the backlog delivered, marked, and the relay idle", func() bool {

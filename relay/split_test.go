@@ -31,7 +31,7 @@ func TestTwoRelaysSplitAggregates(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = b.Close() })
-			ba, bb := membroker.New(), membroker.New()
+			ba, bb := membroker.New(membroker.Options{}), membroker.New(membroker.Options{})
 			// Batches of 10 hold a quarter of the aggregates each, and a
 			// publish takes 2 ms, so unsplit relays both find work.
 			cfg := func(s *postgres.Store, p broker.Publisher) relay.Config {

@@ -40,7 +40,7 @@ func streamRelay(t *testing.T, cfg relay.Config) *relay.Relay {
 // With a publisher that keeps per-key order in flight, the broker receives
 // the stream exactly in its order, across aggregates.
 func TestDeliverOrderedKeepsStreamOrder(t *testing.T) {
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	r := streamRelay(t, relay.Config{Publisher: b})
 	recs := streamRecs(300, "a", "b", "a", "c", "a")
 	out, err := r.DeliverOrdered(context.Background(), recs)
@@ -60,7 +60,7 @@ func TestDeliverOrderedKeepsStreamOrder(t *testing.T) {
 // aggregate's order of first delivery holds; a permanent failure is dead
 // and the stream goes on.
 func TestDeliverOrderedRetriesAndDeadLetters(t *testing.T) {
-	b := membroker.New(membroker.WithMaxPayload(100))
+	b := membroker.New(membroker.Options{MaxPayload: 100})
 	f := &faulty{Publisher: b, fail: map[string]bool{"down": true}}
 	r := streamRelay(t, relay.Config{Publisher: f, MaxAttempts: 2, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
 	recs := streamRecs(60, "down", "up-1", "up-2")
@@ -111,7 +111,7 @@ func TestDeliverOrderedRetriesAndDeadLetters(t *testing.T) {
 
 // A cancelled context returns what was done with ctx's error.
 func TestDeliverOrderedStopsWithContext(t *testing.T) {
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	b.SetDown(true)
 	r := streamRelay(t, relay.Config{Publisher: b, BackoffBase: 10 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -127,7 +127,7 @@ func TestDeliverOrderedStopsWithContext(t *testing.T) {
 // event per aggregate per round (20,000 rounds). Rounds that each copied
 // or scanned the whole rest took minutes here; the bound is generous.
 func TestDeliverOrderedLongStreamIsLinear(t *testing.T) {
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	f := &faulty{Publisher: b} // hides the broker's per-key pipelining
 	r := streamRelay(t, relay.Config{Publisher: f})
 	aggs := []string{"hot", "hot"}

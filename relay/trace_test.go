@@ -35,7 +35,7 @@ func TestPublishSpansFollowTheWriter(t *testing.T) {
 	writeCtx(sampled, t, s, evs[0])
 	writeCtx(unsampled, t, s, evs[1])
 	writeCtx(context.Background(), t, s, evs[2])
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	run(t, relay.Config{Store: s, Publisher: b, Tracer: otel.NewTracer(tp)})
 	waitFor(t, 10*time.Second, "3 messages", func() bool { return len(b.Messages()) == 3 })
 

@@ -26,6 +26,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
 // HeaderPrefix is put before every CloudEvents attribute name in the headers
@@ -36,25 +37,24 @@ const HeaderPrefix = "ce-"
 // delivered again; the same default as NATS JetStream.
 const DefaultAckWait = 30 * time.Second
 
-// Option configures a Broker.
-type Option func(*Broker)
+// Options configure a Broker. The zero value keeps every message, without a
+// size limit, and delivers it again after DefaultAckWait.
+type Options struct {
+	// Dedupe makes the broker store an event id only once, like
+	// JetStream's duplicate window (here: forever). The second publish
+	// still succeeds.
+	Dedupe bool
+	// MaxPayload, when > 0, makes a message whose payload is larger fail
+	// with a permanent error, like a broker's size limit.
+	MaxPayload int
+	// AckWait is how long a delivery may stay unacknowledged before it is
+	// delivered again. Default DefaultAckWait.
+	AckWait time.Duration
+}
 
-// WithDedupe makes the broker store an event id only once, like JetStream's
-// duplicate window (here: forever). The second publish still succeeds.
-func WithDedupe() Option { return func(b *Broker) { b.dedupe = true } }
-
-// WithMaxPayload makes a message whose payload is larger than n bytes fail
-// with a permanent error, like a broker's size limit.
-func WithMaxPayload(n int) Option { return func(b *Broker) { b.maxPayload = n } }
-
-// WithAckWait sets how long a delivery may stay unacknowledged before it is
-// delivered again. d <= 0 keeps DefaultAckWait.
-func WithAckWait(d time.Duration) Option {
-	return func(b *Broker) {
-		if d > 0 {
-			b.ackWait = d
-		}
-	}
+// withDefaults fills the fields left zero.
+func (o *Options) withDefaults() {
+	o.AckWait = defaults.Positive(o.AckWait, DefaultAckWait)
 }
 
 // Broker is an in-memory broker. It is safe for concurrent use.
@@ -104,18 +104,17 @@ type inflight struct {
 }
 
 // New returns an empty broker.
-func New(opts ...Option) *Broker {
-	b := &Broker{
-		ackWait: DefaultAckWait,
-		seen:    map[string]bool{},
-		missing: map[string]bool{},
-		groups:  map[string]*group{},
-		changed: make(chan struct{}),
+func New(opts Options) *Broker {
+	opts.withDefaults()
+	return &Broker{
+		dedupe:     opts.Dedupe,
+		maxPayload: opts.MaxPayload,
+		ackWait:    opts.AckWait,
+		seen:       map[string]bool{},
+		missing:    map[string]bool{},
+		groups:     map[string]*group{},
+		changed:    make(chan struct{}),
 	}
-	for _, o := range opts {
-		o(b)
-	}
-	return b
 }
 
 var (
@@ -128,10 +127,10 @@ var (
 // that key (aggregate id) in the call, as broker.OrderedPipeliner asks.
 func (b *Broker) PipelinesPerKey() bool { return true }
 
-// MaxPayload is the limit set by WithMaxPayload (0: none).
+// MaxPayload is Options.MaxPayload (0: none).
 func (b *Broker) MaxPayload() int { return b.maxPayload }
 
-// Dedupes reports whether WithDedupe was given.
+// Dedupes reports whether Options.Dedupe was set.
 func (b *Broker) Dedupes() bool { return b.dedupe }
 
 // Publish stores the messages in order. Each message gets its own result: a

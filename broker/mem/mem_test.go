@@ -15,7 +15,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	b := membroker.New(membroker.WithDedupe(), membroker.WithMaxPayload(64<<10), membroker.WithAckWait(time.Second))
+	b := membroker.New(membroker.Options{Dedupe: true, MaxPayload: 64 << 10, AckWait: time.Second})
 	var n atomic.Int64
 	brokertest.Run(t, brokertest.Harness{
 		// Order per key and redelivery; dedupe and a payload limit only when
@@ -52,10 +52,10 @@ func TestConformance(t *testing.T) {
 // TestLimitsFollowOptions: dedupe and the payload limit hold only when
 // configured, so brokertest skips what a plain broker lacks.
 func TestLimitsFollowOptions(t *testing.T) {
-	if b := membroker.New(); b.Dedupes() || b.MaxPayload() != 0 {
+	if b := membroker.New(membroker.Options{}); b.Dedupes() || b.MaxPayload() != 0 {
 		t.Fatalf("plain broker: dedupe %v, max payload %d", b.Dedupes(), b.MaxPayload())
 	}
-	if b := membroker.New(membroker.WithDedupe(), membroker.WithMaxPayload(10)); !b.Dedupes() || b.MaxPayload() != 10 {
+	if b := membroker.New(membroker.Options{Dedupe: true, MaxPayload: 10}); !b.Dedupes() || b.MaxPayload() != 10 {
 		t.Fatalf("configured broker: dedupe %v, max payload %d", b.Dedupes(), b.MaxPayload())
 	}
 }
@@ -69,7 +69,7 @@ func msg(topic, key string, n int) broker.Message {
 // n messages one by one, are returned as given, and leave no trace in
 // Messages; Messages keeps duplicates in publish order.
 func TestFailNextAndMessages(t *testing.T) {
-	b := membroker.New(membroker.WithDedupe())
+	b := membroker.New(membroker.Options{Dedupe: true})
 	ctx := context.Background()
 	boom := errors.New("boom")
 	b.FailNext(2, boom)
@@ -104,7 +104,7 @@ func TestFailNextAndMessages(t *testing.T) {
 // TestDownAffectsEverything: a down broker fails publishes, receives and
 // acks with ErrBrokerUnavailable, and keeps what it stored.
 func TestDownAffectsEverything(t *testing.T) {
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	ctx := context.Background()
 	sub := b.Subscribe("g")
 	if errs := b.Publish(ctx, []broker.Message{msg("t", "a", 0)}); errs[0] != nil {
@@ -136,7 +136,7 @@ func TestDownAffectsEverything(t *testing.T) {
 // TestGroupsAndFilters: every group sees every matching message once;
 // receivers of one group share them; topic patterns follow NATS rules.
 func TestGroupsAndFilters(t *testing.T) {
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	g1a := b.Subscribe("g1", "orders.>")
@@ -174,7 +174,7 @@ func TestGroupsAndFilters(t *testing.T) {
 // TestStaleAckDoesNotCancelRedelivery: a handler that outlived the ack wait
 // cannot ack away the newer delivery of the same message.
 func TestStaleAckDoesNotCancelRedelivery(t *testing.T) {
-	b := membroker.New(membroker.WithAckWait(50 * time.Millisecond))
+	b := membroker.New(membroker.Options{AckWait: 50 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s := b.Subscribe("g")
@@ -211,7 +211,7 @@ func TestStaleAckDoesNotCancelRedelivery(t *testing.T) {
 // TestInvalidHeaderIsPermanent: mem rejects what the wire format cannot
 // carry, as real brokers do.
 func TestInvalidHeaderIsPermanent(t *testing.T) {
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	m := msg("t", "k", 0)
 	m.Event.Headers = map[string]string{"Bad-Name": "x"}
 	if errs := b.Publish(context.Background(), []broker.Message{m}); !errors.Is(errs[0], txbox.ErrPermanent) {
@@ -223,7 +223,7 @@ func TestInvalidHeaderIsPermanent(t *testing.T) {
 // not, and what groups held of them; other topics keep theirs, and a
 // delivery taken before settles nothing.
 func TestRecreateTopic(t *testing.T) {
-	b := membroker.New(membroker.WithDedupe())
+	b := membroker.New(membroker.Options{Dedupe: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	held, waiting, other := msg("t", "a", 0), msg("t", "a", 1), msg("u", "a", 2)

@@ -144,7 +144,7 @@ func operatorNight(t *testing.T, h harness, chrome string) {
 	}
 
 	// The relay starts and drains the backlog.
-	mb := membroker.New()
+	mb := membroker.New(membroker.Options{})
 	r, err := relay.New(relay.Config{Store: s, Publisher: mb, PollInterval: 50 * time.Millisecond, ID: "relay-b", Claims: "lease", Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)

@@ -51,7 +51,7 @@ func (g *gate) Publish(ctx context.Context, msgs []broker.Message) []error {
 func TestLargeTransactionInParts(t *testing.T) {
 	e := newEnv(t)
 	slot := e.slot()
-	g := &gate{Broker: membroker.New(), limit: 20, open: make(chan struct{})}
+	g := &gate{Broker: membroker.New(membroker.Options{}), limit: 20, open: make(chan struct{})}
 	small := func(c *cdc.Config) { c.BatchSize = 10 }
 	r := e.start(slot, g, small)
 

@@ -21,7 +21,7 @@ import (
 // leave the outbox table for the archive.
 func TestCommitOrderRowsAndMessages(t *testing.T) {
 	e := newEnv(t)
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	r := e.start(e.slot(), b, nil)
 	var want []string
 	aggs := []string{"a", "b", "c"}
@@ -85,7 +85,7 @@ func TestCommitOrderRowsAndMessages(t *testing.T) {
 // delivered too.
 func TestRestartResumes(t *testing.T) {
 	e := newEnv(t)
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	slot := e.slot()
 	before := ev("x", 0)
 	e.write(false, before) // before the slot exists
@@ -109,7 +109,7 @@ func TestRestartResumes(t *testing.T) {
 // goes on with the events after it.
 func TestPermanentFailureGoesDead(t *testing.T) {
 	e := newEnv(t)
-	b := membroker.New(membroker.WithMaxPayload(200))
+	b := membroker.New(membroker.Options{MaxPayload: 200})
 	r := e.start(e.slot(), b, nil)
 	big := func(agg string, n int) txbox.Event {
 		x := ev(agg, n)
@@ -140,7 +140,7 @@ func TestPermanentFailureGoesDead(t *testing.T) {
 // slot holds the log); when it is back every event is delivered, in order.
 func TestBrokerDownAndUp(t *testing.T) {
 	e := newEnv(t)
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	r := e.start(e.slot(), b, nil)
 	e.write(false, ev("d", 0))
 	waitFor(t, 20*time.Second, "first event", func() bool { return len(b.Messages()) == 1 })
@@ -177,7 +177,7 @@ func TestBrokerDownAndUp(t *testing.T) {
 func TestStandbyTakesOver(t *testing.T) {
 	e := newEnv(t)
 	slot := e.slot()
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	first := e.start(slot, b, nil)
 	e.write(false, ev("s", 0))
 	waitFor(t, 20*time.Second, "first relay delivering", func() bool { return len(b.Messages()) == 1 })
@@ -201,7 +201,7 @@ func TestStandbyTakesOver(t *testing.T) {
 func TestSlotLeftBehindIsReported(t *testing.T) {
 	e := newEnv(t)
 	left := e.slot()
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	r := e.start(left, b, nil)
 	e.write(false, ev("l", 0))
 	waitFor(t, 20*time.Second, "first event", func() bool { return len(b.Messages()) == 1 && e.countRows("PENDING") == 0 })
@@ -210,7 +210,7 @@ func TestSlotLeftBehindIsReported(t *testing.T) {
 		e.write(false, ev("l", i))
 	}
 	reg := prometheus.NewRegistry()
-	other := e.start(e.slot(), membroker.New(), func(c *cdc.Config) {
+	other := e.start(e.slot(), membroker.New(membroker.Options{}), func(c *cdc.Config) {
 		c.Relay.Metrics = prom.NewRelayMetrics(reg)
 		c.Relay.MetricsInterval = 100 * time.Millisecond
 	})
@@ -281,7 +281,7 @@ func (k *killer) Publish(ctx context.Context, msgs []broker.Message) []error {
 func TestCutBetweenPublishAndConfirmRepublishes(t *testing.T) {
 	e := newEnv(t)
 	slot := e.slot()
-	k := &killer{Broker: membroker.New(), e: e, slot: slot}
+	k := &killer{Broker: membroker.New(membroker.Options{}), e: e, slot: slot}
 	r := e.start(slot, k, nil)
 	e.write(false, ev("k", 0))
 	waitFor(t, 20*time.Second, "first event", func() bool { return len(k.Messages()) == 1 })

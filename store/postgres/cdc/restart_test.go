@@ -37,7 +37,7 @@ func TestPostgresCrashAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := &env{t: t, s: s, url: srv.URL}
-	b := membroker.New()
+	b := membroker.New(membroker.Options{})
 	r := e.start("txbox_restart", b, nil)
 
 	aggs := []string{"p", "q", "r"}
