@@ -6,7 +6,6 @@ import (
 	"time"
 
 	natsce "github.com/cloudevents/sdk-go/protocol/nats_jetstream/v2"
-	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -52,17 +51,7 @@ func TestForeignRowDecodedByCloudEventsSDK(t *testing.T) {
 	if got := stored.Header.Get("Nats-Msg-Id"); got != id {
 		t.Fatalf("Nats-Msg-Id = %q, want the event id %s", got, id)
 	}
-	m := natsce.NewMessage(&nats.Msg{Subject: stored.Subject, Header: stored.Header, Data: stored.Data})
-	if enc := m.ReadEncoding(); enc != binding.EncodingBinary {
-		t.Fatalf("SDK sees encoding %v, want binary", enc)
-	}
-	ev, err := binding.ToEvent(ctx, m)
-	if err != nil {
-		t.Fatalf("CloudEvents SDK cannot decode the message: %v", err)
-	}
-	if err := ev.Validate(); err != nil {
-		t.Fatalf("SDK says the event is invalid: %v", err)
-	}
+	ev := decodeSDK(ctx, t, natsce.NewMessage(&nats.Msg{Subject: stored.Subject, Header: stored.Header, Data: stored.Data}))
 	if ev.ID() != id || ev.Type() != "InvoiceIssued" || ev.Source() != "billing" || ev.Subject() != "inv-42" ||
 		ev.DataContentType() != "application/json" || ev.Extensions()["aggregatetype"] != "Invoice" || ev.Time().IsZero() {
 		t.Fatalf("decoded event: %s", ev)
