@@ -24,3 +24,7 @@ func Fallbacks(s *Store) int64 { return s.fallbacks.Load() }
 
 // SplitMembers is the number of relays the store last counted on its table.
 func SplitMembers(s *Store) int { return s.splitMembers() }
+
+// ClaimAlone says whether the store's claims leave out the split and the
+// busy check (the only member of its table's split).
+func ClaimAlone(s *Store) bool { return s.claimAlone() }

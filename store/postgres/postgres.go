@@ -159,13 +159,14 @@ const cols = `id, event_id, aggregate_type, aggregate_id, aggregate_version, eve
 	payload::text, headers::text, status, retry_count, next_retry_at, locked_by, locked_until,
 	occurred_at, created_at, sent_at, last_error`
 
-func scanRecord(row pgx.Row) (store.Record, error) {
+// scanRecord reads a row of cols, then into extra the columns after them.
+func scanRecord(row pgx.Row, extra ...any) (store.Record, error) {
 	var r store.Record
 	var payload, headers, lockedBy, lastErr *string
 	var status string
-	err := row.Scan(&r.ID, &r.EventID, &r.AggregateType, &r.AggregateID, &r.AggregateVersion, &r.EventType,
+	err := row.Scan(append([]any{&r.ID, &r.EventID, &r.AggregateType, &r.AggregateID, &r.AggregateVersion, &r.EventType,
 		&payload, &headers, &status, &r.RetryCount, &r.NextRetryAt, &lockedBy, &r.LockedUntil,
-		&r.OccurredAt, &r.CreatedAt, &r.SentAt, &lastErr)
+		&r.OccurredAt, &r.CreatedAt, &r.SentAt, &lastErr}, extra...)...)
 	if err != nil {
 		return r, err
 	}

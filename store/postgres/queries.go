@@ -26,12 +26,12 @@ var queryTemplates = sqltemplate.Must(queryFiles, "queries/*.sql", queryFuncs)
 // queries holds this dialect's relay SQL, rendered once per table name.
 type queries struct {
 	table      string
-	sent       string // archive of delivered rows
-	claim      string // lease, fallback: head-based
-	claimScan  string // lease, fast path: window scan
-	txClaim    string // transaction-held, fast path
-	txChain    string // transaction-held, fast path, behind this store's held rows
-	txHeads    string // transaction-held, fallback
+	sent       string   // archive of delivered rows
+	claim      string   // lease, fallback: head-based
+	claimScan  string   // lease, fast path: window scan
+	txClaim    claimSQL // transaction-held, fast path
+	txChain    claimSQL // transaction-held, fast path, behind this store's held rows
+	txHeads    string   // transaction-held, fallback
 	windowFull string
 	floorProbe string // %[1]s is the id sequence, filled in by floor.go
 	floorBelow string // the rescan: the lowest unsent id below $1
@@ -40,6 +40,16 @@ type queries struct {
 	release    string
 	txSent     string // rows this transaction holds
 	txFailed   string
+}
+
+// claimSQL is one claim's statement in two variants: for a store that shares
+// its table with other relays (with the busy check), and for one alone on it
+// (Store.claimAlone).
+type claimSQL struct{ shared, alone string }
+
+func alone(a sqlArgs) sqlArgs {
+	a.Alone = true
+	return a
 }
 
 // sqlArgs are the named fragments of the statement templates.
@@ -51,6 +61,7 @@ type sqlArgs struct {
 	// for a claim without one (window.sql).
 	Held, Floor string
 	Chain       bool   // take the rows behind the held ones (window.sql)
+	Alone       bool   // no other relay on the table: no busy check (window.sql)
 	Fence       bool   // touch only the rows the lease still holds
 	DeleteSent  bool   // delete delivered rows instead of archiving them
 	Sequence    string // the id sequence; see floor_probe.sql
@@ -93,8 +104,8 @@ func newQueries(table, sent string, deleteSent bool) queries {
 		sent:       sent,
 		claimScan:  r("claim_lease_window.sql", lease),
 		claim:      r("claim_lease_heads.sql", base),
-		txClaim:    r("claim_tx_window.sql", tx),
-		txChain:    r("claim_tx_window.sql", chain),
+		txClaim:    claimSQL{shared: r("claim_tx_window.sql", tx), alone: r("claim_tx_window.sql", alone(tx))},
+		txChain:    claimSQL{shared: r("claim_tx_window.sql", chain), alone: r("claim_tx_window.sql", alone(chain))},
 		txHeads:    r("claim_tx_heads.sql", base),
 		windowFull: r("window_full.sql", base),
 		floorProbe: r("floor_probe.sql", base),

@@ -59,6 +59,14 @@ func (s *Store) splitMembers() int {
 	return max(1, int(s.split.members.Load()))
 }
 
+// claimAlone is true while this store is a member of the table's split and
+// the last count found no other: its claims leave out the busy check
+// (queries/window.sql, Alone). A store that is not a member (NoSplit, or
+// its member connection lost) cannot know who else claims, and keeps it.
+func (s *Store) claimAlone() bool {
+	return s.split.arg.Load() != nil && s.split.members.Load() == 1
+}
+
 // countMembersSQL counts the members as each claim does (splitSQL), given
 // the split argument of the member connection that runs it.
 var countMembersSQL = `WITH ` + splitSQL("$1") + ` SELECT n FROM split`

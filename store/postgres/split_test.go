@@ -247,3 +247,52 @@ func TestSplitWindowCoversTheShare(t *testing.T) {
 		t.Fatalf("a claim behind two batches in flight ran the fallback claim (%d), want its window to hold a batch of its share", n)
 	}
 }
+
+// A store claims without the split and the busy check only while it is the
+// only member of its table's split, as last counted: a second member turns
+// both back to the shared claim within a count (every second), and its
+// leaving turns the first alone again. Alone, a row another transaction
+// locks still ends its aggregate's run (the row locks keep the order, not
+// the busy check).
+func TestClaimAloneOnlyWhileOnlyMember(t *testing.T) {
+	ctx := context.Background()
+	a, b := twoStores(t, postgres.Options{})
+	defer split(t, a)()
+	if !postgres.ClaimAlone(a) {
+		t.Fatal("the only member does not claim alone")
+	}
+	splitRows(t, a, 4, 3)
+	tx, err := a.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var locked int64
+	if err := tx.QueryRow(ctx, `SELECT id FROM `+a.Tables().Outbox+` WHERE aggregate_id = 'a0' ORDER BY id LIMIT 1 FOR UPDATE`).Scan(&locked); err != nil {
+		t.Fatal(err)
+	}
+	c, got := claimAggs(t, a, 100)
+	c.Abort()
+	if got["a0"] != 0 || len(got) != 3 {
+		t.Fatalf("alone, with the head of a0 locked elsewhere, a claim took %v; want every row of a1-a3 and none of a0", got)
+	}
+	_ = tx.Rollback(ctx)
+
+	leaveB := split(t, b)
+	if postgres.ClaimAlone(b) {
+		t.Fatal("the second member claims alone")
+	}
+	waitAlone := func(want bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for postgres.ClaimAlone(a) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("claims alone %v for 5 s, want %v", !want, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitAlone(false)
+	leaveB()
+	waitAlone(true)
+}

@@ -51,7 +51,7 @@ func (c *txClaim) Release(ids []int64) {
 	}
 }
 
-func (s *Store) claimTxRetry(ctx context.Context, limit int, query string) (*txClaim, error) {
+func (s *Store) claimTxRetry(ctx context.Context, limit int, query claimSQL) (*txClaim, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("postgres: claim: need limit > 0")
 	}
@@ -77,7 +77,7 @@ func (s *Store) claimTxRetry(ctx context.Context, limit int, query string) (*txC
 	return c, nil
 }
 
-func (s *Store) claimTx(ctx context.Context, limit int, query string) (*txClaim, error) {
+func (s *Store) claimTx(ctx context.Context, limit int, query claimSQL) (*txClaim, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim: %w", err)
@@ -106,7 +106,11 @@ func (s *Store) claimTx(ctx context.Context, limit int, query string) (*txClaim,
 	b.Queue("BEGIN")
 	b.Queue(planClaim)
 	split := s.splitArg()
-	b.Queue(query, limit, window, held, floor, split)
+	q := query.shared
+	if s.claimAlone() {
+		q = query.alone
+	}
+	b.Queue(q, limit, window, held, floor, split)
 	if s.floor.on {
 		b.Queue(s.q.floorProbe, floor, chk.marker, chk.vxids, chk.since, s.q.table)
 	}
@@ -116,8 +120,9 @@ func (s *Store) claimTx(ctx context.Context, limit int, query string) (*txClaim,
 	if err == nil {
 		_, err = br.Exec()
 	}
+	var full *bool // whether the window was full; nil: unknown
 	if err == nil {
-		c.recs, err = collectBatch(br)
+		c.recs, full, err = collectClaim(br)
 	}
 	if err == nil && s.floor.on {
 		err = c.observeFloor(br, probeResult{from: floor, checked: chk.marker, sent: sent, gen: gen})
@@ -126,7 +131,7 @@ func (s *Store) claimTx(ctx context.Context, limit int, query string) (*txClaim,
 		err = cerr
 	}
 	if err == nil && len(c.recs) < limit {
-		err = c.more(ctx, limit, window, floor, split)
+		err = c.more(ctx, limit, window, floor, split, full)
 	}
 	if err != nil {
 		c.drop()
@@ -160,11 +165,17 @@ const txScanFactor = 3
 
 // more runs the head-based claim in the same transaction when the window
 // was full of rows that could not be taken: deliverable rows may lie beyond
-// it.
-func (c *txClaim) more(ctx context.Context, limit, window int, floor int64, split []int64) error {
-	var full bool
-	if err := c.conn.QueryRow(ctx, c.s.q.windowFull, window, floor).Scan(&full); err != nil || !full {
-		return err
+// it. full is what the claim said of its window; nil: it did not, and
+// windowFull asks.
+func (c *txClaim) more(ctx context.Context, limit, window int, floor int64, split []int64, full *bool) error {
+	if full == nil {
+		full = new(bool)
+		if err := c.conn.QueryRow(ctx, c.s.q.windowFull, window, floor).Scan(full); err != nil {
+			return err
+		}
+	}
+	if !*full {
+		return nil
 	}
 	c.s.fallbacks.Add(1)
 	rows, err := c.conn.Query(ctx, c.s.q.txHeads, limit-len(c.recs), min(limit, maxRun), split)
@@ -252,12 +263,24 @@ func (c *txClaim) markFloor(ctx context.Context) {
 const floorMark = `SELECT txid_current(), now(), coalesce(array_agg(l.virtualxid), '{}')
 FROM pg_locks l WHERE l.locktype = 'virtualxid' AND l.granted AND l.pid <> pg_backend_pid()`
 
-func collectBatch(br pgx.BatchResults) ([]store.Record, error) {
+// collectClaim reads the claim's rows and its window_full column (the same
+// in every row; nil without rows).
+func collectClaim(br pgx.BatchResults) ([]store.Record, *bool, error) {
 	rows, err := br.Query()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return collect(rows)
+	defer rows.Close()
+	var out []store.Record
+	var full *bool
+	for rows.Next() {
+		r, err := scanRecord(rows, &full)
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, r)
+	}
+	return out, full, rows.Err()
 }
 
 type txClaim struct {

@@ -21,7 +21,12 @@ Rows that count as not deliverable besides:
   takes the rows behind this store's batches in flight; its caller keeps
   their order (store.ChainClaimer).
 A store split with other relays (split.go) keeps its share after the LIMIT,
-so the scan stays bounded when its share is empty.
+so the scan stays bounded when its share is empty. .Alone leaves out the
+busy check: the store is the only relay on the table as last counted
+(split.go), so no other claim is likely to hold rows; if another relay
+joined since, the row locks still keep order (lock.sql), and the next count
+brings the check back. (The split itself is counted at every claim, so a
+newcomer gets its share at once.)
 
 .Floor, when set, is the parameter holding an id below which no row is
 unsent (floor.go): the scan starts there, not at the index entries of
@@ -38,16 +43,16 @@ an id written below the floor into one of them later is found by
 floor_below.sql.
 */}}
 {{define "window" -}}
-running AS (
+{{if not .Alone}}running AS (
 	SELECT ARRAY(SELECT (x % 4294967296)::text::xid FROM txid_snapshot_xip(s) x) AS xids,
 		age((txid_snapshot_xmax(s) % 4294967296)::text::xid) AS newer
 	FROM txid_current_snapshot() s
-), win0 AS (
+), {{end}}win0 AS (
 	SELECT w.id, w.aggregate_type, w.aggregate_id, w.dok,
-		w.dok AND (w.xmax = '0'::xid
+		{{if .Alone}}w.dok{{else}}w.dok AND (w.xmax = '0'::xid
 			OR NOT (age(w.xmax) BETWEEN -1000 AND (SELECT newer FROM running)
-				OR w.xmax = ANY((SELECT xids FROM running)::xid[]))) AS ok
-	FROM (SELECT w.id, w.aggregate_type, w.aggregate_id, w.xmax, coalesce({{deliverable "w"}}, false) AS dok
+				OR w.xmax = ANY((SELECT xids FROM running)::xid[]))){{end}} AS ok
+	FROM (SELECT w.id, w.aggregate_type, w.aggregate_id{{if not .Alone}}, w.xmax{{end}}, coalesce({{deliverable "w"}}, false) AS dok
 		FROM {{.Table}} w
 		WHERE {{unsent "w"}}{{if .Floor}} AND w.id >= {{.Floor}}{{end}}
 		ORDER BY w.id
