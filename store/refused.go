@@ -32,9 +32,8 @@ func (e refusedError) Unwrap() []error { return []error{e.err, ErrRefused} }
 // costs what Finish costs.
 //
 // Not stable, do not implement: this is the relay's interface to the
-// PostgreSQL store, and it changes with the claim protocol
-// (docs/design.md); the contract stores outside this module implement is
-// Store (and Outbox).
+// PostgreSQL store, and it changes with the claim protocol; the contract
+// stores outside this module implement is Store (and Outbox).
 type IsolatingClaim interface {
 	Claim
 	FinishIsolating(ctx context.Context, sent []int64, failures []Failure, refused func(id int64, err error) Failure) error

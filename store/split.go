@@ -17,9 +17,8 @@ import "context"
 // about the others. leave ends the membership; each Split needs one leave.
 //
 // Not stable, do not implement: this is the relay's interface to the
-// PostgreSQL store, and it changes with the claim protocol
-// (docs/design.md); the contract stores outside this module implement is
-// Store (and Outbox).
+// PostgreSQL store, and it changes with the claim protocol; the contract
+// stores outside this module implement is Store (and Outbox).
 type Splitter interface {
 	Split(ctx context.Context) (leave func(), err error)
 }

@@ -14,9 +14,8 @@ import "context"
 // (locked by another open claim, leased, or waiting in RETRY).
 //
 // Not stable, do not implement: this is the relay's interface to the
-// PostgreSQL store, and it changes with the claim protocol
-// (docs/design.md); the contract stores outside this module implement is
-// Store (and Outbox).
+// PostgreSQL store, and it changes with the claim protocol; the contract
+// stores outside this module implement is Store (and Outbox).
 type TxClaimer interface {
 	ClaimTx(ctx context.Context, limit int) (Claim, error)
 }
@@ -41,9 +40,8 @@ type TxClaimer interface {
 // rows behind them, which would have to be released as well.
 //
 // Not stable, do not implement: this is the relay's interface to the
-// PostgreSQL store, and it changes with the claim protocol
-// (docs/design.md); the contract stores outside this module implement is
-// Store (and Outbox).
+// PostgreSQL store, and it changes with the claim protocol; the contract
+// stores outside this module implement is Store (and Outbox).
 type ChainClaimer interface {
 	TxClaimer
 	ClaimTxChained(ctx context.Context, limit int) (ChainedClaim, error)
@@ -52,9 +50,8 @@ type ChainClaimer interface {
 // ChainedClaim is a claim of ClaimTxChained.
 //
 // Not stable, do not implement: this is the relay's interface to the
-// PostgreSQL store, and it changes with the claim protocol
-// (docs/design.md); the contract stores outside this module implement is
-// Store (and Outbox).
+// PostgreSQL store, and it changes with the claim protocol; the contract
+// stores outside this module implement is Store (and Outbox).
 type ChainedClaim interface {
 	Claim
 	// Release marks records of this claim that will not count as sent:
@@ -67,9 +64,8 @@ type ChainedClaim interface {
 // one of Finish and Abort ends it; a claim with no records is already ended.
 //
 // Not stable, do not implement: this is the relay's interface to the
-// PostgreSQL store, and it changes with the claim protocol
-// (docs/design.md); the contract stores outside this module implement is
-// Store (and Outbox).
+// PostgreSQL store, and it changes with the claim protocol; the contract
+// stores outside this module implement is Store (and Outbox).
 type Claim interface {
 	Records() []Record
 	// Finish records the outcome and commits: sent rows leave the unsent set
