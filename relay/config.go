@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -111,57 +112,27 @@ type Config struct {
 }
 
 func (c *Config) withDefaults() {
-	if c.Topic == "" {
-		c.Topic = broker.DefaultTopic
-	}
-	if c.Source == "" {
-		c.Source = DefaultSource
-	}
+	c.Topic = cmp.Or(c.Topic, broker.DefaultTopic)
+	c.Source = cmp.Or(c.Source, DefaultSource)
 	if c.ID == "" {
 		c.ID = defaultID()
 	}
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.Workers == 0 {
-		c.Workers = DefaultWorkers
-	}
-	if c.PollInterval == 0 {
-		c.PollInterval = DefaultPollInterval
-	}
-	if c.IdlePollMax == 0 {
-		// Twice a short poll interval at most: a user who asks for 10ms
-		// polls asks for rows to wait about that long, after a quiet spell
-		// too, not DefaultIdlePollMax.
-		c.IdlePollMax = max(c.PollInterval, min(DefaultIdlePollMax, 2*c.PollInterval))
-	}
-	if c.Lease == 0 {
-		c.Lease = DefaultLease
-	}
-	if c.PublishTimeout == 0 {
-		c.PublishTimeout = PublishTimeoutFor(c.Lease)
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = DefaultMaxAttempts
-	}
-	if c.BackoffBase == 0 {
-		c.BackoffBase = DefaultBackoffBase
-	}
-	if c.BackoffMax == 0 {
-		c.BackoffMax = DefaultBackoffMax
-	}
-	if c.OutageProbeMax == 0 {
-		c.OutageProbeMax = DefaultOutageProbeMax
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.MetricsInterval == 0 {
-		c.MetricsInterval = 5 * time.Second
-	}
-	if c.ProgressEvery == 0 {
-		c.ProgressEvery = 10 * time.Second
-	}
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
+	c.Workers = cmp.Or(c.Workers, DefaultWorkers)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	// Twice a short poll interval at most: a user who asks for 10ms polls
+	// asks for rows to wait about that long, after a quiet spell too, not
+	// DefaultIdlePollMax.
+	c.IdlePollMax = cmp.Or(c.IdlePollMax, max(c.PollInterval, min(DefaultIdlePollMax, 2*c.PollInterval)))
+	c.Lease = cmp.Or(c.Lease, DefaultLease)
+	c.PublishTimeout = cmp.Or(c.PublishTimeout, PublishTimeoutFor(c.Lease))
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
+	c.BackoffBase = cmp.Or(c.BackoffBase, DefaultBackoffBase)
+	c.BackoffMax = cmp.Or(c.BackoffMax, DefaultBackoffMax)
+	c.OutageProbeMax = cmp.Or(c.OutageProbeMax, DefaultOutageProbeMax)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.MetricsInterval = cmp.Or(c.MetricsInterval, 5*time.Second)
+	c.ProgressEvery = cmp.Or(c.ProgressEvery, 10*time.Second)
 }
 
 // Validate reports the first invalid setting as a *txbox.ConfigError.

@@ -19,6 +19,7 @@
 package cdc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -115,27 +116,15 @@ func New(cfg Config) (*Reader, error) {
 	if err := ValidateSlot(cfg.Slot); err != nil {
 		return nil, err
 	}
-	if cfg.BatchSize == 0 {
-		cfg.BatchSize = DefaultBatchSize
-	}
-	if cfg.StatusInterval == 0 {
-		cfg.StatusInterval = DefaultStatusInterval
-	}
-	if cfg.StandbyRetry == 0 {
-		cfg.StandbyRetry = DefaultStandbyRetry
-	}
-	if cfg.LagWarnBytes == 0 {
-		cfg.LagWarnBytes = DefaultLagWarnBytes
-	}
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, DefaultBatchSize)
+	cfg.StatusInterval = cmp.Or(cfg.StatusInterval, DefaultStatusInterval)
+	cfg.StandbyRetry = cmp.Or(cfg.StandbyRetry, DefaultStandbyRetry)
+	cfg.LagWarnBytes = cmp.Or(cfg.LagWarnBytes, DefaultLagWarnBytes)
 	if cfg.BatchSize < 1 || cfg.BatchSize > 100000 {
 		return nil, &txbox.ConfigError{Field: "BatchSize", Reason: fmt.Sprintf("%d is outside 1..100000", cfg.BatchSize)}
 	}
-	if cfg.Relay.Logger == nil {
-		cfg.Relay.Logger = slog.Default()
-	}
-	if cfg.Relay.ID == "" {
-		cfg.Relay.ID = "cdc-" + cfg.Slot
-	}
+	cfg.Relay.Logger = cmp.Or(cfg.Relay.Logger, slog.Default())
+	cfg.Relay.ID = cmp.Or(cfg.Relay.ID, "cdc-"+cfg.Slot)
 	cfg.Relay.Store = cfg.Store
 	rel, err := relay.New(cfg.Relay)
 	if err != nil {
