@@ -12,23 +12,11 @@ import (
 	"time"
 
 	"github.com/txbox/txbox/internal/sqlstore"
+	"github.com/txbox/txbox/store/internal/sqlmigrate"
 )
 
 //go:embed sql/*.sql
 var migrationFS embed.FS
-
-func (s *Store) migrations() ([]sqlstore.Migration, error) {
-	vars := map[string]string{
-		"Outbox":     s.tables.Qualified(s.tables.Outbox),
-		"OutboxName": s.tables.Outbox,
-		"Sent":       s.tables.Qualified(s.tables.Outbox + "_sent"),
-		"SentName":   s.tables.Outbox + "_sent",
-		"Inbox":      s.tables.Qualified(s.tables.Inbox),
-		"InboxName":  s.tables.Inbox,
-		"Schema":     s.tables.Schema,
-	}
-	return sqlstore.LoadMigrations(migrationFS, "sql", vars)
-}
 
 // splitStatements cuts a migration file into statements: full-line "--"
 // comments are dropped and a statement ends with ";" at the end of a line.
@@ -71,7 +59,7 @@ const MigrateLockTimeout = 60 * time.Second
 // migration interrupted half way is simply run again; and the version is
 // recorded only after all its statements succeeded.
 func (s *Store) Migrate(ctx context.Context) error {
-	ms, err := s.migrations()
+	ms, err := sqlmigrate.Load(migrationFS, s.tables, nil)
 	if err != nil {
 		return err
 	}
@@ -104,23 +92,16 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if _, err := c.ExecContext(ctx, s.q.migrationsTable); err != nil {
 		return fmt.Errorf("mysql: migrate: versions table: %w", err)
 	}
-	for _, m := range ms {
-		var n int
-		if err := c.QueryRowContext(ctx, s.q.migrationApplied, m.Version).Scan(&n); err != nil {
-			return fmt.Errorf("mysql: migrate: %w", err)
-		}
-		if n > 0 {
-			continue
-		}
+	err = sqlmigrate.Apply(ms, sqlmigrate.Conn(ctx, c, s.q.migrationApplied, s.q.migrationRecord, func(m sqlstore.Migration) error {
 		for _, stmt := range splitStatements(m.SQL) {
 			if err := s.migrateStatement(ctx, c, stmt); err != nil {
-				return fmt.Errorf("mysql: migrate: %s: %w", m.Name, err)
+				return err
 			}
 		}
-		if _, err := c.ExecContext(ctx, s.q.migrationRecord, m.Version, m.Name); err != nil {
-			return fmt.Errorf("mysql: migrate: %w", err)
-		}
-		s.log.Info("migration applied", "version", m.Version, "name", m.Name)
+		return nil
+	}), s.log)
+	if err != nil {
+		return fmt.Errorf("mysql: migrate: %w", err)
 	}
 	return nil
 }

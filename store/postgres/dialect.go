@@ -8,6 +8,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/internal/sqlinsert"
 )
 
 // Dialect writes PostgreSQL SQL inside a caller's transaction. It works with
@@ -15,40 +16,29 @@ import (
 // (wrapped by store.SQLTx).
 type Dialect struct {
 	Tables store.Tables
-
-	prepared *sqlstore.Inserter // set by Prepare
 }
 
 func (Dialect) Name() string { return "postgres" }
 
 // outboxInsert is the outbox INSERT: chunks of 1000 rows keep one INSERT
 // well under PostgreSQL's 65535 parameters.
-var outboxInsert = sqlstore.OutboxInsert{
+var outboxInsert = sqlinsert.New(sqlstore.OutboxInsert{
 	Name: "postgres", Chunk: 1000, Columns: sqlstore.EventColumns, Placeholder: ph,
 	Args: func(_ time.Time, e *txbox.Event, args []any) []any {
 		return append(args, e.ID, e.AggregateType, e.AggregateID, e.AggregateVersion, e.Type, string(e.Payload),
 			sqlstore.EncodeHeaders(e.Headers), e.OccurredAt.UTC())
 	},
-}
+})
 
-// InsertEvents writes events in multi-row INSERTs. Unless d came from
-// Prepare, it checks the table names and builds the statement on every call;
-// outbox.NewWriter prepares once.
+// InsertEvents writes events in multi-row INSERTs, built once for d's
+// table names.
 func (d Dialect) InsertEvents(ctx context.Context, tx store.Tx, events []txbox.Event) error {
-	return outboxInsert.InsertEvents(ctx, tx, d.Tables, d.prepared, events)
+	return outboxInsert.Insert(ctx, tx, d.Tables, events)
 }
 
-// Prepare validates the table names and builds the INSERT text once. The
-// result is d itself, so it keeps every method (Notify, the inbox SQL); its
-// InsertEvents only binds and executes.
-func (d Dialect) Prepare() (store.Dialect, error) {
-	in, err := outboxInsert.Prepare(d.Tables)
-	if err != nil {
-		return nil, err
-	}
-	d.prepared = in
-	return d, nil
-}
+// Prepare checks the table names and builds the INSERT (store.Preparer);
+// the result is d itself, so it keeps every method.
+func (d Dialect) Prepare() (store.Dialect, error) { return outboxInsert.Prepare(d, d.Tables) }
 
 // errNoRowsSQL is database/sql's no-rows error, which a *sql.Tx from the
 // pgx stdlib driver returns instead of pgx.ErrNoRows.

@@ -7,31 +7,19 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/txbox/txbox/internal/sqlstore"
+	"github.com/txbox/txbox/store/internal/sqlmigrate"
 )
 
 //go:embed sql/*.sql
 var migrationFS embed.FS
 
-func (s *Store) migrations() ([]sqlstore.Migration, error) {
-	vars := map[string]string{
-		"Outbox":     s.tables.Qualified(s.tables.Outbox),
-		"OutboxName": s.tables.Outbox,
-		"Inbox":      s.tables.Qualified(s.tables.Inbox),
-		"InboxName":  s.tables.Inbox,
-		"Schema":     s.tables.Schema,
-		"Sent":       s.tables.Qualified(s.tables.Outbox + "_sent"),
-		"SentName":   s.tables.Outbox + "_sent",
-	}
-	return sqlstore.LoadMigrations(migrationFS, "sql", vars)
-}
-
 // Migrate applies the embedded migrations that are not yet recorded
-// (queries/migration*.sql). It takes
-// a transaction-scoped advisory lock first, so two processes running it at
-// once apply each migration exactly once; PostgreSQL's DDL is transactional,
-// so a failed migration leaves nothing half done.
+// (queries/migration*.sql). It takes a transaction-scoped advisory lock
+// first, so two processes running it at once apply each migration exactly
+// once; PostgreSQL's DDL is transactional, so a failed migration leaves
+// nothing half done.
 func (s *Store) Migrate(ctx context.Context) error {
-	ms, err := s.migrations()
+	ms, err := sqlmigrate.Load(migrationFS, s.tables, nil)
 	if err != nil {
 		return err
 	}
@@ -48,21 +36,21 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, s.st.migrationsTable); err != nil {
 			return fmt.Errorf("migrate: versions table: %w", err)
 		}
-		for _, m := range ms {
-			var done bool
-			if err := tx.QueryRow(ctx, s.st.migrationApplied, m.Version).Scan(&done); err != nil {
+		err := sqlmigrate.Apply(ms, sqlmigrate.Session{
+			Applied: func(version int) (done bool, err error) {
+				return done, tx.QueryRow(ctx, s.st.migrationApplied, version).Scan(&done)
+			},
+			Run: func(m sqlstore.Migration) error {
+				_, err := tx.Exec(ctx, m.SQL)
 				return err
-			}
-			if done {
-				continue
-			}
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
-				return fmt.Errorf("migrate: %s: %w", m.Name, err)
-			}
-			if _, err := tx.Exec(ctx, s.st.migrationRecord, m.Version, m.Name); err != nil {
+			},
+			Record: func(m sqlstore.Migration) error {
+				_, err := tx.Exec(ctx, s.st.migrationRecord, m.Version, m.Name)
 				return err
-			}
-			s.log.Info("migration applied", "version", m.Version, "name", m.Name)
+			},
+		}, s.log)
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
 		}
 		return nil
 	})

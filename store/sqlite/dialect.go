@@ -7,14 +7,13 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/internal/sqlinsert"
 )
 
 // Dialect writes SQLite SQL inside a caller's transaction (a *sql.Tx on a
 // "sqlite" pool, wrapped by store.SQLTx).
 type Dialect struct {
 	Tables store.Tables
-
-	prepared *sqlstore.Inserter // set by Prepare
 }
 
 func (Dialect) Name() string { return "sqlite" }
@@ -24,7 +23,7 @@ func (Dialect) Name() string { return "sqlite" }
 // is set here, with microsecond precision, from the host clock (which is
 // the database's clock: SQLite runs in this process); SQL defaults have only
 // milliseconds.
-var outboxInsert = sqlstore.OutboxInsert{
+var outboxInsert = sqlinsert.New(sqlstore.OutboxInsert{
 	Name: "sqlite", Chunk: 1000, Placeholder: sqlstore.QuestionMark,
 	Columns: append(sqlstore.EventColumns[:len(sqlstore.EventColumns):len(sqlstore.EventColumns)], "created_at"),
 	Table:   func(t store.Tables) (string, error) { return t.Outbox, noSchema(t) },
@@ -37,26 +36,17 @@ var outboxInsert = sqlstore.OutboxInsert{
 		return append(args, e.ID, e.AggregateType, e.AggregateID, e.AggregateVersion, e.Type, sqlstore.JSONPayload(e),
 			sqlstore.EncodeHeaders(e.Headers), occurred, created)
 	},
-}
+})
 
-// InsertEvents writes events in multi-row INSERTs. Unless d came from
-// Prepare, it checks the table names and builds the statement on every call;
-// outbox.NewWriter prepares once.
+// InsertEvents writes events in multi-row INSERTs, built once for d's
+// table names.
 func (d Dialect) InsertEvents(ctx context.Context, tx store.Tx, events []txbox.Event) error {
-	return outboxInsert.InsertEvents(ctx, tx, d.Tables, d.prepared, events)
+	return outboxInsert.Insert(ctx, tx, d.Tables, events)
 }
 
-// Prepare validates the table names and builds the INSERT text once. The
-// result is d itself, so it keeps every method (the inbox SQL); its
-// InsertEvents only binds and executes.
-func (d Dialect) Prepare() (store.Dialect, error) {
-	in, err := outboxInsert.Prepare(d.Tables)
-	if err != nil {
-		return nil, err
-	}
-	d.prepared = in
-	return d, nil
-}
+// Prepare checks the table names and builds the INSERT (store.Preparer);
+// the result is d itself, so it keeps every method.
+func (d Dialect) Prepare() (store.Dialect, error) { return outboxInsert.Prepare(d, d.Tables) }
 
 // noSchema refuses a schema: SQLite has none (an attached database is not
 // one the store manages).

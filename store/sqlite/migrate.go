@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/txbox/txbox/internal/sqlstore"
+	"github.com/txbox/txbox/store/internal/sqlmigrate"
 )
 
 //go:embed sql/*.sql
@@ -17,23 +18,12 @@ var migrationFS embed.FS
 // use (unixepoch('subsec') needs 3.42); SQLite's clock has milliseconds.
 const nowMicros = `CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) * 1000`
 
-func (s *Store) migrations() ([]sqlstore.Migration, error) {
-	vars := map[string]string{
-		"Outbox":     s.tables.Outbox,
-		"OutboxName": s.tables.Outbox,
-		"Inbox":      s.tables.Inbox,
-		"InboxName":  s.tables.Inbox,
-		"NowMicros":  nowMicros,
-	}
-	return sqlstore.LoadMigrations(migrationFS, "sql", vars)
-}
-
 // Migrate applies the embedded migrations that are not yet recorded, all in
 // one BEGIN IMMEDIATE transaction (queries/migration*.sql): a second process migrating at the same
 // time waits for the write lock and then finds every version recorded.
 // SQLite's DDL is transactional, so a failed migration leaves nothing behind.
 func (s *Store) Migrate(ctx context.Context) error {
-	ms, err := s.migrations()
+	ms, err := sqlmigrate.Load(migrationFS, s.tables, map[string]string{"NowMicros": nowMicros})
 	if err != nil {
 		return err
 	}
@@ -41,23 +31,10 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if _, err := c.ExecContext(ctx, s.q.migrationsTable); err != nil {
 			return fmt.Errorf("versions table: %w", err)
 		}
-		for _, m := range ms {
-			var n int
-			if err := c.QueryRowContext(ctx, s.q.migrationApplied, m.Version).Scan(&n); err != nil {
-				return err
-			}
-			if n > 0 {
-				continue
-			}
-			if _, err := c.ExecContext(ctx, m.SQL); err != nil {
-				return fmt.Errorf("%s: %w", m.Name, err)
-			}
-			if _, err := c.ExecContext(ctx, s.q.migrationRecord, m.Version, m.Name); err != nil {
-				return err
-			}
-			s.log.Info("migration applied", "version", m.Version, "name", m.Name)
-		}
-		return nil
+		return sqlmigrate.Apply(ms, sqlmigrate.Conn(ctx, c, s.q.migrationApplied, s.q.migrationRecord, func(m sqlstore.Migration) error {
+			_, err := c.ExecContext(ctx, m.SQL)
+			return err
+		}), s.log)
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: migrate: %w", err)
