@@ -72,19 +72,20 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error
 }
 
 func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
-	where, args := filter(sqlstore.DeadOnly(f))
-	n, err := s.exec(ctx, s.q.filtered("replay.sql", where, true, false), args...)
-	if err != nil {
-		return 0, fmt.Errorf("mysql: replay: %w", err)
-	}
-	return n, nil
+	return s.deadRows(ctx, "replay", "replay.sql", f)
 }
 
 func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
+	return s.deadRows(ctx, "purge", "purge.sql", f)
+}
+
+// deadRows runs file, Replay's or Purge's statement, on the DEAD rows f
+// selects (DEAD rows never leave the hot table).
+func (s *Store) deadRows(ctx context.Context, what, file string, f store.Filter) (int64, error) {
 	where, args := filter(sqlstore.DeadOnly(f))
-	n, err := s.exec(ctx, s.q.filtered("purge.sql", where, true, false), args...)
+	n, err := s.exec(ctx, s.q.filtered(file, where, true, false), args...)
 	if err != nil {
-		return 0, fmt.Errorf("mysql: purge: %w", err)
+		return 0, fmt.Errorf("mysql: %s: %w", what, err)
 	}
 	return n, nil
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/internal/sqlinbox"
-	"github.com/txbox/txbox/store/internal/sqltemplate"
 )
 
 // The inbox transaction's SQL. Everything runs on the consumer's own
@@ -48,13 +47,9 @@ import (
 // MariaDB can be told to evaluate them simultaneously. Every upsert here is
 // written so both orders give the same row (see InboxFail).
 
-// inboxSQL is the inbox statements of one Dialect's tables
-// (queries/inbox_*.sql, version_*.sql), or why its table names are
-// refused: a Dialect may be built by hand, and names are pasted into SQL.
-var inboxSQL = sqltemplate.Cache[store.Tables, inboxQueries]{Build: func(t store.Tables) (inboxQueries, error) {
-	t, err := sqlstore.Tables(t)
-	return newInboxQueries(t.Qualified(t.Inbox)), err
-}}
+// inboxSQL is the inbox statements of each Dialect's tables
+// (queries/inbox_*.sql, version_*.sql).
+var inboxSQL = sqlinbox.Statements(newInboxQueries, nil)
 
 // inbox returns the inbox statements for d's tables.
 func (d Dialect) inbox() (inboxQueries, error) { return inboxSQL.Get(d.Tables) }

@@ -37,12 +37,8 @@ func (s *Store) slotsTable() string { return s.st.args.Slots }
 // so a replayed DEAD row is delivered again) and the registry of slots. It
 // is idempotent.
 func (s *Store) MigrateCDC(ctx context.Context) error {
-	var level string
-	if err := s.pool.QueryRow(ctx, s.st.walLevel).Scan(&level); err != nil {
-		return fmt.Errorf("postgres: wal_level: %w", err)
-	}
-	if level != "logical" {
-		return fmt.Errorf("%w (it is %s)", ErrWALLevel, level)
+	if err := s.checkWALLevel(ctx); err != nil {
+		return err
 	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, s.st.advisoryXactLock, "txbox-migrate-cdc:"+s.Publication()); err != nil {
@@ -64,15 +60,23 @@ func (s *Store) MigrateCDC(ctx context.Context) error {
 	})
 }
 
-// CheckCDC reports whether MigrateCDC ran: a clear error, naming the
-// command to run, instead of a replication error later.
-func (s *Store) CheckCDC(ctx context.Context) error {
+// checkWALLevel returns ErrWALLevel unless wal_level is logical.
+func (s *Store) checkWALLevel(ctx context.Context) error {
 	var level string
 	if err := s.pool.QueryRow(ctx, s.st.walLevel).Scan(&level); err != nil {
 		return fmt.Errorf("postgres: wal_level: %w", err)
 	}
 	if level != "logical" {
 		return fmt.Errorf("%w (it is %s)", ErrWALLevel, level)
+	}
+	return nil
+}
+
+// CheckCDC reports whether MigrateCDC ran: a clear error, naming the
+// command to run, instead of a replication error later.
+func (s *Store) CheckCDC(ctx context.Context) error {
+	if err := s.checkWALLevel(ctx); err != nil {
+		return err
 	}
 	var pub, reg bool
 	err := s.pool.QueryRow(ctx, s.st.cdcReady, s.Publication(), s.slotsTable()).Scan(&pub, &reg)
@@ -228,10 +232,18 @@ type SlotLag struct {
 	Seconds float64 `json:"lag_seconds"`
 }
 
+// slotsRegistered reports whether the registry of slots exists: only
+// MigrateCDC creates it.
+func (s *Store) slotsRegistered(ctx context.Context) (bool, error) {
+	var reg bool
+	err := s.pool.QueryRow(ctx, s.st.tableExists, s.slotsTable()).Scan(&reg)
+	return reg, err
+}
+
 // SlotLags reports every registered slot; none when MigrateCDC never ran.
 func (s *Store) SlotLags(ctx context.Context) ([]SlotLag, error) {
-	var reg bool
-	if err := s.pool.QueryRow(ctx, s.st.tableExists, s.slotsTable()).Scan(&reg); err != nil {
+	reg, err := s.slotsRegistered(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("postgres: slot lag: %w", err)
 	}
 	if !reg {
@@ -275,8 +287,7 @@ func (s *Store) DropSlot(ctx context.Context, slot string) error {
 			return fmt.Errorf("postgres: drop slot %s: %w", slot, err)
 		}
 	}
-	var reg bool
-	if err := s.pool.QueryRow(ctx, s.st.tableExists, s.slotsTable()).Scan(&reg); err == nil && reg {
+	if reg, err := s.slotsRegistered(ctx); err == nil && reg {
 		if _, err := s.pool.Exec(ctx, s.st.forgetSlot, slot); err != nil {
 			return fmt.Errorf("postgres: drop slot %s: %w", slot, err)
 		}

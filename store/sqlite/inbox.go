@@ -11,7 +11,6 @@ import (
 	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/internal/sqlinbox"
-	"github.com/txbox/txbox/store/internal/sqltemplate"
 )
 
 // The inbox transaction's SQL. Everything runs on the consumer's own
@@ -30,16 +29,9 @@ import (
 // transaction that has already read must expect SQLITE_BUSY (as for any
 // write there).
 
-// inboxSQL is the inbox statements of one Dialect's tables
-// (queries/inbox_*.sql, version_*.sql), or why its table names are
-// refused: a Dialect may be built by hand, and names are pasted into SQL.
-var inboxSQL = sqltemplate.Cache[store.Tables, inboxQueries]{Build: func(t store.Tables) (inboxQueries, error) {
-	t, err := sqlstore.Tables(t)
-	if err == nil {
-		err = noSchema(t)
-	}
-	return newInboxQueries(t.Inbox), err
-}}
+// inboxSQL is the inbox statements of each Dialect's tables
+// (queries/inbox_*.sql, version_*.sql).
+var inboxSQL = sqlinbox.Statements(newInboxQueries, noSchema)
 
 // inbox returns the inbox statements for d's tables.
 func (d Dialect) inbox() (inboxQueries, error) { return inboxSQL.Get(d.Tables) }
