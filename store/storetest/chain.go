@@ -23,12 +23,7 @@ func runChainClaims(t *testing.T, h Harness) {
 
 func claimChained(t *testing.T, s store.Store, limit int) store.Claim {
 	t.Helper()
-	c, err := s.(store.ChainClaimer).ClaimTxChained(ctxT(t), limit)
-	if err != nil {
-		t.Fatalf("chained claim: %v", err)
-	}
-	t.Cleanup(c.Abort)
-	return c
+	return held(t, "chained claim", s.(store.ChainClaimer).ClaimTxChained, limit)
 }
 
 func testChainBehindOwn(t *testing.T, h Harness) {

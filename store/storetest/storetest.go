@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -60,6 +61,38 @@ func Run(t *testing.T, h Harness) {
 		{"Count", testCount},
 		{"RefusedMarkIsIsolated", testRefusedMark},
 	})
+}
+
+// testCase is one case of the suite, by the name it runs under.
+type testCase struct {
+	name string
+	fn   func(*testing.T, Harness)
+}
+
+// runCases runs each case as a subtest on h.
+func runCases(t *testing.T, h Harness, cases []testCase) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, h) })
+	}
+}
+
+// runCasesIf runs cases when h's stores are a T, the optional interface
+// they prove, and skips them, saying why, when not.
+func runCasesIf[T any](t *testing.T, h Harness, skip string, cases []testCase) {
+	if _, ok := h.Open(t).(T); !ok {
+		t.Skip(skip)
+	}
+	runCases(t, h, cases)
+}
+
+// as returns v as a T, the interface a case needs, or fails t.
+func as[T any](t *testing.T, v any) T {
+	t.Helper()
+	x, ok := v.(T)
+	if !ok {
+		t.Fatalf("%T does not implement %v", v, reflect.TypeFor[T]())
+	}
+	return x
 }
 
 // open returns a migrated store on fresh tables.
@@ -492,16 +525,7 @@ func testStats(t *testing.T, h Harness) {
 		t.Fatalf("empty table stats: %+v", st)
 	}
 	writeMixed(t, h, s)
-	st, err = s.Stats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[txbox.Status]int64{txbox.StatusSent: 1, txbox.StatusDead: 1, txbox.StatusRetry: 1, txbox.StatusPending: 2}
-	for k, v := range want {
-		if st.Counts[k] != v {
-			t.Fatalf("count %s = %d, want %d (all: %v)", k, st.Counts[k], v, st.Counts)
-		}
-	}
+	st = mixedStats(t, s)
 	if st.Dead != 1 || st.OldestPending == nil || st.OldestAge < 40*time.Millisecond || st.OldestAge > time.Minute {
 		t.Fatalf("stats: dead %d oldest %v age %v", st.Dead, st.OldestPending, st.OldestAge)
 	}
@@ -512,6 +536,76 @@ func must(n int64, err error) int64 {
 		panic(err)
 	}
 	return n
+}
+
+// grid returns perAgg events for each of aggs aggregates named prefix0,
+// prefix1, ..., interleaved: the first event of every aggregate, then the
+// second, and so on.
+func grid(prefix string, aggs, perAgg int) []txbox.Event {
+	var in []txbox.Event
+	for n := range perAgg {
+		for a := range aggs {
+			in = append(in, ev(fmt.Sprintf("%s%d", prefix, a), n))
+		}
+	}
+	return in
+}
+
+// writeMixed writes five events of five aggregates and, 50 ms later,
+// leaves one SENT, one DEAD, one RETRY for an hour and two PENDING: what
+// Stats and Backlog are checked against.
+func writeMixed(t *testing.T, h Harness, s store.Store) {
+	t.Helper()
+	ctx := ctxT(t)
+	write(t, h, s, ev("a", 1), ev("b", 1), ev("c", 1), ev("d", 1), ev("e", 1))
+	time.Sleep(50 * time.Millisecond)
+	got := claim(t, s, "L", 3, time.Minute)
+	mustMark(t, must(s.MarkSent(ctx, "L", []int64{got[0].ID})), nil, 1, "sent")
+	mustMark(t, must(s.MarkFailed(ctx, "L", []store.Failure{{ID: got[1].ID, Dead: true, Error: "x"}})), nil, 1, "dead")
+	mustMark(t, must(s.MarkFailed(ctx, "L", []store.Failure{{ID: got[2].ID, Delay: time.Hour, Error: "y"}})), nil, 1, "retry")
+}
+
+// mixedStats reads Stats and checks its counts are those of one SENT, one
+// DEAD, one RETRY and two PENDING rows (what writeMixed leaves).
+func mixedStats(t *testing.T, s store.Store) store.Stats {
+	t.Helper()
+	st, err := s.Stats(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[txbox.Status]int64{txbox.StatusSent: 1, txbox.StatusDead: 1, txbox.StatusRetry: 1, txbox.StatusPending: 2}
+	for k, v := range want {
+		if st.Counts[k] != v {
+			t.Fatalf("count %s = %d, want %d (all: %v)", k, st.Counts[k], v, st.Counts)
+		}
+	}
+	return st
+}
+
+// cleanupFuncs are a cleanup's one batch and its loop over batches (the
+// outbox's or the inbox's).
+type cleanupFuncs struct {
+	batch func(ctx context.Context, age time.Duration, limit int) (int64, error)
+	loop  func(ctx context.Context, age time.Duration, limit int) (int64, error)
+}
+
+// checkCleanup checks a cleanup of due rows in batches of limit: rows
+// younger than an hour stay, one batch deletes exactly its limit when more
+// rows are due (the core's loop stops at the first short batch), and the
+// loop deletes the rest.
+func checkCleanup(t *testing.T, c cleanupFuncs, due, limit int) {
+	t.Helper()
+	ctx := ctxT(t)
+	if n, err := c.loop(ctx, time.Hour, limit); err != nil || n != 0 {
+		t.Fatalf("cleanup of young rows: %d %v", n, err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if n, err := c.batch(ctx, 10*time.Millisecond, limit); err != nil || n != int64(limit) {
+		t.Fatalf("cleanup batch (limit %d) of %d due rows: %d %v, want %d", limit, due, n, err, limit)
+	}
+	if n, err := c.loop(ctx, 10*time.Millisecond, limit); err != nil || n != int64(due-limit) {
+		t.Fatalf("cleanup: %d %v, want the other %d in batches of %d", n, err, due-limit, limit)
+	}
 }
 
 func testCleanup(t *testing.T, h Harness) {
@@ -536,22 +630,35 @@ func testCleanup(t *testing.T, h Harness) {
 func testDeepBlocked(t *testing.T, h Harness) {
 	s := open(t, h)
 	ctx := ctxT(t)
+	checkDeepBlocked(t, h, s, func() {
+		head := claim(t, s, "L", 1, time.Minute)
+		mustMark(t, must(s.MarkFailed(ctx, "L", []store.Failure{{ID: head[0].ID, Error: "down", Delay: time.Hour}})), nil, 1, "retry")
+	}, func() []store.Record {
+		got := claim(t, s, "L2", 5, time.Minute)
+		n, err := s.Release(ctx, "L2", ids(got))
+		mustMark(t, n, err, int64(len(got)), "release")
+		return got
+	})
+}
+
+// checkDeepBlocked writes 120 rows of one aggregate, fails its head with
+// failHead (for an hour), writes a row of another aggregate, and checks
+// that each of three small claims (claimFive, which gives its rows back)
+// takes that row and only it.
+func checkDeepBlocked(t *testing.T, h Harness, s store.Store, failHead func(), claimFive func() []store.Record) {
+	t.Helper()
 	var in []txbox.Event
 	for i := range 120 {
 		in = append(in, ev("hot", i))
 	}
 	write(t, h, s, in...)
-	head := claim(t, s, "L", 1, time.Minute)
-	mustMark(t, must(s.MarkFailed(ctx, "L", []store.Failure{{ID: head[0].ID, Error: "down", Delay: time.Hour}})), nil, 1, "retry")
+	failHead()
 	other := ev("cold", 0)
 	write(t, h, s, other)
 	for range 3 {
-		got := claim(t, s, "L2", 5, time.Minute)
-		if len(got) != 1 || got[0].EventID != other.ID {
+		if got := claimFive(); len(got) != 1 || got[0].EventID != other.ID {
 			t.Fatalf("claim behind a blocked 120-row aggregate returned %d rows, want the other aggregate's row", len(got))
 		}
-		n, err := s.Release(ctx, "L2", ids(got))
-		mustMark(t, n, err, 1, "release")
 	}
 }
 

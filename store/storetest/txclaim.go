@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -28,9 +29,16 @@ func runTxClaims(t *testing.T, h Harness) {
 
 func claimTx(t *testing.T, s store.Store, limit int) store.Claim {
 	t.Helper()
-	c, err := s.(store.TxClaimer).ClaimTx(ctxT(t), limit)
+	return held(t, "claim tx", s.(store.TxClaimer).ClaimTx, limit)
+}
+
+// held is a claim of up to limit rows by claim (ClaimTx, ClaimTxChained),
+// aborted when t ends unless finished before.
+func held[C store.Claim](t *testing.T, what string, claim func(context.Context, int) (C, error), limit int) C {
+	t.Helper()
+	c, err := claim(ctxT(t), limit)
 	if err != nil {
-		t.Fatalf("claim tx: %v", err)
+		t.Fatalf("%s: %v", what, err)
 	}
 	t.Cleanup(c.Abort)
 	return c
@@ -110,16 +118,7 @@ func testTxFinish(t *testing.T, h Harness) {
 	if err := c.Finish(ctx, []int64{r[1].ID}, nil); err == nil {
 		t.Fatal("Finish on an ended claim must fail")
 	}
-	st, err := s.Stats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[txbox.Status]int64{txbox.StatusSent: 1, txbox.StatusDead: 1, txbox.StatusRetry: 1, txbox.StatusPending: 2}
-	for k, v := range want {
-		if st.Counts[k] != v {
-			t.Fatalf("count %s = %d, want %d (all: %v)", k, st.Counts[k], v, st.Counts)
-		}
-	}
+	mixedStats(t, s)
 	sent, err := s.List(ctx, store.Filter{Status: txbox.StatusSent})
 	if err != nil || len(sent) != 1 || sent[0].EventID != b1.ID || sent[0].SentAt == nil {
 		t.Fatalf("list SENT: %v %v", eventIDs(sent), err)
@@ -154,24 +153,16 @@ func testTxWithLeases(t *testing.T, h Harness) {
 func testTxDeepBlocked(t *testing.T, h Harness) {
 	s := open(t, h)
 	ctx := ctxT(t)
-	var in []txbox.Event
-	for i := range 120 {
-		in = append(in, ev("hot", i))
-	}
-	write(t, h, s, in...)
-	head := claimTx(t, s, 1)
-	if err := head.Finish(ctx, nil, []store.Failure{{ID: head.Records()[0].ID, Error: "down", Delay: time.Hour}}); err != nil {
-		t.Fatal(err)
-	}
-	other := ev("cold", 0)
-	write(t, h, s, other)
-	for range 3 {
-		c := claimTx(t, s, 5)
-		if r := c.Records(); len(r) != 1 || r[0].EventID != other.ID {
-			t.Fatalf("claim behind a blocked 120-row aggregate returned %d rows, want the other aggregate's row", len(r))
+	checkDeepBlocked(t, h, s, func() {
+		head := claimTx(t, s, 1)
+		if err := head.Finish(ctx, nil, []store.Failure{{ID: head.Records()[0].ID, Error: "down", Delay: time.Hour}}); err != nil {
+			t.Fatal(err)
 		}
-		c.Abort()
-	}
+	}, func() []store.Record {
+		c := claimTx(t, s, 5)
+		defer c.Abort()
+		return c.Records()
+	})
 }
 
 // testTxConcurrent: claimers holding their claims for a while never get the
