@@ -26,6 +26,9 @@ func TestSQLGolden(t *testing.T) {
 			{Name: "count (filtered)", SQL: q.filtered("count.sql", where)},
 			{Name: "replay (filtered)", SQL: q.filtered("replay.sql", where)},
 			{Name: "purge (filtered)", SQL: q.filtered("purge.sql", where)},
+			{Name: "beginImmediate", SQL: beginImmediateSQL},
+			{Name: "commit", SQL: commitSQL},
+			{Name: "rollback", SQL: rollbackSQL},
 		}...), nil
 	})
 }

@@ -54,24 +54,20 @@
 // ":memory:" databases are refused: every pooled connection would open its own
 // empty database. Use a file (t.TempDir() in tests).
 //
-// Every SQL statement of this dialect is a file of queries/, printed for
-// review by TestSQLGolden; the schema is in sql/. The outbox INSERT is
-// sqlstore's (dialect.go).
+// Every SQL statement of this dialect is a file of queries/ or, for the
+// transaction control, a constant of immediate.go, each printed for review
+// by TestSQLGolden; the schema is in sql/. The outbox INSERT is sqlstore's
+// (dialect.go).
 package sqlite
 
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
 	"time"
-
-	sqlitedrv "modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/sqlstore"
@@ -272,64 +268,4 @@ func (s *Store) exec(ctx context.Context, what, q string, args ...any) (int64, e
 		return 0, fmt.Errorf("sqlite: %s: %w", what, err)
 	}
 	return n, nil
-}
-
-// immediate runs fn in a BEGIN IMMEDIATE transaction on a connection of its
-// own, so it works whatever the pool's _txlock setting is. A connection whose
-// transaction state is unknown after a failure is discarded, never reused.
-func (s *Store) immediate(ctx context.Context, fn func(c *sql.Conn) error) (err error) {
-	c, err := s.db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	bad := false
-	defer func() {
-		if bad {
-			_ = c.Raw(func(any) error { return driver.ErrBadConn })
-		}
-		c.Close()
-	}()
-	if err := beginImmediate(ctx, c); err != nil {
-		return err
-	}
-	done := context.WithoutCancel(ctx)
-	if err := fn(c); err != nil {
-		if _, rbErr := c.ExecContext(done, "ROLLBACK"); rbErr != nil {
-			bad = true
-		}
-		return err
-	}
-	if _, err := c.ExecContext(done, "COMMIT"); err != nil {
-		_, _ = c.ExecContext(done, "ROLLBACK")
-		bad = true
-		return err
-	}
-	return nil
-}
-
-// beginImmediate takes the write lock. The busy timeout normally does the
-// waiting; retrying SQLITE_BUSY here, for up to BusyTimeout in all, covers a
-// pool opened by the caller without one (New).
-func beginImmediate(ctx context.Context, c *sql.Conn) error {
-	start := time.Now()
-	wait := time.Millisecond
-	for {
-		_, err := c.ExecContext(ctx, "BEGIN IMMEDIATE")
-		if err == nil || !isBusy(err) || time.Since(start) >= BusyTimeout {
-			return err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%w (%w)", err, ctx.Err())
-		case <-t.C:
-		}
-		wait = min(wait*2, 50*time.Millisecond)
-	}
-}
-
-func isBusy(err error) bool {
-	var se *sqlitedrv.Error
-	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }

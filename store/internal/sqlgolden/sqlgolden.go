@@ -2,8 +2,10 @@
 // so that every change to a statement shows in a diff of testdata/.
 //
 // A store's golden test lists its statements for each set of options that
-// changes them and calls Run; run it with -update to rewrite the files after
-// a deliberate change:
+// changes them (Cases) and calls Run: the statements it keeps in a struct
+// (Fields) and those it renders per call, with Filter, InboxFilter and the
+// shared inbox statements (Inbox). Run it with -update to rewrite the files
+// after a deliberate change:
 //
 //	go test ./store/postgres -run TestSQLGolden -update
 package sqlgolden
