@@ -3,7 +3,6 @@ package sqlinbox
 import (
 	"embed"
 	"strconv"
-	"text/template"
 
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/internal/sqltemplate"
@@ -11,20 +10,20 @@ import (
 
 // The shared admin statements live in queries/*.sql, one file per
 // statement, rendered by store/internal/sqltemplate: {{.Table}} is the
-// inbox table as the store names it, {{.Where}} a filter's WHERE clause
-// (sqlstore.InboxFilterSQL), {{.Param}} the placeholder of a statement's
-// own first argument. Each store's TestSQLGolden prints them.
+// inbox table as the store names it, {{.Cols}} the columns ScanList reads,
+// {{.Where}} a filter's WHERE clause (sqlstore.InboxFilterSQL), {{.Param}}
+// the placeholder of a statement's own first argument. Each store's
+// TestSQLGolden prints them (sqlgolden.Inbox).
 
 //go:embed queries/*.sql
 var queryFiles embed.FS
 
-var queryTemplates = sqltemplate.Must(queryFiles, "queries/*.sql", template.FuncMap{
-	"cols": func() string { return Cols },
-})
+var queryTemplates = sqltemplate.Must(queryFiles, "queries/*.sql", nil)
 
 // sqlArgs are the named fragments of the statement templates.
 type sqlArgs struct {
 	Table string
+	Cols  string // Cols
 	Where string
 	Limit string
 	Param string
@@ -37,7 +36,7 @@ func ListQuery(table, where string, f store.InboxFilter) string {
 	if limit <= 0 {
 		limit = DefaultListLimit
 	}
-	return queryTemplates.Render("list.sql", sqlArgs{Table: table, Where: where, Limit: strconv.Itoa(limit)})
+	return queryTemplates.Render("list.sql", sqlArgs{Table: table, Cols: Cols, Where: where, Limit: strconv.Itoa(limit)})
 }
 
 // CountsQuery is the SELECT of InboxCounts.
