@@ -67,17 +67,23 @@ func (p Postgres) open(t testing.TB, opts postgres.Options) *postgres.Store {
 	if err != nil {
 		t.Fatalf("open postgres: %v", err)
 	}
+	dropAtEnd(t, opts.Tables, func(ctx context.Context, stmt string) { _, _ = s.Pool().Exec(ctx, stmt) }, s.Close)
+	return s
+}
+
+// dropAtEnd drops every table a store may create for tables when t ends,
+// running each DROP with exec, and then closes the store.
+func dropAtEnd(t testing.TB, tables store.Tables, exec func(ctx context.Context, stmt string), closeStore func() error) {
 	t.Cleanup(func() {
 		// Bounded: a drop queued behind a transaction a failed test left
 		// open would hang the package until its timeout instead of failing.
 		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
 		defer cancel()
-		for _, tbl := range Owned(opts.Tables) {
-			_, _ = s.Pool().Exec(ctx, "DROP TABLE IF EXISTS "+tbl)
+		for _, tbl := range Owned(tables) {
+			exec(ctx, "DROP TABLE IF EXISTS "+tbl)
 		}
-		s.Close()
+		_ = closeStore()
 	})
-	return s
 }
 
 // dropTimeout bounds a test's table cleanup.

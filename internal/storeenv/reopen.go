@@ -14,20 +14,24 @@ import (
 // ends; the tables stay s's to drop.
 func (Postgres) Reopen(t *testing.T, s store.Store, url string) store.Store {
 	t.Helper()
-	r, err := postgres.Open(context.Background(), url, postgres.Options{Tables: s.Tables()})
-	if err != nil {
-		t.Fatalf("reopen postgres at %s: %v", url, err)
-	}
-	t.Cleanup(func() { _ = r.Close() })
-	return r
+	return reopen(t, "postgres", url, func(ctx context.Context) (*postgres.Store, error) {
+		return postgres.Open(ctx, url, postgres.Options{Tables: s.Tables()})
+	})
 }
 
 // Reopen is Postgres.Reopen for MySQL and MariaDB.
 func (MySQL) Reopen(t *testing.T, s store.Store, url string) store.Store {
 	t.Helper()
-	r, err := mysql.Open(context.Background(), url, mysql.Options{Tables: s.Tables()})
+	return reopen(t, "mysql", url, func(ctx context.Context) (*mysql.Store, error) {
+		return mysql.Open(ctx, url, mysql.Options{Tables: s.Tables()})
+	})
+}
+
+func reopen[S store.Store](t *testing.T, dialect, url string, open func(context.Context) (S, error)) store.Store {
+	t.Helper()
+	r, err := open(context.Background())
 	if err != nil {
-		t.Fatalf("reopen mysql at %s: %v", url, err)
+		t.Fatalf("reopen %s at %s: %v", dialect, url, err)
 	}
 	t.Cleanup(func() { _ = r.Close() })
 	return r

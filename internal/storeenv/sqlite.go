@@ -2,8 +2,6 @@ package storeenv
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -13,7 +11,7 @@ import (
 )
 
 // SQLite runs on a database file in the test's temporary directory.
-type SQLite struct{}
+type SQLite struct{ onSQL }
 
 var sqlitePaths sync.Map // *sqlite.Store -> file path
 
@@ -49,26 +47,4 @@ func OpenSQLite(t testing.TB, opts sqlite.Options) *sqlite.Store {
 	}
 	t.Cleanup(func() { sqlitePaths.Delete(s); s.Close() })
 	return s
-}
-
-// SQLDB is the store's *sql.DB.
-func (SQLite) SQLDB(_ *testing.T, s store.Store) *sql.DB { return s.(*sqlite.Store).DB() }
-
-func (SQLite) Begin(t *testing.T, s store.Store) (store.Tx, func() error, func() error) {
-	tx, err := s.(*sqlite.Store).DB().BeginTx(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tx.Rollback() }) // see Postgres.Begin
-	return store.SQLTx(tx), tx.Commit, tx.Rollback
-}
-
-func (SQLite) ForeignInsert(t *testing.T, s store.Store, eventID, aggType, aggID, eventType, payload string) {
-	ss := s.(*sqlite.Store)
-	_, err := ss.DB().Exec(fmt.Sprintf(
-		`INSERT INTO %s (event_id, aggregate_type, aggregate_id, event_type, payload) VALUES (?, ?, ?, ?, ?)`,
-		ss.Tables().Outbox), eventID, aggType, aggID, eventType, payload)
-	if err != nil {
-		t.Fatal(err)
-	}
 }
