@@ -103,6 +103,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
 // Header names on the wire, per the CloudEvents Kafka protocol binding.
@@ -119,7 +120,7 @@ const (
 	DefaultPort           = 9092
 	DefaultMaxPayload     = 1_000_012 // Kafka's default max.message.bytes
 	DefaultAckTimeout     = 30 * time.Second
-	DefaultConnectTimeout = 5 * time.Second
+	DefaultConnectTimeout = defaults.ConnectTimeout
 	DefaultAckWait        = 30 * time.Second
 	DefaultCommitTimeout  = 10 * time.Second
 	// MaxTopicLength is the longest topic name Kafka accepts.

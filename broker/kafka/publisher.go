@@ -1,6 +1,7 @@
 package kafkabroker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,7 +65,7 @@ type Options struct {
 
 // withDefaults fills the fields left zero and checks the others.
 func (o *Options) withDefaults() error {
-	o.MaxPayload = defaults.Or(o.MaxPayload, DefaultMaxPayload)
+	o.MaxPayload = cmp.Or(o.MaxPayload, DefaultMaxPayload)
 	if o.MaxPayload < 512 || o.MaxPayload > 1<<30 {
 		return &txbox.ConfigError{Field: "Kafka MaxPayload", Reason: fmt.Sprintf("%d is outside 512..%d", o.MaxPayload, 1<<30)}
 	}
@@ -72,9 +73,7 @@ func (o *Options) withDefaults() error {
 		return &txbox.ConfigError{Field: "Kafka topic creation", Reason: "partitions and replication factor must be positive, or 0 for the broker's default"}
 	}
 	o.AckTimeout = defaults.Positive(o.AckTimeout, DefaultAckTimeout)
-	o.ConnectTimeout = defaults.Positive(o.ConnectTimeout, DefaultConnectTimeout)
-	o.Name = defaults.Or(o.Name, "txbox-publisher")
-	o.Logger = defaults.Or(o.Logger, slog.Default())
+	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-publisher", o.Logger, o.ConnectTimeout)
 	return nil
 }
 

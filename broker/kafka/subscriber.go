@@ -1,6 +1,7 @@
 package kafkabroker
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
@@ -69,11 +70,9 @@ func (o *SubscriberOptions) withDefaults() error {
 			return &txbox.ConfigError{Field: "Kafka topics", Reason: err.Error()}
 		}
 	}
-	o.AckWait = defaults.Or(o.AckWait, DefaultAckWait) // negative disables it
+	o.AckWait = cmp.Or(o.AckWait, DefaultAckWait) // negative disables it
 	o.CommitTimeout = defaults.Positive(o.CommitTimeout, DefaultCommitTimeout)
-	o.ConnectTimeout = defaults.Positive(o.ConnectTimeout, DefaultConnectTimeout)
-	o.Name = defaults.Or(o.Name, "txbox-subscriber")
-	o.Logger = defaults.Or(o.Logger, slog.Default())
+	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-subscriber", o.Logger, o.ConnectTimeout)
 	return nil
 }
 

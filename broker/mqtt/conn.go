@@ -59,12 +59,13 @@ import (
 	"github.com/eclipse/paho.golang/paho/session/state"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker/internal/defaults"
 	"github.com/txbox/txbox/internal/redact"
 )
 
 // Defaults for Options and SubscriberOptions.
 const (
-	DefaultConnectTimeout = 5 * time.Second
+	DefaultConnectTimeout = defaults.ConnectTimeout
 	DefaultAckTimeout     = 30 * time.Second
 	DefaultKeepAlive      = 30 * time.Second
 	DefaultSessionExpiry  = 7 * 24 * time.Hour

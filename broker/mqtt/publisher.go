@@ -1,6 +1,7 @@
 package mqttbroker
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -74,7 +75,7 @@ func (o *Options) withDefaults() error {
 	o.ConnectTimeout = defaults.Positive(o.ConnectTimeout, DefaultConnectTimeout)
 	o.AckTimeout = defaults.Positive(o.AckTimeout, DefaultAckTimeout)
 	o.KeepAlive = defaults.Positive(o.KeepAlive, DefaultKeepAlive)
-	o.Logger = defaults.Or(o.Logger, slog.Default())
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package mqttbroker
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -78,11 +79,11 @@ func (o *SubscriberOptions) withDefaults() error {
 	}
 	o.Topics = slices.Clone(o.Topics)
 	o.SessionExpiry = defaults.Positive(o.SessionExpiry, DefaultSessionExpiry)
-	o.MaxAckPending = defaults.Or(o.MaxAckPending, DefaultMaxAckPending)
-	o.AckWait = defaults.Or(o.AckWait, DefaultAckWait) // negative disables it
+	o.MaxAckPending = cmp.Or(o.MaxAckPending, DefaultMaxAckPending)
+	o.AckWait = cmp.Or(o.AckWait, DefaultAckWait) // negative disables it
 	o.ConnectTimeout = defaults.Positive(o.ConnectTimeout, DefaultConnectTimeout)
 	o.KeepAlive = defaults.Positive(o.KeepAlive, DefaultKeepAlive)
-	o.Logger = defaults.Or(o.Logger, slog.Default())
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return nil
 }
 

@@ -26,8 +26,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker/internal/defaults"
 	"github.com/txbox/txbox/internal/redact"
 )
 
@@ -37,7 +39,7 @@ const (
 	DefaultSubjects       = "outbox.>"
 	DefaultMaxInFlight    = 4096
 	DefaultAckTimeout     = 30 * time.Second
-	DefaultConnectTimeout = 5 * time.Second
+	DefaultConnectTimeout = defaults.ConnectTimeout
 	DefaultReconnectWait  = time.Second
 	DefaultAckWait        = 30 * time.Second
 )
@@ -52,14 +54,39 @@ type connConfig struct {
 	extra          []nats.Option
 }
 
-// connOrDial returns given, which the caller owns, or else dials (own is
-// then true: the adapter closes it).
-func connOrDial(ctx context.Context, given *nats.Conn, c connConfig) (nc *nats.Conn, own bool, err error) {
-	if given != nil {
-		return given, false, nil
+// session is what both sides work through: a connection and JetStream on
+// it.
+type session struct {
+	nc  *nats.Conn
+	own bool // dialled by the adapter, so closed by it; else the caller's
+	js  jetstream.JetStream
+}
+
+// openSession takes the caller's connection (given) or else dials one, and
+// opens JetStream on it with opts.
+func openSession(ctx context.Context, given *nats.Conn, c connConfig, opts ...jetstream.JetStreamOpt) (session, error) {
+	s := session{nc: given}
+	if given == nil {
+		nc, err := connect(ctx, c)
+		if err != nil {
+			return session{}, err
+		}
+		s.nc, s.own = nc, true
 	}
-	nc, err = connect(ctx, c)
-	return nc, err == nil, err
+	js, err := jetstream.New(s.nc, opts...)
+	if err != nil {
+		s.close()
+		return session{}, fmt.Errorf("nats: jetstream: %w", err)
+	}
+	s.js = js
+	return s, nil
+}
+
+// close closes the connection if the adapter dialled it.
+func (s session) close() {
+	if s.own {
+		s.nc.Close()
+	}
 }
 
 // connect dials NATS so that the client reconnects forever by itself and

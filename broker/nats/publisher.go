@@ -83,6 +83,11 @@ type Options struct {
 	NoBatchPublish bool
 }
 
+// connConfig is what dialling takes of the options.
+func (o *Options) connConfig(url string) connConfig {
+	return connConfig{url: url, name: o.Name, logger: o.Logger, extra: o.ClientOptions, connectTimeout: o.ConnectTimeout, reconnectWait: o.ReconnectWait}
+}
+
 // withDefaults fills the fields left zero and checks the others.
 func (o *Options) withDefaults() error {
 	if o.Stream == "" && o.Topic == "" {
@@ -98,18 +103,14 @@ func (o *Options) withDefaults() error {
 	}
 	o.MaxInFlight = defaults.Positive(o.MaxInFlight, DefaultMaxInFlight)
 	o.AckTimeout = defaults.Positive(o.AckTimeout, DefaultAckTimeout)
-	o.ConnectTimeout = defaults.Positive(o.ConnectTimeout, DefaultConnectTimeout)
 	o.ReconnectWait = defaults.Positive(o.ReconnectWait, DefaultReconnectWait)
-	o.Name = defaults.Or(o.Name, "txbox-publisher")
-	o.Logger = defaults.Or(o.Logger, slog.Default())
+	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-publisher", o.Logger, o.ConnectTimeout)
 	return nil
 }
 
 // Publisher publishes to JetStream. It is safe for concurrent use.
 type Publisher struct {
-	nc        *nats.Conn
-	ownConn   bool
-	js        jetstream.JetStream
+	session
 	stream    string
 	streamMax int // the stream's max_msg_size, 0 when unlimited
 	slots     chan struct{}
@@ -136,34 +137,25 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 	if err := opts.withDefaults(); err != nil {
 		return nil, err
 	}
-	nc, own, err := connOrDial(ctx, opts.Conn, connConfig{
-		url: url, name: opts.Name, logger: opts.Logger, extra: opts.ClientOptions,
-		connectTimeout: opts.ConnectTimeout, reconnectWait: opts.ReconnectWait,
-	})
-	if err != nil {
-		return nil, err
-	}
-	p := &Publisher{nc: nc, ownConn: own, stream: opts.Stream, log: opts.Logger, slots: make(chan struct{}, opts.MaxInFlight), ackTimeout: opts.AckTimeout}
-	fail := func(err error) (*Publisher, error) {
-		if own {
-			nc.Close()
-		}
-		return nil, err
-	}
 	// Our own window is the real bound; jetstream's equals it so that it
 	// never stalls a publish we already admitted.
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(opts.MaxInFlight), jetstream.WithPublishAsyncTimeout(opts.AckTimeout))
+	sess, err := openSession(ctx, opts.Conn, opts.connConfig(url),
+		jetstream.WithPublishAsyncMaxPending(opts.MaxInFlight), jetstream.WithPublishAsyncTimeout(opts.AckTimeout))
 	if err != nil {
-		return fail(fmt.Errorf("nats: jetstream: %w", err))
+		return nil, err
 	}
-	p.js = js
+	p := &Publisher{session: sess, stream: opts.Stream, log: opts.Logger, slots: make(chan struct{}, opts.MaxInFlight), ackTimeout: opts.AckTimeout}
+	fail := func(err error) (*Publisher, error) {
+		sess.close()
+		return nil, err
+	}
 	if opts.Stream == "" {
-		if opts.Stream, err = streamFor(ctx, js, opts); err != nil {
+		if opts.Stream, err = streamFor(ctx, sess.js, opts); err != nil {
 			return fail(err)
 		}
 		p.stream = opts.Stream
 	}
-	cfg, err := ensureStream(ctx, js, opts)
+	cfg, err := ensureStream(ctx, sess.js, opts)
 	if err != nil {
 		return fail(err)
 	}
@@ -172,10 +164,10 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 			"name the stream that holds it, add the subject to the stream, or set Options.CreateStream", opts.Stream, strings.Join(cfg.Subjects, ", "), opts.Topic)})
 	}
 	p.streamMax = int(max(cfg.MaxMsgSize, 0))
-	switch version := nc.ConnectedServerVersion(); {
+	switch version := sess.nc.ConnectedServerVersion(); {
 	case opts.NoBatchPublish:
 	case cfg.AllowBatchPublish && supportsFastBatch(version):
-		if p.fastIn, err = startFastInbox(nc); err != nil {
+		if p.fastIn, err = startFastInbox(sess.nc); err != nil {
 			return fail(txbox.Unavailable(fmt.Errorf("nats: subscribe to fast batch answers: %w", err)))
 		}
 		p.fast = true
@@ -575,9 +567,7 @@ func (p *Publisher) noStream(ctx context.Context, subject string, cause error) e
 func (p *Publisher) Close() error {
 	p.closeOnce.Do(func() {
 		p.fastIn.close()
-		if p.ownConn {
-			p.nc.Close()
-		}
+		p.session.close()
 	})
 	return nil
 }

@@ -1,6 +1,7 @@
 package natsbroker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,30 +50,31 @@ type SubscriberOptions struct {
 	ClientOptions  []nats.Option
 }
 
+// connConfig is what dialling takes of the options.
+func (o *SubscriberOptions) connConfig(url string) connConfig {
+	return connConfig{url: url, name: o.Name, logger: o.Logger, extra: o.ClientOptions, connectTimeout: o.ConnectTimeout, reconnectWait: o.ReconnectWait}
+}
+
 // withDefaults fills the fields left zero and checks the others.
 func (o *SubscriberOptions) withDefaults() error {
 	if o.Durable == "" {
 		return &txbox.ConfigError{Field: "NATS durable consumer name", Reason: "empty"}
 	}
-	o.Stream = defaults.Or(o.Stream, DefaultStream)
+	o.Stream = cmp.Or(o.Stream, DefaultStream)
 	o.AckWait = defaults.Positive(o.AckWait, DefaultAckWait)
-	o.MaxDeliver = defaults.Or(o.MaxDeliver, -1)
-	o.ConnectTimeout = defaults.Positive(o.ConnectTimeout, DefaultConnectTimeout)
+	o.MaxDeliver = cmp.Or(o.MaxDeliver, -1)
 	o.ReconnectWait = defaults.Positive(o.ReconnectWait, DefaultReconnectWait)
-	o.Name = defaults.Or(o.Name, "txbox-subscriber")
-	o.Logger = defaults.Or(o.Logger, slog.Default())
+	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-subscriber", o.Logger, o.ConnectTimeout)
 	return nil
 }
 
 // Subscriber receives from a durable JetStream pull consumer.
 type Subscriber struct {
-	nc      *nats.Conn
-	ownConn bool
-	cons    jetstream.Consumer
-	log     *slog.Logger
-	// What OpenSubscriber made the durable consumer with, to make it again
-	// when it is gone (remake).
-	js     jetstream.JetStream
+	// The connection and JetStream on it; what OpenSubscriber made the
+	// durable consumer with, to make it again when it is gone (remake).
+	session
+	cons   jetstream.Consumer
+	log    *slog.Logger
 	stream string
 	cfg    jetstream.ConsumerConfig
 	// checkMu guards checked, created, maxDseq, maxSseq and the question
@@ -107,22 +109,13 @@ func OpenSubscriber(ctx context.Context, url string, opts SubscriberOptions) (*S
 	if err := opts.withDefaults(); err != nil {
 		return nil, err
 	}
-	nc, own, err := connOrDial(ctx, opts.Conn, connConfig{
-		url: url, name: opts.Name, logger: opts.Logger, extra: opts.ClientOptions,
-		connectTimeout: opts.ConnectTimeout, reconnectWait: opts.ReconnectWait,
-	})
+	sess, err := openSession(ctx, opts.Conn, opts.connConfig(url))
 	if err != nil {
 		return nil, err
 	}
 	fail := func(err error) (*Subscriber, error) {
-		if own {
-			nc.Close()
-		}
+		sess.close()
 		return nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fail(fmt.Errorf("nats: jetstream: %w", err))
 	}
 	cfg := jetstream.ConsumerConfig{
 		Durable:       opts.Durable,
@@ -140,7 +133,7 @@ func OpenSubscriber(ctx context.Context, url string, opts SubscriberOptions) (*S
 	default:
 		cfg.FilterSubjects = slices.Clone(opts.FilterSubjects)
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, opts.Stream, cfg)
+	cons, err := sess.js.CreateOrUpdateConsumer(ctx, opts.Stream, cfg)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return fail(&txbox.ConfigError{Field: "NATS stream", Reason: fmt.Sprintf("stream %q does not exist", opts.Stream)})
@@ -151,7 +144,7 @@ func OpenSubscriber(ctx context.Context, url string, opts SubscriberOptions) (*S
 		}
 		return fail(txbox.Unavailable(fmt.Errorf("nats: create consumer %q on stream %q: %w", opts.Durable, opts.Stream, err)))
 	}
-	s := &Subscriber{nc: nc, ownConn: own, cons: cons, log: opts.Logger, js: js, stream: opts.Stream, cfg: cfg}
+	s := &Subscriber{session: sess, cons: cons, log: opts.Logger, stream: opts.Stream, cfg: cfg}
 	if ci := cons.CachedInfo(); ci != nil {
 		s.created = ci.Created
 	}
@@ -337,11 +330,7 @@ func (s *Subscriber) collect(b jetstream.MessageBatch) ([]broker.Delivery, error
 // Close closes the connection OpenSubscriber dialled. The durable consumer
 // stays on the server with its position, for the next run.
 func (s *Subscriber) Close() error {
-	s.closeOnce.Do(func() {
-		if s.ownConn {
-			s.nc.Close()
-		}
-	})
+	s.closeOnce.Do(s.session.close)
 	return nil
 }
 

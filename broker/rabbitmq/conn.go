@@ -79,6 +79,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker/internal/defaults"
 	"github.com/txbox/txbox/internal/redact"
 )
 
@@ -90,7 +91,7 @@ const (
 	// 3.x allowed 128 MiB). Set Options.MaxPayload to the server's value.
 	DefaultMaxPayload     = 16 << 20
 	DefaultMaxChannels    = 8
-	DefaultConnectTimeout = 5 * time.Second
+	DefaultConnectTimeout = defaults.ConnectTimeout
 	DefaultKeepAlive      = 10 * time.Second
 	DefaultMaxAckPending  = 128
 )

@@ -1,6 +1,7 @@
 package rabbitmqbroker
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -59,14 +60,12 @@ type Options struct {
 
 // withDefaults fills the fields left zero.
 func (o *Options) withDefaults() {
-	o.Exchange = defaults.Or(o.Exchange, DefaultExchange)
-	o.ExchangeType = defaults.Or(o.ExchangeType, DefaultExchangeType)
-	o.MaxPayload = defaults.Or(o.MaxPayload, DefaultMaxPayload)
-	o.MaxChannels = defaults.Or(o.MaxChannels, DefaultMaxChannels)
-	o.ConnectTimeout = defaults.Or(o.ConnectTimeout, DefaultConnectTimeout)
-	o.KeepAlive = defaults.Or(o.KeepAlive, DefaultKeepAlive)
-	o.Name = defaults.Or(o.Name, "txbox-publisher")
-	o.Logger = defaults.Or(o.Logger, slog.Default())
+	o.Exchange = cmp.Or(o.Exchange, DefaultExchange)
+	o.ExchangeType = cmp.Or(o.ExchangeType, DefaultExchangeType)
+	o.MaxPayload = cmp.Or(o.MaxPayload, DefaultMaxPayload)
+	o.MaxChannels = cmp.Or(o.MaxChannels, DefaultMaxChannels)
+	o.KeepAlive = cmp.Or(o.KeepAlive, DefaultKeepAlive)
+	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-publisher", o.Logger, o.ConnectTimeout)
 }
 
 // dialConfig is what dial needs of the options.

@@ -1,6 +1,7 @@
 package rabbitmqbroker
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -74,13 +75,11 @@ func (o *SubscriberOptions) withDefaults() error {
 	if len(o.Queue) > 200 {
 		return &txbox.ConfigError{Field: "AMQP queue", Reason: fmt.Sprintf("queue name of %d bytes leaves no room for its retry queues (at most 200)", len(o.Queue))}
 	}
-	o.Exchange = defaults.Or(o.Exchange, DefaultExchange)
-	o.ExchangeType = defaults.Or(o.ExchangeType, DefaultExchangeType)
-	o.MaxAckPending = defaults.Or(o.MaxAckPending, DefaultMaxAckPending)
-	o.ConnectTimeout = defaults.Or(o.ConnectTimeout, DefaultConnectTimeout)
-	o.KeepAlive = defaults.Or(o.KeepAlive, DefaultKeepAlive)
-	o.Name = defaults.Or(o.Name, "txbox-subscriber")
-	o.Logger = defaults.Or(o.Logger, slog.Default())
+	o.Exchange = cmp.Or(o.Exchange, DefaultExchange)
+	o.ExchangeType = cmp.Or(o.ExchangeType, DefaultExchangeType)
+	o.MaxAckPending = cmp.Or(o.MaxAckPending, DefaultMaxAckPending)
+	o.KeepAlive = cmp.Or(o.KeepAlive, DefaultKeepAlive)
+	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-subscriber", o.Logger, o.ConnectTimeout)
 	return nil
 }
 

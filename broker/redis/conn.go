@@ -71,12 +71,13 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker/internal/defaults"
 	"github.com/txbox/txbox/internal/redact"
 )
 
 // Defaults for Options and SubscriberOptions.
 const (
-	DefaultConnectTimeout = 5 * time.Second
+	DefaultConnectTimeout = defaults.ConnectTimeout
 	DefaultAckWait        = 30 * time.Second
 	// DefaultMaxPayload applies when the server does not tell its
 	// proto-max-bulk-len (Redis's default, 512 MiB).

@@ -51,9 +51,7 @@ func (o *Options) withDefaults() error {
 	if o.MaxLen < 0 {
 		return &txbox.ConfigError{Field: "Redis MaxLen", Reason: fmt.Sprintf("%d is negative", o.MaxLen)}
 	}
-	o.ConnectTimeout = defaults.Or(o.ConnectTimeout, DefaultConnectTimeout)
-	o.Name = defaults.Or(o.Name, "txbox-publisher")
-	o.Logger = defaults.Or(o.Logger, slog.Default())
+	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-publisher", o.Logger, o.ConnectTimeout)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package redisbroker
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -56,17 +57,15 @@ func (o *SubscriberOptions) withDefaults() error {
 	case o.Group == "":
 		return &txbox.ConfigError{Field: "Redis consumer group", Reason: "empty"}
 	}
-	o.StartID = defaults.Or(o.StartID, "0")
-	o.AckWait = defaults.Or(o.AckWait, DefaultAckWait)
-	o.ConnectTimeout = defaults.Or(o.ConnectTimeout, DefaultConnectTimeout)
-	o.Name = defaults.Or(o.Name, "txbox-subscriber")
+	o.StartID = cmp.Or(o.StartID, "0")
+	o.AckWait = cmp.Or(o.AckWait, DefaultAckWait)
 	if o.Consumer == "" {
 		host, _ := os.Hostname()
 		var b [4]byte
 		_, _ = rand.Read(b[:])
 		o.Consumer = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
-	o.Logger = defaults.Or(o.Logger, slog.Default())
+	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-subscriber", o.Logger, o.ConnectTimeout)
 	return nil
 }
 

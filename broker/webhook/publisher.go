@@ -54,6 +54,7 @@ package webhookbroker
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -115,8 +116,8 @@ type Options struct {
 func (o *Options) withDefaults() {
 	o.AckTimeout = defaults.Positive(o.AckTimeout, DefaultAckTimeout)
 	o.MaxInFlight = defaults.Positive(o.MaxInFlight, DefaultMaxInFlight)
-	o.Name = defaults.Or(o.Name, "txbox-webhook/1")
-	o.Logger = defaults.Or(o.Logger, slog.Default())
+	o.Name = cmp.Or(o.Name, "txbox-webhook/1")
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 }
 
 // Publisher POSTs events to webhook endpoints. It is safe for concurrent

@@ -1,6 +1,7 @@
 package webhookbroker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -95,10 +96,10 @@ var (
 // withDefaults fills the fields left zero.
 func (o *ReceiverOptions) withDefaults() {
 	o.MaxPayload = defaults.Positive(o.MaxPayload, DefaultMaxPayload)
-	o.PathPrefix = defaults.Or(o.PathPrefix, "/")
+	o.PathPrefix = cmp.Or(o.PathPrefix, "/")
 	o.HoldTimeout = defaults.Positive(o.HoldTimeout, DefaultHoldTimeout)
 	o.MaxPending = defaults.Positive(o.MaxPending, DefaultMaxPending)
-	o.Logger = defaults.Or(o.Logger, slog.Default())
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 }
 
 // NewReceiver checks the options. Errors are *txbox.ConfigError.

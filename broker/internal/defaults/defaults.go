@@ -1,19 +1,16 @@
-// Package defaults fills the fields of an adapter's options that the caller
-// left zero. Every adapter's Options and SubscriberOptions have one
-// withDefaults method built from these, so that zero means "the default"
-// the same way everywhere.
+// Package defaults holds what every adapter's options default to and the
+// helpers their withDefaults methods are built from, so that a zero field
+// means "the default" the same way in every adapter.
 package defaults
 
-import "cmp"
+import (
+	"cmp"
+	"log/slog"
+	"time"
+)
 
-// Or is v, or def when v is the zero value of its type.
-func Or[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
-}
+// ConnectTimeout is every adapter's default Options.ConnectTimeout.
+const ConnectTimeout = 5 * time.Second
 
 // Positive is v, or def when v is zero or negative: for timeouts and
 // limits where a negative value has no meaning of its own.
@@ -23,4 +20,12 @@ func Positive[T cmp.Ordered](v, def T) T {
 		return def
 	}
 	return v
+}
+
+// Client fills what every adapter gives its client: a name (def, the
+// side's default such as "txbox-publisher", when empty), a logger
+// (slog.Default()) and a connect timeout (ConnectTimeout, when not above
+// zero).
+func Client(name, def string, log *slog.Logger, connectTimeout time.Duration) (string, *slog.Logger, time.Duration) {
+	return cmp.Or(name, def), cmp.Or(log, slog.Default()), Positive(connectTimeout, ConnectTimeout)
 }
