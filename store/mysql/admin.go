@@ -60,7 +60,8 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error
 		limit = 100
 	}
 	hot, archive := tables(f)
-	rows, err := s.db.QueryContext(ctx, s.q.list(where, sqlstore.OrderBy(f), limit, statusIndexHint(f), hot, archive), sqladmin.Twice(args, hot && archive)...)
+	q := s.q.list(where, sqlstore.OrderBy(f), limit, statusIndexHint(f), hot, archive)
+	rows, err := s.db.QueryContext(ctx, q, sqladmin.Twice(args, hot && archive)...)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: list: %w", err)
 	}
