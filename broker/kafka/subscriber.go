@@ -20,6 +20,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/ce"
 	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
@@ -488,8 +489,7 @@ type delivery struct {
 // stands in for datacontenttype, as the binding maps it; a ce_datacontenttype
 // header from a foreign producer is accepted too.
 func (d *delivery) Event() (txbox.Event, error) {
-	attrs := map[string]string{}
-	var names []string
+	attrs := ce.Attrs{}
 	var contentType string
 	for _, h := range d.rec.Headers {
 		lk := strings.ToLower(h.Key)
@@ -498,22 +498,12 @@ func (d *delivery) Event() (txbox.Event, error) {
 			continue
 		}
 		if n, ok := strings.CutPrefix(lk, HeaderPrefix); ok && n != "" {
-			if _, dup := attrs[n]; dup {
-				return txbox.Event{}, txbox.Permanent(fmt.Errorf("%w: not a txbox CloudEvent: attribute %s given twice", txbox.ErrInvalidEvent, n))
+			if err := attrs.Add(n, string(h.Value)); err != nil {
+				return txbox.Event{}, err
 			}
-			attrs[n] = string(h.Value)
-			names = append(names, n)
 		}
 	}
-	if _, ok := attrs[broker.AttrDataContentType]; !ok && contentType != "" {
-		attrs[broker.AttrDataContentType] = contentType
-	}
-	slices.Sort(names)
-	get := func(name string) (string, bool) {
-		v, ok := attrs[name]
-		return v, ok
-	}
-	return broker.EventFromAttributes(get, names, d.rec.Value)
+	return attrs.Event(contentType, d.rec.Value)
 }
 
 // Raw keeps topic, headers (repeated keys joined with ", ") and value. ID is

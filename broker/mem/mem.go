@@ -26,6 +26,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/ce"
 	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
@@ -477,19 +478,13 @@ type delivery struct {
 }
 
 func (d *delivery) Event() (txbox.Event, error) {
-	h := d.p.e.headers
-	var names []string
-	for k := range h {
+	attrs := ce.Attrs{}
+	for k, v := range d.p.e.headers {
 		if n, ok := strings.CutPrefix(k, HeaderPrefix); ok {
-			names = append(names, n)
+			attrs[n] = v // the keys of a map: no name twice
 		}
 	}
-	slices.Sort(names)
-	get := func(name string) (string, bool) {
-		v, ok := h[HeaderPrefix+name]
-		return v, ok
-	}
-	return broker.EventFromAttributes(get, names, d.p.e.body)
+	return attrs.Event("", d.p.e.body)
 }
 
 func (d *delivery) Raw() broker.RawMessage {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/ce"
 	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
@@ -483,31 +484,20 @@ func (d *delivery) Event() (txbox.Event, error) {
 	if strings.HasPrefix(props.ContentType, "application/cloudevents") {
 		return structured(props.ContentType, pb.Payload)
 	}
-	attrs := map[string]string{}
-	var names []string
+	attrs := ce.Attrs{}
 	for _, u := range props.User {
-		if _, dup := attrs[u.Key]; dup {
-			return txbox.Event{}, txbox.Permanent(fmt.Errorf("%w: not a txbox CloudEvent: attribute %s given twice", txbox.ErrInvalidEvent, u.Key))
+		if err := attrs.Add(u.Key, u.Value); err != nil {
+			return txbox.Event{}, err
 		}
-		attrs[u.Key] = u.Value
-		names = append(names, u.Key)
 	}
-	if _, ok := attrs[broker.AttrDataContentType]; !ok && props.ContentType != "" {
-		attrs[broker.AttrDataContentType] = props.ContentType
-	}
-	slices.Sort(names)
-	get := func(name string) (string, bool) {
-		v, ok := attrs[name]
-		return v, ok
-	}
-	return broker.EventFromAttributes(get, names, pb.Payload)
+	return attrs.Event(props.ContentType, pb.Payload)
 }
 
 // structured decodes the JSON event format: attributes as members, data as
 // JSON (or data_base64).
 func structured(contentType string, body []byte) (txbox.Event, error) {
 	bad := func(format string, a ...any) (txbox.Event, error) {
-		return txbox.Event{}, txbox.Permanent(fmt.Errorf("%w: not a txbox CloudEvent: %s", txbox.ErrInvalidEvent, fmt.Sprintf(format, a...)))
+		return txbox.Event{}, ce.Malformed(format, a...)
 	}
 	if !strings.HasPrefix(contentType, "application/cloudevents+json") {
 		return bad("structured mode %q, only application/cloudevents+json is understood", contentType)
@@ -516,8 +506,7 @@ func structured(contentType string, body []byte) (txbox.Event, error) {
 	if err := json.Unmarshal(body, &members); err != nil {
 		return bad("structured JSON: %v", err)
 	}
-	attrs := map[string]string{}
-	var names []string
+	attrs := ce.Attrs{}
 	var data []byte
 	for k, raw := range members {
 		switch k {
@@ -548,14 +537,8 @@ func structured(contentType string, body []byte) (txbox.Event, error) {
 		default:
 			attrs[k] = strings.TrimSpace(string(raw)) // numbers and booleans in canonical text
 		}
-		names = append(names, k)
 	}
-	slices.Sort(names)
-	get := func(name string) (string, bool) {
-		v, ok := attrs[name]
-		return v, ok
-	}
-	return broker.EventFromAttributes(get, names, data)
+	return attrs.Event("", data)
 }
 
 // Raw keeps the topic, the User Properties (repeated names joined with

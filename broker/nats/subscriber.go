@@ -17,6 +17,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/ce"
 	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
@@ -391,8 +392,7 @@ func (s *Subscriber) sinceCheck() time.Duration {
 // Event decodes the ce- headers (any case) and body. content-type stands
 // in for a missing ce-datacontenttype, as the binding allows.
 func (d *delivery) Event() (txbox.Event, error) {
-	attrs := map[string]string{}
-	var names []string
+	attrs := ce.Attrs{}
 	var contentType string
 	for k, vs := range d.m.Headers() {
 		if len(vs) == 0 {
@@ -403,22 +403,12 @@ func (d *delivery) Event() (txbox.Event, error) {
 			contentType = vs[0]
 		}
 		if n, ok := strings.CutPrefix(lk, HeaderPrefix); ok && n != "" {
-			if _, dup := attrs[n]; dup {
-				return txbox.Event{}, txbox.Permanent(fmt.Errorf("%w: not a txbox CloudEvent: attribute %s given twice", txbox.ErrInvalidEvent, n))
+			if err := attrs.Add(n, vs[0]); err != nil {
+				return txbox.Event{}, err
 			}
-			attrs[n] = vs[0]
-			names = append(names, n)
 		}
 	}
-	if _, ok := attrs[broker.AttrDataContentType]; !ok && contentType != "" {
-		attrs[broker.AttrDataContentType] = contentType
-	}
-	slices.Sort(names)
-	get := func(name string) (string, bool) {
-		v, ok := attrs[name]
-		return v, ok
-	}
-	return broker.EventFromAttributes(get, names, d.m.Data())
+	return attrs.Event(contentType, d.m.Data())
 }
 
 // Raw keeps subject, headers (repeated values joined with ", ") and body.

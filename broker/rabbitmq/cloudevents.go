@@ -3,7 +3,6 @@ package rabbitmqbroker
 import (
 	"encoding/base64"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/ce"
 )
 
 // Header names on the wire.
@@ -83,8 +83,7 @@ func ValidateRoutingKey(key string) error {
 // decode rebuilds the event from the attribute headers (either prefix, any
 // case) and the body. content_type stands for datacontenttype.
 func decode(d *amqp.Delivery) (txbox.Event, error) {
-	attrs := map[string]string{}
-	var names []string
+	attrs := ce.Attrs{}
 	for k, v := range d.Headers {
 		n, ok := cutPrefixFold(k, HeaderPrefix)
 		if !ok {
@@ -96,23 +95,13 @@ func decode(d *amqp.Delivery) (txbox.Event, error) {
 		n = strings.ToLower(n)
 		s, ok := headerString(v)
 		if !ok {
-			return txbox.Event{}, txbox.Permanent(fmt.Errorf("%w: not a txbox CloudEvent: attribute %s has a value of type %T", txbox.ErrInvalidEvent, n, v))
+			return txbox.Event{}, ce.Malformed("attribute %s has a value of type %T", n, v)
 		}
-		if _, dup := attrs[n]; dup {
-			return txbox.Event{}, txbox.Permanent(fmt.Errorf("%w: not a txbox CloudEvent: attribute %s given twice", txbox.ErrInvalidEvent, n))
+		if err := attrs.Add(n, s); err != nil {
+			return txbox.Event{}, err
 		}
-		attrs[n] = s
-		names = append(names, n)
 	}
-	if _, ok := attrs[broker.AttrDataContentType]; !ok && d.ContentType != "" {
-		attrs[broker.AttrDataContentType] = d.ContentType
-	}
-	slices.Sort(names)
-	get := func(name string) (string, bool) {
-		v, ok := attrs[name]
-		return v, ok
-	}
-	return broker.EventFromAttributes(get, names, d.Body)
+	return attrs.Event(d.ContentType, d.Body)
 }
 
 func cutPrefixFold(s, prefix string) (string, bool) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/ce"
 	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
@@ -352,8 +353,7 @@ func fieldString(v any) string {
 
 // Event decodes the ce_ fields (any case) and the data field.
 func (d *delivery) Event() (txbox.Event, error) {
-	attrs := map[string]string{}
-	var names []string
+	attrs := ce.Attrs{}
 	var body []byte
 	for k, v := range d.m.Values {
 		if k == FieldData {
@@ -361,20 +361,12 @@ func (d *delivery) Event() (txbox.Event, error) {
 			continue
 		}
 		if len(k) > len(FieldPrefix) && strings.EqualFold(k[:len(FieldPrefix)], FieldPrefix) {
-			n := strings.ToLower(k[len(FieldPrefix):])
-			if _, dup := attrs[n]; dup {
-				return txbox.Event{}, txbox.Permanent(fmt.Errorf("%w: not a txbox CloudEvent: attribute %s given twice", txbox.ErrInvalidEvent, n))
+			if err := attrs.Add(strings.ToLower(k[len(FieldPrefix):]), fieldString(v)); err != nil {
+				return txbox.Event{}, err
 			}
-			attrs[n] = fieldString(v)
-			names = append(names, n)
 		}
 	}
-	slices.Sort(names)
-	get := func(name string) (string, bool) {
-		v, ok := attrs[name]
-		return v, ok
-	}
-	return broker.EventFromAttributes(get, names, body)
+	return attrs.Event("", body)
 }
 
 // Raw keeps the stream, every field but data (as headers, plus the entry id

@@ -19,6 +19,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/ce"
 	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
@@ -339,14 +340,13 @@ func (d *delivery) Event() (txbox.Event, error) {
 
 func decode(h http.Header, body []byte) (txbox.Event, error) {
 	bad := func(format string, a ...any) (txbox.Event, error) {
-		return txbox.Event{}, txbox.Permanent(fmt.Errorf("%w: not a txbox CloudEvent: %s", txbox.ErrInvalidEvent, fmt.Sprintf(format, a...)))
+		return txbox.Event{}, ce.Malformed(format, a...)
 	}
 	ct := h.Get("Content-Type")
 	if strings.HasPrefix(ct, "application/cloudevents") {
 		return bad("structured content mode (%s) is not supported; send binary mode", ct)
 	}
-	attrs := map[string]string{}
-	var names []string
+	attrs := ce.Attrs{}
 	for k, vs := range h {
 		n, ok := strings.CutPrefix(strings.ToLower(k), HeaderPrefix)
 		if !ok || n == "" || len(vs) == 0 {
@@ -359,18 +359,9 @@ func decode(h http.Header, body []byte) (txbox.Event, error) {
 		if err != nil || !utf8.ValidString(v) {
 			return bad("attribute %s: %q is not a percent-encoded UTF-8 value", n, vs[0])
 		}
-		attrs[n] = v
-		names = append(names, n)
+		attrs[n] = v // one value each, checked above
 	}
-	if _, ok := attrs[broker.AttrDataContentType]; !ok && ct != "" {
-		attrs[broker.AttrDataContentType] = ct
-	}
-	slices.Sort(names)
-	get := func(name string) (string, bool) {
-		v, ok := attrs[name]
-		return v, ok
-	}
-	return broker.EventFromAttributes(get, names, body)
+	return attrs.Event(ct, body)
 }
 
 // Raw keeps the topic, the headers (names in lower case, repeated values
