@@ -59,6 +59,7 @@ import (
 	"github.com/eclipse/paho.golang/paho/session/state"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker/internal/deadline"
 	"github.com/txbox/txbox/broker/internal/defaults"
 	"github.com/txbox/txbox/internal/redact"
 )
@@ -195,21 +196,14 @@ type dialConfig struct {
 // CONNECT that configuration must fix (bad credentials, client id, protocol)
 // is a *txbox.ConfigError; anything else wraps txbox.ErrBrokerUnavailable.
 func dial(ctx context.Context, c dialConfig) (*conn, error) {
-	timeout := c.connectTimeout
-	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
-		timeout = time.Until(d)
-	}
 	what := "connect to " + c.ep.redacted
-	if timeout <= 0 {
-		return nil, txbox.Unavailable(fmt.Errorf("mqtt: %s: %w", what, context.DeadlineExceeded))
-	}
-	if err := ctx.Err(); err != nil {
+	timeout, err := deadline.Budget(ctx, c.connectTimeout)
+	if err != nil {
 		return nil, txbox.Unavailable(fmt.Errorf("mqtt: %s: %w", what, err))
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var raw net.Conn
-	var err error
 	if c.ep.tls {
 		cfg := c.tls
 		if cfg == nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker/internal/deadline"
 	"github.com/txbox/txbox/broker/internal/defaults"
 	"github.com/txbox/txbox/internal/redact"
 )
@@ -96,12 +97,9 @@ func connect(ctx context.Context, c connConfig) (*nats.Conn, error) {
 	if err := checkURL(c.url); err != nil {
 		return nil, err
 	}
-	timeout := c.connectTimeout
-	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
-		timeout = time.Until(d)
-	}
-	if timeout <= 0 {
-		return nil, txbox.Unavailable(fmt.Errorf("nats: connect to %s: %w", redact.URL(c.url), context.DeadlineExceeded))
+	timeout, err := deadline.Budget(ctx, c.connectTimeout)
+	if err != nil {
+		return nil, txbox.Unavailable(fmt.Errorf("nats: connect to %s: %w", redact.URL(c.url), err))
 	}
 	log := c.logger
 	opts := []nats.Option{

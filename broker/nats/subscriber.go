@@ -18,6 +18,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/internal/ce"
+	"github.com/txbox/txbox/broker/internal/deadline"
 	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
@@ -159,7 +160,7 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 	if max <= 0 {
 		max = 1
 	}
-	if err := ended(ctx); err != nil {
+	if err := deadline.Ended(ctx); err != nil {
 		return nil, err
 	}
 	// Busy or not, now and then: another process may have made the
@@ -189,7 +190,7 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 			}
 			return out, nil
 		}
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) && ended(ctx) == nil {
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && deadline.Ended(ctx) == nil {
 			return nil, s.failed(ctx, err)
 		}
 		// Nothing came. A pull request to a consumer that is gone is not
@@ -197,7 +198,7 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 		if err := s.checkDue(ctx); err != nil {
 			return nil, err
 		}
-		if err := ended(ctx); err != nil {
+		if err := deadline.Ended(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -279,18 +280,6 @@ func (s *Subscriber) remake(ctx context.Context) error {
 	return nil
 }
 
-// ended is ctx.Err(), counting a deadline that has passed but whose timer
-// has not fired yet: jetstream refuses such a context as an invalid option.
-func ended(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		return context.DeadlineExceeded
-	}
-	return nil
-}
-
 func (s *Subscriber) fetchNoWait(ctx context.Context, max int) ([]broker.Delivery, error) {
 	batch, err := s.cons.FetchNoWait(max)
 	if err == nil {
@@ -300,7 +289,7 @@ func (s *Subscriber) fetchNoWait(ctx context.Context, max int) ([]broker.Deliver
 		}
 	}
 	if err != nil {
-		if err := ended(ctx); err != nil {
+		if err := deadline.Ended(ctx); err != nil {
 			return nil, err
 		}
 		return nil, txbox.Unavailable(fmt.Errorf("nats: fetch: %w", err))

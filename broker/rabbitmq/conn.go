@@ -79,6 +79,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/broker/internal/deadline"
 	"github.com/txbox/txbox/broker/internal/defaults"
 	"github.com/txbox/txbox/internal/redact"
 )
@@ -136,16 +137,9 @@ func dial(ctx context.Context, c dialConfig) (*link, error) {
 	if err := checkURL(c.url); err != nil {
 		return nil, err
 	}
-	timeout := c.timeout
-	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
-		timeout = time.Until(d)
-	}
-	if timeout <= 0 || ctx.Err() != nil {
-		cause := ctx.Err()
-		if cause == nil {
-			cause = context.DeadlineExceeded
-		}
-		return nil, txbox.Unavailable(fmt.Errorf("rabbitmq: connect to %s: %w", redact.URL(c.url), cause))
+	timeout, err := deadline.Budget(ctx, c.timeout)
+	if err != nil {
+		return nil, txbox.Unavailable(fmt.Errorf("rabbitmq: connect to %s: %w", redact.URL(c.url), err))
 	}
 	var mu sync.Mutex
 	var raw net.Conn
@@ -240,7 +234,7 @@ func checkURL(raw string) error {
 // within ctx: if ctx ends first, the connection is aborted so that nothing
 // stays blocked, and the error is txbox.ErrBrokerUnavailable.
 func rpc(ctx context.Context, l *link, what string, f func() error) error {
-	if err := ended(ctx); err != nil {
+	if err := deadline.Ended(ctx); err != nil {
 		return txbox.Unavailable(fmt.Errorf("rabbitmq: %s: %w", what, err))
 	}
 	done := make(chan error, 1)
@@ -253,18 +247,6 @@ func rpc(ctx context.Context, l *link, what string, f func() error) error {
 		<-done
 		return txbox.Unavailable(fmt.Errorf("rabbitmq: %s: %w", what, ctx.Err()))
 	}
-}
-
-// ended is ctx.Err(), counting a deadline that has passed but whose timer
-// has not fired yet.
-func ended(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		return context.DeadlineExceeded
-	}
-	return nil
 }
 
 // declareErr tells a refused declaration (configuration) from a lost

@@ -15,6 +15,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/deadline"
 	"github.com/txbox/txbox/broker/internal/defaults"
 	"github.com/txbox/txbox/internal/redact"
 )
@@ -287,7 +288,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error 
 		}
 		return errs
 	}
-	if err := ended(ctx); err != nil {
+	if err := deadline.Ended(ctx); err != nil {
 		return failRest(txbox.Unavailable(fmt.Errorf("rabbitmq: publish: %w", err)))
 	}
 	select {
@@ -338,7 +339,7 @@ func (p *Publisher) send(ctx context.Context, pc *pubChannel, msgs []broker.Mess
 			continue
 		}
 		if broken == nil {
-			if err := ended(ctx); err != nil {
+			if err := deadline.Ended(ctx); err != nil {
 				broken = txbox.Unavailable(fmt.Errorf("rabbitmq: publish: %w", err))
 			} else if r := pc.link.blockedReason(); r != "" {
 				broken = txbox.Unavailable(fmt.Errorf("rabbitmq: publish: %w", fmt.Errorf("the broker blocks publishing on this connection: %s", r)))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/deadline"
 	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
@@ -228,12 +229,12 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 	if max <= 0 {
 		max = 1
 	}
-	if err := ended(ctx); err != nil {
+	if err := deadline.Ended(ctx); err != nil {
 		return nil, err
 	}
 	sess, err := s.session(ctx)
 	if err != nil {
-		if err := ended(ctx); err != nil {
+		if err := deadline.Ended(ctx); err != nil {
 			return nil, err
 		}
 		if !errors.Is(err, txbox.ErrBrokerUnavailable) {

@@ -182,15 +182,3 @@ func hasPrefix(s string, prefixes ...string) bool {
 	}
 	return false
 }
-
-// ended is ctx.Err(), counting a deadline that has passed but whose timer
-// has not fired yet.
-func ended(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		return context.DeadlineExceeded
-	}
-	return nil
-}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/deadline"
 	"github.com/txbox/txbox/broker/internal/defaults"
 	"github.com/txbox/txbox/internal/redact"
 )
@@ -131,7 +132,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error 
 	if len(msgs) == 0 {
 		return errs
 	}
-	if err := ended(ctx); err != nil {
+	if err := deadline.Ended(ctx); err != nil {
 		for i := range errs {
 			errs[i] = txbox.Unavailable(fmt.Errorf("redis: publish: %w", err))
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/internal/ce"
+	"github.com/txbox/txbox/broker/internal/deadline"
 	"github.com/txbox/txbox/broker/internal/defaults"
 )
 
@@ -131,7 +132,7 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
-		if err := ended(ctx); err != nil {
+		if err := deadline.Ended(ctx); err != nil {
 			return nil, err
 		}
 		if len(s.extra) > 0 {
@@ -164,7 +165,7 @@ func (s *Subscriber) receiveErr(ctx context.Context, what string, err error) err
 	if err == nil {
 		return nil
 	}
-	if cerr := ended(ctx); cerr != nil {
+	if cerr := deadline.Ended(ctx); cerr != nil {
 		return cerr
 	}
 	if isServerErr(err) && strings.HasPrefix(err.Error(), "NOGROUP") {
