@@ -288,7 +288,7 @@ func dial(ctx context.Context, c dialConfig) (*conn, error) {
 
 // connackErr classifies a refused CONNECT.
 func connackErr(server, clientID string, ca *paho.Connack) error {
-	reason := fmt.Sprintf("CONNACK reason 0x%02x %s", ca.ReasonCode, connackReason(ca.ReasonCode))
+	reason := fmt.Sprintf("CONNACK reason 0x%02x %s", ca.ReasonCode, reasonName[ca.ReasonCode])
 	if ca.Properties != nil && ca.Properties.ReasonString != "" {
 		reason += ": " + ca.Properties.ReasonString
 	}
@@ -299,40 +299,6 @@ func connackErr(server, clientID string, ca *paho.Connack) error {
 		return &txbox.ConfigError{Field: "MQTT URL", Reason: fmt.Sprintf("%s refused client %q: %s", server, clientID, reason)}
 	}
 	return txbox.Unavailable(fmt.Errorf("mqtt: connect to %s: %w", server, errors.New(reason)))
-}
-
-func connackReason(rc byte) string {
-	switch rc {
-	case 0x80:
-		return "unspecified error"
-	case 0x81:
-		return "malformed packet"
-	case 0x82:
-		return "protocol error"
-	case 0x83:
-		return "implementation specific error"
-	case 0x84:
-		return "unsupported protocol version"
-	case 0x85:
-		return "client identifier not valid"
-	case 0x86:
-		return "bad user name or password"
-	case 0x87:
-		return "not authorized"
-	case 0x88:
-		return "server unavailable"
-	case 0x89:
-		return "server busy"
-	case 0x8A:
-		return "banned"
-	case 0x8C:
-		return "bad authentication method"
-	case 0x97:
-		return "quota exceeded"
-	case 0x9F:
-		return "connection rate exceeded"
-	}
-	return ""
 }
 
 // randomID returns prefix followed by 12 random hex digits.

@@ -366,7 +366,7 @@ func (p *Publisher) result(m broker.Message, r packets.ControlPacket) error {
 	if rc < 0x80 {
 		return nil
 	}
-	text := fmt.Sprintf("mqtt: broker refused event %s on %q: PUBACK reason 0x%02x %s", m.Event.ID, m.Topic, rc, pubackReason(rc))
+	text := fmt.Sprintf("mqtt: broker refused event %s on %q: PUBACK reason 0x%02x %s", m.Event.ID, m.Topic, rc, reasonName[rc])
 	if pa.Properties != nil && pa.Properties.ReasonString != "" {
 		text += ": " + pa.Properties.ReasonString
 	}
@@ -388,40 +388,6 @@ func (p *Publisher) result(m broker.Message, r packets.ControlPacket) error {
 	// message_size_limit, but also other refusals): either could be the
 	// event's fault, so the relay's retries and attempt limit decide.
 	return errors.New(text)
-}
-
-func pubackReason(rc byte) string {
-	switch rc {
-	case 0x80:
-		return "unspecified error"
-	case 0x83:
-		return "implementation specific error"
-	case 0x87:
-		return "not authorized"
-	case 0x88:
-		return "server unavailable"
-	case 0x89:
-		return "server busy"
-	case 0x8B:
-		return "server shutting down"
-	case 0x90:
-		return "topic name invalid"
-	case 0x91:
-		return "packet identifier in use"
-	case 0x93:
-		return "receive maximum exceeded"
-	case 0x95:
-		return "packet too large"
-	case 0x96:
-		return "message rate too high"
-	case 0x97:
-		return "quota exceeded"
-	case 0x99:
-		return "payload format invalid"
-	case 0x9F:
-		return "connection rate exceeded"
-	}
-	return ""
 }
 
 // Close disconnects. Publishes in flight fail with ErrBrokerUnavailable.
