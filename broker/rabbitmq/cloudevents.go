@@ -3,6 +3,7 @@ package rabbitmqbroker
 import (
 	"encoding/base64"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -124,50 +125,34 @@ func headerString(v any) (string, bool) {
 		return x.UTC().Format(time.RFC3339Nano), true
 	case bool:
 		return strconv.FormatBool(x), true
-	case int8:
-		return strconv.FormatInt(int64(x), 10), true
-	case int16:
-		return strconv.FormatInt(int64(x), 10), true
-	case int32:
-		return strconv.FormatInt(int64(x), 10), true
-	case int64:
-		return strconv.FormatInt(x, 10), true
-	case int:
-		return strconv.Itoa(x), true
-	case uint8:
-		return strconv.FormatUint(uint64(x), 10), true
-	case uint16:
-		return strconv.FormatUint(uint64(x), 10), true
-	case uint32:
-		return strconv.FormatUint(uint64(x), 10), true
 	case uint64:
 		return strconv.FormatUint(x, 10), true
+	}
+	if n, ok := integer(v); ok {
+		return strconv.FormatInt(n, 10), true
 	}
 	return "", false
 }
 
-// headerInt reads an integer header value of any AMQP integer type.
+// headerInt reads an integer header value of any AMQP integer type, or its
+// decimal text.
 func headerInt(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int8:
-		return int64(x), true
-	case int16:
-		return int64(x), true
-	case int32:
-		return int64(x), true
-	case int64:
-		return x, true
-	case int:
-		return int64(x), true
-	case uint8:
-		return int64(x), true
-	case uint16:
-		return int64(x), true
-	case uint32:
-		return int64(x), true
-	case string:
-		n, err := strconv.ParseInt(x, 10, 64)
+	if s, ok := v.(string); ok {
+		n, err := strconv.ParseInt(s, 10, 64)
 		return n, err == nil
+	}
+	return integer(v)
+}
+
+// integer is v when it is an integer of a type that fits in an int64.
+func integer(v any) (int64, bool) {
+	switch v.(type) {
+	case int8, int16, int32, int64, int, uint8, uint16, uint32:
+		r := reflect.ValueOf(v)
+		if r.CanInt() {
+			return r.Int(), true
+		}
+		return int64(r.Uint()), true
 	}
 	return 0, false
 }
