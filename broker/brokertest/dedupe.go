@@ -9,12 +9,7 @@ import (
 // testNativeDedupe: publishing the same event id twice is confirmed both
 // times and stored once.
 func testNativeDedupe(t *testing.T, h Harness) {
-	p := publisher(t, h)
-	if !h.caps(p).NativeDedupe {
-		t.Skip("skipped: adapter does not declare NativeDedupe")
-	}
-	topic := h.Topic(t)
-	s := subscriber(t, h, group(), topic)
+	p, topic, s := needs(t, h, "NativeDedupe", func(c Capabilities) bool { return c.NativeDedupe })
 	dup := event("k", 0)
 	marker := event("k", 1)
 	publishOK(t, p, []broker.Message{message(topic, dup)})

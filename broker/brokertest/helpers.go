@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,14 +39,7 @@ func publisher(t *testing.T, h Harness) broker.Publisher {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	p := h.NewPublisher(ctx, t)
-	if p == nil {
-		t.Fatal("Harness.NewPublisher returned nil")
-	}
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Errorf("publisher Close: %v", err)
-		}
-	})
+	closeAtEnd(t, p, "Publisher")
 	return p
 }
 
@@ -58,15 +53,35 @@ func subscriber(t *testing.T, h Harness, group, topic string) broker.Subscriber 
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	s := h.NewSubscriber(ctx, t, group, topic)
-	if s == nil {
-		t.Fatal("Harness.NewSubscriber returned nil")
+	closeAtEnd(t, s, "Subscriber")
+	return s
+}
+
+// closeAtEnd fails the test when Harness.New<kind> returned nil, and
+// closes c when the test ends.
+func closeAtEnd(t *testing.T, c io.Closer, kind string) {
+	t.Helper()
+	if c == nil {
+		t.Fatalf("Harness.New%s returned nil", kind)
 	}
 	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("subscriber Close: %v", err)
+		if err := c.Close(); err != nil {
+			t.Errorf("%s Close: %v", strings.ToLower(kind), err)
 		}
 	})
-	return s
+}
+
+// needs starts a case that needs the capability what, which has reads: a
+// publisher, a fresh topic and a subscriber of a new group on it. The case
+// is skipped when the adapter does not declare the capability.
+func needs(t *testing.T, h Harness, what string, has func(Capabilities) bool) (broker.Publisher, string, broker.Subscriber) {
+	t.Helper()
+	p := publisher(t, h)
+	if !has(h.caps(p)) {
+		t.Skip("skipped: adapter does not declare " + what)
+	}
+	topic := h.Topic(t)
+	return p, topic, subscriber(t, h, group(), topic)
 }
 
 func group() string { return newGroup() }

@@ -10,12 +10,7 @@ import (
 // testOrderPerKey: 200 messages over 5 keys, published in four calls,
 // arrive in publish order per key.
 func testOrderPerKey(t *testing.T, h Harness) {
-	p := publisher(t, h)
-	if !h.caps(p).OrderPerKey {
-		t.Skip("skipped: adapter does not declare OrderPerKey")
-	}
-	topic := h.Topic(t)
-	s := subscriber(t, h, group(), topic)
+	p, topic, s := needs(t, h, "OrderPerKey", func(c Capabilities) bool { return c.OrderPerKey })
 	const total, keys, calls = 200, 5, 4
 	order := map[string]int{} // event id -> position within its key
 	var all []broker.Message

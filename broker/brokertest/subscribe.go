@@ -32,12 +32,7 @@ func testReceiveContext(t *testing.T, h Harness) {
 // testRedeliveryNak: a Nak'd delivery comes back no sooner than its delay,
 // with a higher attempt; an acked one never does.
 func testRedeliveryNak(t *testing.T, h Harness) {
-	p := publisher(t, h)
-	if !h.caps(p).Redelivery {
-		t.Skip("skipped: adapter does not declare Redelivery")
-	}
-	topic := h.Topic(t)
-	s := subscriber(t, h, group(), topic)
+	p, topic, s := needs(t, h, "Redelivery", func(c Capabilities) bool { return c.Redelivery })
 	acked, naked := event("a", 0), event("b", 1)
 	wait := startPublish(t, h, p, []broker.Message{message(topic, acked), message(topic, naked)})
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
