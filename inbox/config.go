@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"time"
@@ -101,33 +102,15 @@ type Config struct {
 }
 
 func (c *Config) withDefaults() {
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = DefaultMaxAttempts
-	}
-	if c.BackoffBase == 0 {
-		c.BackoffBase = DefaultBackoffBase
-	}
-	if c.BackoffMax == 0 {
-		c.BackoffMax = DefaultBackoffMax
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.TxBatch == 0 {
-		c.TxBatch = DefaultTxBatch
-	}
-	if c.HoldFor == 0 {
-		c.HoldFor = DefaultHoldFor
-	}
-	if c.MaxHeld == 0 {
-		c.MaxHeld = DefaultMaxHeld
-	}
-	if c.ReplayInterval == 0 {
-		c.ReplayInterval = DefaultReplayInterval
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
+	c.BackoffBase = cmp.Or(c.BackoffBase, DefaultBackoffBase)
+	c.BackoffMax = cmp.Or(c.BackoffMax, DefaultBackoffMax)
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
+	c.TxBatch = cmp.Or(c.TxBatch, DefaultTxBatch)
+	c.HoldFor = cmp.Or(c.HoldFor, DefaultHoldFor)
+	c.MaxHeld = cmp.Or(c.MaxHeld, DefaultMaxHeld)
+	c.ReplayInterval = cmp.Or(c.ReplayInterval, DefaultReplayInterval)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
 // Validate reports the first invalid setting as a *txbox.ConfigError.
