@@ -33,7 +33,7 @@ import (
 type env struct {
 	t       *testing.T
 	s       *postgres.Store
-	effects string // business table: one row per event id, n = times applied
+	effects *storeenv.Effects
 	url     string
 	stream  string
 	prefix  string
@@ -47,11 +47,7 @@ func newEnv(t *testing.T) *env {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, s: s, effects: "effects_" + s.Tables().Outbox, url: testenv.URL(t, "TXBOX_TEST_NATS")}
-	if _, err := s.Pool().Exec(ctx, `CREATE TABLE `+e.effects+` (event_id TEXT PRIMARY KEY, n INT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = s.Pool().Exec(context.Background(), `DROP TABLE IF EXISTS `+e.effects) })
+	e := &env{t: t, s: s, effects: storeenv.NewEffects(t, s, storeenv.Postgres{}.SQLDB(t, s)), url: testenv.URL(t, "TXBOX_TEST_NATS")}
 	e.prefix = "ib" + strings.ReplaceAll(txbox.NewID()[24:], "-", "")
 	e.stream = strings.ToUpper(e.prefix)
 	nc, err := nats.Connect(e.url)
@@ -107,8 +103,7 @@ func (e *env) subscriber(durable string, ackWait time.Duration) broker.Subscribe
 // applyEffect is the business write: a second application of one event
 // shows up as n = 2.
 func (e *env) applyEffect(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {
-	_, err := tx.Exec(ctx, `INSERT INTO `+e.effects+` (event_id, n) VALUES ($1, 1)
-		ON CONFLICT (event_id) DO UPDATE SET n = `+e.effects+`.n + 1`, ev.ID)
+	_, err := tx.Exec(ctx, e.effects.Upsert, ev.ID)
 	return err
 }
 
@@ -134,22 +129,10 @@ func (e *env) stoppableConsumer(cfg inbox.Config, h func(context.Context, pgx.Tx
 	return c, testenv.Go(e.t, c.Run)
 }
 
-// effects returns event id -> times applied.
+// effectCounts returns event id -> times applied.
 func (e *env) effectCounts() map[string]int {
 	e.t.Helper()
-	rows, err := e.s.Pool().Query(context.Background(), `SELECT event_id, n FROM `+e.effects)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var id string
-		var n int
-		_ = rows.Scan(&id, &n)
-		out[id] = n
-	}
-	return out
+	return e.effects.Counts(e.t)
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
@@ -413,7 +396,7 @@ func TestTwoConsumerNamesEachApplyOnce(t *testing.T) {
 	counts := map[string]*atomic.Int32{"inventory": {}, "billing": {}}
 	for name, n := range counts {
 		e.consumer(inbox.Config{Name: name, Subscriber: e.subscriber(name, 30*time.Second)}, func(ctx context.Context, tx pgx.Tx, ev txbox.Event) error {
-			_, err := tx.Exec(ctx, `INSERT INTO `+e.effects+` (event_id, n) VALUES ($1, 1) ON CONFLICT (event_id) DO UPDATE SET n = `+e.effects+`.n + 1`, name+":"+ev.ID)
+			_, err := tx.Exec(ctx, e.effects.Upsert, name+":"+ev.ID)
 			n.Add(1)
 			return err
 		})

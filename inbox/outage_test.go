@@ -38,8 +38,7 @@ type outageWorld struct {
 	s       store.Store
 	db      *sql.DB
 	is      store.InboxStore[*sql.Tx]
-	effects string
-	upsert  string // the effect: n = times applied
+	effects *storeenv.Effects
 	b       *membroker.Broker
 	logs    *testenv.SyncBuffer
 	reg     *prometheus.Registry
@@ -49,21 +48,8 @@ type outageWorld struct {
 func newOutageWorld(t *testing.T, h harness) *outageWorld {
 	t.Helper()
 	s, db := openInboxStore(t, h)
-	w := &outageWorld{t: t, s: s, db: db, is: storeOrSQL(t, s, db), effects: "effects_" + s.Tables().Outbox, b: membroker.New(membroker.Options{}),
+	return &outageWorld{t: t, s: s, db: db, is: storeOrSQL(t, s, db), effects: storeenv.NewEffects(t, s, db), b: membroker.New(membroker.Options{}),
 		logs: &testenv.SyncBuffer{}, reg: prometheus.NewRegistry()}
-	if _, err := db.Exec(`CREATE TABLE ` + w.effects + ` (event_id VARCHAR(64) NOT NULL PRIMARY KEY, n INT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = db.Exec(`DROP TABLE IF EXISTS ` + w.effects) })
-	switch s.Dialect().Name() {
-	case "postgres":
-		w.upsert = `INSERT INTO ` + w.effects + ` (event_id, n) VALUES ($1, 1) ON CONFLICT (event_id) DO UPDATE SET n = ` + w.effects + `.n + 1`
-	case "mysql":
-		w.upsert = `INSERT INTO ` + w.effects + ` (event_id, n) VALUES (?, 1) ON DUPLICATE KEY UPDATE n = n + 1`
-	default:
-		w.upsert = `INSERT INTO ` + w.effects + ` (event_id, n) VALUES (?, 1) ON CONFLICT (event_id) DO UPDATE SET n = n + 1`
-	}
-	return w
 }
 
 // start runs a consumer with MaxAttempts 2 and a 50..200ms back-off until
@@ -81,7 +67,7 @@ func (w *outageWorld) start(txBatch int, h func(ctx context.Context, tx *sql.Tx,
 }
 
 func (w *outageWorld) apply(ctx context.Context, tx *sql.Tx, ev txbox.Event) error {
-	_, err := tx.ExecContext(ctx, w.upsert, ev.ID)
+	_, err := tx.ExecContext(ctx, w.effects.Upsert, ev.ID)
 	return err
 }
 
@@ -105,21 +91,7 @@ func (w *outageWorld) publish(n int) []txbox.Event {
 
 func (w *outageWorld) counts() map[string]int {
 	w.t.Helper()
-	rows, err := w.db.Query(`SELECT event_id, n FROM ` + w.effects)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var id string
-		var n int
-		if err := rows.Scan(&id, &n); err != nil {
-			w.t.Fatal(err)
-		}
-		out[id] = n
-	}
-	return out
+	return w.effects.Counts(w.t)
 }
 
 func (w *outageWorld) row(id string) store.InboxRow {
@@ -456,14 +428,11 @@ func TestConsumerDatabaseOutagePostgres(t *testing.T) {
 	}
 	db := stdlib.OpenDBFromPool(s.Pool())
 	t.Cleanup(func() { db.Close() })
-	w := &outageWorld{t: t, s: s, db: db, effects: "effects_" + tables.Outbox, b: membroker.New(membroker.Options{}), logs: &testenv.SyncBuffer{}, reg: prometheus.NewRegistry()}
+	// The effects table is reached directly too, so that it is dropped
+	// (and read) whatever the proxy's state.
+	w := &outageWorld{t: t, s: s, db: db, effects: storeenv.NewEffects(t, s, storeenv.Postgres{}.SQLDB(t, direct)), b: membroker.New(membroker.Options{}), logs: &testenv.SyncBuffer{}, reg: prometheus.NewRegistry()}
 	ci := &countingInbox{InboxStore: sqlInbox(t, s, db)}
 	w.is = ci
-	w.upsert = `INSERT INTO ` + w.effects + ` (event_id, n) VALUES ($1, 1) ON CONFLICT (event_id) DO UPDATE SET n = ` + w.effects + `.n + 1`
-	if _, err := db.Exec(`CREATE TABLE ` + w.effects + ` (event_id TEXT PRIMARY KEY, n INT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = direct.Pool().Exec(context.Background(), `DROP TABLE IF EXISTS `+w.effects) })
 	w.start(1, w.apply)
 
 	before := w.publish(5)

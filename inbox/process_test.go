@@ -68,7 +68,7 @@ func (e *env) startChild(name, durable string) *exec.Cmd {
 	tb := e.s.Tables()
 	cmd.Env = append(os.Environ(), "TXBOX_INBOX_CHILD=1",
 		"CHILD_PG="+pgURL(e.t), "CHILD_OUTBOX="+tb.Outbox, "CHILD_INBOX="+tb.Inbox, "CHILD_NATS="+e.url,
-		"CHILD_STREAM="+e.stream, "CHILD_DURABLE="+durable, "CHILD_NAME="+name, "CHILD_EFFECTS="+e.effects)
+		"CHILD_STREAM="+e.stream, "CHILD_DURABLE="+durable, "CHILD_NAME="+name, "CHILD_EFFECTS="+e.effects.Table)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -88,7 +88,7 @@ func (e *env) startChild(name, durable string) *exec.Cmd {
 
 func (e *env) applied() (distinct, total int) {
 	e.t.Helper()
-	if err := e.s.Pool().QueryRow(context.Background(), `SELECT count(*), COALESCE(sum(n), 0) FROM `+e.effects).Scan(&distinct, &total); err != nil {
+	if err := e.s.Pool().QueryRow(context.Background(), `SELECT count(*), COALESCE(sum(n), 0) FROM `+e.effects.Table).Scan(&distinct, &total); err != nil {
 		e.t.Fatal(err)
 	}
 	return distinct, total
@@ -96,7 +96,7 @@ func (e *env) applied() (distinct, total int) {
 
 func (e *env) assertExactlyOnce(want int) {
 	e.t.Helper()
-	rows, err := e.s.Pool().Query(context.Background(), `SELECT event_id, n FROM `+e.effects+` WHERE n <> 1 LIMIT 5`)
+	rows, err := e.s.Pool().Query(context.Background(), `SELECT event_id, n FROM `+e.effects.Table+` WHERE n <> 1 LIMIT 5`)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ type pipelineEnv struct {
 	t       *testing.T
 	s       *postgres.Store
 	c       *Consumer
-	effects string
+	effects *storeenv.Effects
 	stmt    map[string]func() (string, []any) // event id -> the handler's statement
 }
 
@@ -49,11 +49,7 @@ func newPipelineEnv(t *testing.T) *pipelineEnv {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e := &pipelineEnv{t: t, s: s, effects: "effects_" + s.Tables().Outbox, stmt: map[string]func() (string, []any){}}
-	if _, err := s.Pool().Exec(ctx, `CREATE TABLE `+e.effects+` (event_id TEXT PRIMARY KEY, n INT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = s.Pool().Exec(context.Background(), `DROP TABLE IF EXISTS `+e.effects) })
+	e := &pipelineEnv{t: t, s: s, effects: storeenv.NewEffects(t, s, storeenv.Postgres{}.SQLDB(t, s)), stmt: map[string]func() (string, []any){}}
 	c, err := New(s, Config{Name: "pipe", Subscriber: membroker.New(membroker.Options{}).Subscribe("pipe"),
 		TxBatch: 100, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
@@ -73,7 +69,7 @@ func newPipelineEnv(t *testing.T) *pipelineEnv {
 }
 
 func (e *pipelineEnv) insert(ev txbox.Event) (string, []any) {
-	return `INSERT INTO ` + e.effects + ` (event_id, n) VALUES ($1, 1) ON CONFLICT (event_id) DO UPDATE SET n = ` + e.effects + `.n + 1`, []any{ev.ID}
+	return e.effects.Upsert, []any{ev.ID}
 }
 
 func (e *pipelineEnv) round(evs ...txbox.Event) []string {
@@ -97,19 +93,7 @@ func (e *pipelineEnv) round(evs ...txbox.Event) []string {
 
 func (e *pipelineEnv) applied() map[string]int {
 	e.t.Helper()
-	rows, err := e.s.Pool().Query(context.Background(), `SELECT event_id, n FROM `+e.effects)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var id string
-		var n int
-		_ = rows.Scan(&id, &n)
-		out[id] = n
-	}
-	return out
+	return e.effects.Counts(e.t)
 }
 
 func events(n int) []txbox.Event {
@@ -148,7 +132,7 @@ func TestPipelinedStatementBreaksBeforeItsSavepoint(t *testing.T) {
 			return e.insertSQL(), []any{make(chan int)}
 		}},
 		{"no longer parses", func(e *pipelineEnv, ev txbox.Event) (string, []any) {
-			return `INSERT INTO ` + e.effects + `_gone (event_id) VALUES ($1)`, []any{ev.ID}
+			return `INSERT INTO ` + e.effects.Table + `_gone (event_id) VALUES ($1)`, []any{ev.ID}
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/inbox"
+	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
@@ -39,11 +40,7 @@ func InboxDuplicateDeliveries(t *testing.T, st Store, br Broker) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	effects := "effects_" + s.Tables().Outbox
-	if _, err := db.ExecContext(ctx, `CREATE TABLE `+effects+` (event_id VARCHAR(64) NOT NULL PRIMARY KEY, n INT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), `DROP TABLE IF EXISTS `+effects) })
+	effects := storeenv.NewEffects(t, s, db).Table
 
 	ev := txbox.MustEvent("Order", "o-1", "OrderCreated", map[string]int{"qty": 2})
 	write(t, st, s, 10, []txbox.Event{ev})
