@@ -195,7 +195,7 @@ func hostileRows(t *testing.T, st scenario.Store) {
 	for _, o := range oddRows {
 		want = append(want, txbox.Event{ID: o.id})
 	}
-	seen := waitFor(t, d, want, 10*time.Second)
+	seen := scenario.WaitStored(t, d, want, 10*time.Second)
 	pos := map[string]int{}
 	for i, e := range good {
 		pos[e.ID] = i
@@ -276,32 +276,6 @@ func hostileRows(t *testing.T, st scenario.Store) {
 	}
 	if got.Counts["SENT"] != wantSent || got.Counts["DEAD"] != wantDead || got.Dead != wantDead || got.Backlog != 0 {
 		t.Errorf("txbox stats = %s; want SENT %d, DEAD %d, backlog 0", out, wantSent, wantDead)
-	}
-}
-
-// waitFor waits until every event in want is stored by the broker.
-func waitFor(t *testing.T, d *scenario.Destination, want []txbox.Event, timeout time.Duration) []scenario.Seen {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		got := d.Stored(t)
-		have := map[string]bool{}
-		for _, s := range got {
-			have[s.EventID] = true
-		}
-		missing := 0
-		for _, e := range want {
-			if !have[e.ID] {
-				missing++
-			}
-		}
-		if missing == 0 {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d deliverable rows never reached the broker (LOST)", missing, len(want))
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

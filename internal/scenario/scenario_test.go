@@ -39,3 +39,16 @@ func TestPostgresCDCNATS(t *testing.T) {
 func TestMariaDBNATS(t *testing.T) { scenario.Run(t, storeenv.MySQL{}, brokerenv.NATS{}) }
 
 func TestSQLiteNATS(t *testing.T) { scenario.Run(t, storeenv.SQLite{}, brokerenv.NATS{}) }
+
+// TestPostgresKafka runs every scenario against an in-process Kafka cluster
+// (franz-go's kfake: there is no Kafka server here) that the txbox binary
+// reaches over TCP.
+func TestPostgresKafka(t *testing.T) { scenario.Run(t, storeenv.Postgres{}, brokerenv.Kafka{}) }
+
+func TestPostgresMQTT(t *testing.T) { scenario.Run(t, storeenv.Postgres{}, brokerenv.MQTT{}) }
+
+func TestPostgresRabbitMQ(t *testing.T) { scenario.Run(t, storeenv.Postgres{}, brokerenv.RabbitMQ{}) }
+
+func TestPostgresRedis(t *testing.T) { scenario.Run(t, storeenv.Postgres{}, brokerenv.Redis{}) }
+
+func TestPostgresWebhook(t *testing.T) { scenario.Run(t, storeenv.Postgres{}, brokerenv.Webhook{}) }
