@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"errors"
+	"net/url"
 	"time"
 
 	"github.com/txbox/txbox/internal/testenv"
@@ -60,6 +61,45 @@ type Database interface {
 	// the broker's.
 	Minimums() Minimums
 	Fault(ctx context.Context, f Fault, n int) (note string, err error)
+}
+
+// dataFaults are the faults both databases inject, each its own way
+// (harder.go, mariadb.go).
+type dataFaults interface {
+	truncateKeeping(ctx context.Context) (string, error)
+	explicitIDs(ctx context.Context, n int) (string, error)
+	manualRetry(ctx context.Context) (string, error)
+	readOnly(ctx context.Context, d time.Duration) (string, error)
+	leaseClockJump(ctx context.Context, jump time.Duration) (string, error)
+}
+
+// dataFault is the part of Fault both databases share: it injects f when
+// it is one of dataFaults, else it returns errNotHere.
+func dataFault(ctx context.Context, d dataFaults, f Fault, n int) (string, error) {
+	switch f.Kind {
+	case TruncateOutbox:
+		return d.truncateKeeping(ctx)
+	case ExplicitIDs:
+		return d.explicitIDs(ctx, n)
+	case ManualRetry:
+		return d.manualRetry(ctx)
+	case ReadOnly:
+		return d.readOnly(ctx, 3*time.Second)
+	case ReadOnlyLong:
+		return d.readOnly(ctx, f.For)
+	case LeaseClockJump:
+		return d.leaseClockJump(ctx, 5*time.Second)
+	}
+	return "", errNotHere
+}
+
+// serverAddr is the host:port the world's proxies forward to, from the
+// server's URL and its dialect's default port.
+func serverAddr(u *url.URL, defaultPort string) string {
+	if u.Port() == "" {
+		return u.Host + ":" + defaultPort
+	}
+	return u.Host
 }
 
 // errNotHere is a database's or a broker's answer to a fault kind it does

@@ -43,6 +43,7 @@ type MariaDB struct {
 	AuditDB string // the consumers' audit database, through AuditP
 	AuditP  *testenv.Proxy
 	writer  *outbox.Writer
+	checkerReads
 	// GapIDs: as Postgres.GapIDs. MySQL has no claim floor; the ids still
 	// lie below rows already claimed and delivered.
 	GapIDs bool
@@ -106,6 +107,13 @@ func NewMariaDB(t *testing.T) *MariaDB {
 		}
 	}
 	t.Cleanup(func() { d.Prod.Close(); d.Cons.Close() })
+	d.checkerReads = checkerReads{prod: d.Prod, cons: d.Cons, anyOf: func(column string, ids []string) (string, []any) {
+		args := make([]any, len(ids))
+		for i, id := range ids {
+			args[i] = id
+		}
+		return column + ` IN (` + strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",") + `)`, args
+	}}
 	d.writer = outbox.NewWriter(mysql.Dialect{Tables: store.Tables{}.WithDefaults()})
 	for _, ddl := range []string{
 		`CREATE TABLE orders (id VARCHAR(128) PRIMARY KEY, version BIGINT NOT NULL)`,
@@ -123,12 +131,8 @@ func NewMariaDB(t *testing.T) *MariaDB {
 		PRIMARY KEY (consumer, event_id), UNIQUE KEY (applied_seq))`); err != nil {
 		t.Fatal(err)
 	}
-	host := u.Host
-	if u.Port() == "" {
-		host += ":3306"
-	}
-	d.MProxy = testenv.NewProxy(t, host)
-	d.AuditP = testenv.NewProxy(t, host)
+	d.MProxy = testenv.NewProxy(t, serverAddr(u, "3306"))
+	d.AuditP = testenv.NewProxy(t, serverAddr(u, "3306"))
 	return d
 }
 
@@ -200,137 +204,15 @@ func recordLedgerSQL(ctx context.Context, tx *sql.Tx, ev txbox.Event) error {
 	return err
 }
 
-func (d *MariaDB) Ledger(ctx context.Context) (map[string]ledgerRow, error) {
-	out := map[string]ledgerRow{}
-	err := each(ctx, d.Prod, `SELECT event_id, aggregate_id, version, committed_at FROM ledger`, func(r *sql.Rows) error {
-		var id string
-		var l ledgerRow
-		if err := r.Scan(&id, &l.aggregate, &l.version, &l.committed); err != nil {
-			return err
-		}
-		out[id] = l
-		return nil
-	})
-	return out, err
-}
-
-func (d *MariaDB) Where(ctx context.Context) (map[string]string, error) {
-	out := map[string]string{}
-	err := each(ctx, d.Prod, `SELECT event_id, status FROM outbox_event UNION ALL SELECT event_id, 'SENT' FROM outbox_event_sent`, func(r *sql.Rows) error {
-		var id, st string
-		if err := r.Scan(&id, &st); err != nil {
-			return err
-		}
-		if out[id] == "" || st != "SENT" {
-			out[id] = st
-		}
-		return nil
-	})
-	return out, err
-}
-
-func (d *MariaDB) Effects(ctx context.Context) (map[string]map[string]effectRow, error) {
-	out := map[string]map[string]effectRow{}
-	err := each(ctx, d.Cons, `SELECT consumer, event_id, aggregate_id, version, applied_seq, applied_at, n FROM effects`, func(r *sql.Rows) error {
-		var c, id string
-		var e effectRow
-		if err := r.Scan(&c, &id, &e.aggregate, &e.version, &e.seq, &e.applied, &e.n); err != nil {
-			return err
-		}
-		if out[c] == nil {
-			out[c] = map[string]effectRow{}
-		}
-		out[c][id] = e
-		return nil
-	})
-	return out, err
-}
-
-func (d *MariaDB) InboxRows(ctx context.Context, ids []string) (map[string][]string, error) {
-	out := map[string][]string{}
-	if len(ids) == 0 {
-		return out, nil
-	}
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
-	err := each(ctx, d.Cons, `SELECT event_id, consumer_name, status, retry_count, coalesce(error_message, '')
-		FROM inbox_event WHERE event_id IN (`+strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")+`) ORDER BY consumer_name`,
-		func(r *sql.Rows) error {
-			var id, c, st, msg string
-			var n int
-			if err := r.Scan(&id, &c, &st, &n, &msg); err != nil {
-				return err
-			}
-			out[id] = append(out[id], fmt.Sprintf("%s %s, %d attempts failed %q", c, st, n, msg))
-			return nil
-		}, args...)
-	return out, err
-}
-
-func (d *MariaDB) Progress(ctx context.Context) (int, map[string]int, error) {
-	var committed int
-	if err := d.Prod.QueryRowContext(ctx, `SELECT count(*) FROM ledger`).Scan(&committed); err != nil {
-		return 0, nil, err
-	}
-	applied := map[string]int{}
-	err := each(ctx, d.Cons, `SELECT consumer, count(*) FROM effects GROUP BY consumer`, func(r *sql.Rows) error {
-		var c string
-		var n int
-		err := r.Scan(&c, &n)
-		applied[c] = n
-		return err
-	})
-	return committed, applied, err
-}
-
-func each(ctx context.Context, db interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, q string, f func(*sql.Rows) error, args ...any) error {
-	rows, err := db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := f(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
-}
-
-func (d *MariaDB) Dead(ctx context.Context) (int, int, error) {
-	var dead, parked int
-	if err := d.Prod.QueryRowContext(ctx, `SELECT count(*) FROM outbox_event WHERE status = 'DEAD'`).Scan(&dead); err != nil {
-		return 0, 0, err
-	}
-	err := d.Cons.QueryRowContext(ctx, `SELECT count(*) FROM inbox_event WHERE status = 'DEAD'`).Scan(&parked)
-	return dead, parked, err
-}
-
 func (d *MariaDB) Fault(ctx context.Context, f Fault, n int) (string, error) {
 	switch k := f.Kind; k {
 	case KillConnection:
 		ended, err := d.kill(ctx)
 		return fmt.Sprintf("killed %d connections", ended), err
-	case TruncateOutbox:
-		return d.truncateKeeping(ctx)
-	case ExplicitIDs:
-		return d.explicitIDs(ctx, n)
-	case ManualRetry:
-		return d.manualRetry(ctx)
 	case OptimizeTable:
 		return d.optimize(ctx)
-	case ReadOnly:
-		return d.readOnly(ctx, 3*time.Second)
-	case ReadOnlyLong:
-		return d.readOnly(ctx, f.For)
-	case LeaseClockJump:
-		return d.leaseClockJump(ctx, 5*time.Second)
 	}
-	return "", errNotHere
+	return dataFault(ctx, d, f, n)
 }
 
 // kill ends every session of the relays' and consumers' user, as

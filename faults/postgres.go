@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/testenv"
@@ -41,6 +42,7 @@ type Postgres struct {
 	AuditP  *testenv.Proxy
 	Tables  store.Tables
 	writer  *outbox.Writer
+	checkerReads
 
 	// GapIDs makes the explicit-ids fault write ids from the sequence's
 	// gaps, usually below the PostgreSQL claim floor, so that an
@@ -106,6 +108,10 @@ func NewPostgres(t *testing.T, own bool) *Postgres {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Prod.Close(); d.Cons.Close() })
+	d.checkerReads = checkerReads{prod: stdlib.OpenDBFromPool(d.Prod), cons: stdlib.OpenDBFromPool(d.Cons), anyOf: func(column string, ids []string) (string, []any) {
+		return column + ` = ANY($1)`, []any{ids}
+	}}
+	t.Cleanup(func() { d.checkerReads.prod.Close(); d.checkerReads.cons.Close() }) // before the pools
 	d.Tables = store.Tables{}.WithDefaults()
 	d.writer = outbox.NewWriter(postgres.Dialect{Tables: d.Tables})
 	for _, p := range []*pgxpool.Pool{d.Prod, d.Cons} {
@@ -131,12 +137,8 @@ func NewPostgres(t *testing.T, own bool) *Postgres {
 		PRIMARY KEY (consumer, event_id))`); err != nil {
 		t.Fatal(err)
 	}
-	pgHost := u.Host
-	if u.Port() == "" {
-		pgHost += ":5432"
-	}
-	d.PGProxy = testenv.NewProxy(t, pgHost)
-	d.AuditP = testenv.NewProxy(t, pgHost)
+	d.PGProxy = testenv.NewProxy(t, serverAddr(u, "5432"))
+	d.AuditP = testenv.NewProxy(t, serverAddr(u, "5432"))
 	audit, err := pgx.Connect(ctx, auditURL)
 	if err != nil {
 		t.Fatal(err)
@@ -267,96 +269,6 @@ func (d *Postgres) recordLedger(ctx context.Context, tx pgx.Tx, ev txbox.Event) 
 	return err
 }
 
-func (d *Postgres) Ledger(ctx context.Context) (map[string]ledgerRow, error) {
-	rows, err := d.Prod.Query(ctx, `SELECT event_id, aggregate_id, version, committed_at FROM ledger`)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]ledgerRow{}
-	var id string
-	var l ledgerRow
-	_, err = pgx.ForEachRow(rows, []any{&id, &l.aggregate, &l.version, &l.committed}, func() error {
-		out[id] = l
-		return nil
-	})
-	return out, err
-}
-
-func (d *Postgres) Where(ctx context.Context) (map[string]string, error) {
-	rows, err := d.Prod.Query(ctx, `SELECT event_id, status FROM outbox_event UNION ALL SELECT event_id, 'SENT' FROM outbox_event_sent`)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	var id, st string
-	_, err = pgx.ForEachRow(rows, []any{&id, &st}, func() error {
-		if out[id] == "" || st != "SENT" {
-			out[id] = st
-		}
-		return nil
-	})
-	return out, err
-}
-
-func (d *Postgres) Effects(ctx context.Context) (map[string]map[string]effectRow, error) {
-	rows, err := d.Cons.Query(ctx, `SELECT consumer, event_id, aggregate_id, version, applied_seq, applied_at, n FROM effects`)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]map[string]effectRow{}
-	var c, id string
-	var e effectRow
-	_, err = pgx.ForEachRow(rows, []any{&c, &id, &e.aggregate, &e.version, &e.seq, &e.applied, &e.n}, func() error {
-		if out[c] == nil {
-			out[c] = map[string]effectRow{}
-		}
-		out[c][id] = e
-		return nil
-	})
-	return out, err
-}
-
-func (d *Postgres) InboxRows(ctx context.Context, ids []string) (map[string][]string, error) {
-	rows, err := d.Cons.Query(ctx, `SELECT event_id, consumer_name, status, retry_count, coalesce(error_message, '')
-		FROM inbox_event WHERE event_id = ANY($1) ORDER BY consumer_name`, ids)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string][]string{}
-	var id, c, st, msg string
-	var n int
-	_, err = pgx.ForEachRow(rows, []any{&id, &c, &st, &n, &msg}, func() error {
-		out[id] = append(out[id], fmt.Sprintf("%s %s, %d attempts failed %q", c, st, n, msg))
-		return nil
-	})
-	return out, err
-}
-
-func (d *Postgres) Progress(ctx context.Context) (int, map[string]int, error) {
-	var committed int
-	if err := d.Prod.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&committed); err != nil {
-		return 0, nil, err
-	}
-	rows, err := d.Cons.Query(ctx, `SELECT consumer, count(*) FROM effects GROUP BY consumer`)
-	if err != nil {
-		return 0, nil, err
-	}
-	applied := map[string]int{}
-	var c string
-	var n int
-	_, err = pgx.ForEachRow(rows, []any{&c, &n}, func() error { applied[c] = n; return nil })
-	return committed, applied, err
-}
-
-func (d *Postgres) Dead(ctx context.Context) (int, int, error) {
-	var dead, parked int
-	if err := d.Prod.QueryRow(ctx, `SELECT count(*) FROM outbox_event WHERE status = 'DEAD'`).Scan(&dead); err != nil {
-		return 0, 0, err
-	}
-	err := d.Cons.QueryRow(ctx, `SELECT count(*) FROM inbox_event WHERE status = 'DEAD'`).Scan(&parked)
-	return dead, parked, err
-}
-
 func (d *Postgres) Fault(ctx context.Context, f Fault, n int) (string, error) {
 	switch k := f.Kind; k {
 	case TerminatePG:
@@ -364,27 +276,15 @@ func (d *Postgres) Fault(ctx context.Context, f Fault, n int) (string, error) {
 		err := d.Admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 			WHERE application_name IN ('txbox-relay', 'txbox-consumer')`).Scan(&ended)
 		return fmt.Sprintf("terminated %d backends", ended), err
-	case TruncateOutbox:
-		return d.truncateKeeping(ctx)
-	case ExplicitIDs:
-		return d.explicitIDs(ctx, n)
-	case ManualRetry:
-		return d.manualRetry(ctx)
 	case VacuumFull:
 		return "", d.vacuumFull(ctx)
-	case ReadOnly:
-		return d.readOnly(ctx, 3*time.Second)
-	case ReadOnlyLong:
-		return d.readOnly(ctx, f.For)
-	case LeaseClockJump:
-		return d.leaseClockJump(ctx, 5*time.Second)
 	case RestartPostgres:
 		if d.PG == nil {
 			return "", fmt.Errorf("the shared server is not the run's to restart")
 		}
 		return d.restart(), nil
 	}
-	return "", errNotHere
+	return dataFault(ctx, d, f, n)
 }
 
 // restart restarts the world's PostgreSQL server as a crash would end it

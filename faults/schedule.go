@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/txbox/txbox/internal/testenv"
 )
 
 // Kind is one sort of fault.
@@ -113,13 +115,7 @@ func Inject(ctx context.Context, w *World, faults []Fault, logf func(string, ...
 			time.Sleep(1500 * time.Millisecond)
 			w.Broker.Start()
 		case CutNetwork:
-			p := w.DB.Proxy()
-			if f.Arg == 1 {
-				p = w.Broker.Proxy()
-			}
-			p.Cut()
-			time.Sleep(1500 * time.Millisecond)
-			p.Restore()
+			linkDown(w.DB.Proxy(), w.Broker.Proxy(), f.Arg, (*testenv.Proxy).Cut, 1500*time.Millisecond)
 		case SlowNetwork:
 			w.Broker.Proxy().SetDelay(20 * time.Millisecond)
 			w.DB.Proxy().SetDelay(5 * time.Millisecond)
@@ -127,13 +123,7 @@ func Inject(ctx context.Context, w *World, faults []Fault, logf func(string, ...
 			w.Broker.Proxy().SetDelay(0)
 			w.DB.Proxy().SetDelay(0)
 		case HalfOpen:
-			p := w.Broker.Proxy()
-			if f.Arg == 1 {
-				p = w.DB.Proxy()
-			}
-			p.Blackhole()
-			time.Sleep(2 * time.Second)
-			p.Restore()
+			linkDown(w.Broker.Proxy(), w.DB.Proxy(), f.Arg, (*testenv.Proxy).Blackhole, 2*time.Second)
 		case SkewedKeys:
 			w.Skew.Store(true)
 			time.Sleep(5 * time.Second)
@@ -162,4 +152,17 @@ func Inject(ctx context.Context, w *World, faults []Fault, logf func(string, ...
 		}
 	}
 	return done
+}
+
+// linkDown takes a link down with down (a cut, or a black hole that keeps
+// connections open) for d, then restores it: the first link, or the
+// second when arg is 1.
+func linkDown(first, second *testenv.Proxy, arg int, down func(*testenv.Proxy), d time.Duration) {
+	p := first
+	if arg == 1 {
+		p = second
+	}
+	down(p)
+	time.Sleep(d)
+	p.Restore()
 }
