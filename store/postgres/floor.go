@@ -103,6 +103,12 @@ const noFloor = math.MinInt64
 
 // floorSetup looks at the id sequence once: the floor needs CACHE 1, a
 // positive increment, no CYCLE, and the right to read the sequence.
+// sequenceSQL reads the id sequence of table $1 and what floorSetup checks
+// of it.
+const sequenceSQL = `SELECT q.seqrelid::regclass::text, q.seqcache, q.seqincrement, q.seqcycle,
+	has_sequence_privilege(q.seqrelid, 'SELECT')
+FROM pg_sequence q WHERE q.seqrelid = pg_get_serial_sequence($1, 'id')::regclass`
+
 func (s *Store) floorSetup(ctx context.Context) error {
 	f := &s.floor
 	f.mu.Lock()
@@ -113,9 +119,7 @@ func (s *Store) floorSetup(ctx context.Context) error {
 	var seq *string
 	var cache, incr int64
 	var cycle, canRead bool
-	err := s.pool.QueryRow(ctx, `SELECT q.seqrelid::regclass::text, q.seqcache, q.seqincrement, q.seqcycle,
-			has_sequence_privilege(q.seqrelid, 'SELECT')
-		FROM pg_sequence q WHERE q.seqrelid = pg_get_serial_sequence($1, 'id')::regclass`, s.q.table).Scan(&seq, &cache, &incr, &cycle, &canRead)
+	err := s.pool.QueryRow(ctx, sequenceSQL, s.q.table).Scan(&seq, &cache, &incr, &cycle, &canRead)
 	off := func(why string, args ...any) {
 		s.log.Info("txbox: claims read the outbox from its first id: "+why, append([]any{"table", s.q.table}, args...)...)
 	}

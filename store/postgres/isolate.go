@@ -47,8 +47,7 @@ func (c *txClaim) isolate(ctx context.Context, sent []int64, failures []store.Fa
 	// The rows were free for a moment: take back those no one else took.
 	// This store's other claims leave them alone (they are still in held).
 	ids := append(append([]int64{}, sent...), failureIDs(failures)...)
-	rows, err := conn.Query(ctx, `SELECT id FROM `+c.s.q.table+` WHERE id = ANY($1)
-		AND status IN ('PENDING', 'RETRY', 'PROCESSING') FOR UPDATE SKIP LOCKED`, ids)
+	rows, err := conn.Query(ctx, c.s.q.relock, ids)
 	if err != nil {
 		return err
 	}

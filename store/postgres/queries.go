@@ -40,6 +40,7 @@ type queries struct {
 	release    string
 	txSent     string // rows this transaction holds
 	txFailed   string
+	relock     string // FinishIsolating's second transaction
 }
 
 // claimSQL is one claim's statement in two variants: for a store that shares
@@ -115,6 +116,7 @@ func newQueries(table, sent string, deleteSent bool) queries {
 		release:    r("release.sql", base),
 		txSent:     r("mark_sent.sql", base),
 		txFailed:   r("mark_failed.sql", base),
+		relock:     r("relock.sql", base),
 	}
 }
 

@@ -67,6 +67,13 @@ func (s *Store) claimAlone() bool {
 	return s.split.arg.Load() != nil && s.split.members.Load() == 1
 }
 
+// memberLockSQL tries slot $2 of the table's key $1; unlockAllSQL gives up
+// the member lock on leaving.
+const (
+	memberLockSQL = `SELECT pg_try_advisory_lock($1::int4, $2::int4), pg_backend_pid()`
+	unlockAllSQL  = `SELECT pg_advisory_unlock_all()`
+)
+
 // countMembersSQL counts the members as each claim does (splitSQL), given
 // the split argument of the member connection that runs it.
 var countMembersSQL = `WITH ` + splitSQL("$1") + ` SELECT n FROM split`
@@ -160,7 +167,7 @@ func (s *Store) joinSplit(ctx context.Context) (*pgx.Conn, error) {
 		var pid int64
 		// The backend's own pid, read in the locking statement: the one
 		// pg_locks shows as the holder.
-		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1::int4, $2::int4), pg_backend_pid()`, key, slot).Scan(&got, &pid); err != nil {
+		if err := conn.QueryRow(ctx, memberLockSQL, key, slot).Scan(&got, &pid); err != nil {
 			_ = conn.Close(context.Background())
 			return nil, fmt.Errorf("postgres: split: %w", err)
 		}
@@ -189,6 +196,12 @@ func (s *Store) keepSplit(ctx context.Context, conn *pgx.Conn, done chan struct{
 	defer close(done)
 	defer func() {
 		if conn != nil {
+			// Unlocked before the close: a closed connection's backend
+			// releases its locks only as it exits, after Close returned,
+			// and the others' next claims must count one fewer at once.
+			uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, _ = conn.Exec(uctx, unlockAllSQL)
+			cancel()
 			_ = conn.Close(context.Background())
 		}
 	}()

@@ -43,7 +43,11 @@ func TestSQLGolden(t *testing.T) {
 			{Name: "txSent", SQL: q.txSent},
 			{Name: "txFailed", SQL: q.txFailed},
 			{Name: "backlog", SQL: s.st.backlog},
+			{Name: "relock", SQL: q.relock},
 			{Name: "countMembers", SQL: countMembersSQL},
+			{Name: "memberLock", SQL: memberLockSQL},
+			{Name: "unlockAll", SQL: unlockAllSQL},
+			{Name: "sequence", SQL: sequenceSQL},
 			{Name: "planClaim", SQL: planClaim},
 			{Name: "floorMark", SQL: floorMark},
 		}, nil
