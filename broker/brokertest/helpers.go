@@ -12,6 +12,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 )
 
 var seq atomic.Int64
@@ -156,34 +157,21 @@ func startPublish(t *testing.T, h Harness, p broker.Publisher, calls ...[]broker
 	}
 }
 
-// receive collects n deliveries, acking each unless keep is set, and fails
-// the test if they do not arrive within opTimeout.
+// receive collects n deliveries, acking each as it arrives when ack is
+// set, and fails the test if they do not arrive within opTimeout.
 func receive(t *testing.T, s broker.Subscriber, n int, ack bool) []broker.Delivery {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	var got []broker.Delivery
-	for len(got) < n {
-		ds, err := s.Receive(ctx, n-len(got))
-		if err != nil {
-			t.Fatalf("Receive after %d of %d deliveries: %v", len(got), n, err)
-		}
-		if len(ds) == 0 {
-			t.Fatal("Receive returned no deliveries and no error")
-		}
-		if len(ds) > n-len(got) {
-			t.Fatalf("Receive(max=%d) returned %d deliveries", n-len(got), len(ds))
-		}
-		for _, d := range ds {
-			if ack {
-				if err := d.Ack(ctx); err != nil {
-					t.Fatalf("Ack: %v", err)
-				}
+	var each func(broker.Delivery)
+	if ack {
+		each = func(d broker.Delivery) {
+			if err := d.Ack(ctx); err != nil {
+				t.Fatalf("Ack: %v", err)
 			}
 		}
-		got = append(got, ds...)
 	}
-	return got
+	return adaptertest.Receive(ctx, t, s, n, each)
 }
 
 // expectQuiet fails the test if anything is delivered within d.

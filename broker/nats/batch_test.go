@@ -15,6 +15,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 	natsbroker "github.com/txbox/txbox/broker/nats"
 	"github.com/txbox/txbox/internal/testenv"
 )
@@ -56,6 +57,32 @@ func jetStreamAt(t *testing.T, url string, d time.Duration) (jetstream.JetStream
 	return js, ctx
 }
 
+// streamOf looks the stream name up, failing the test when it cannot. Its
+// CachedInfo is the stream's configuration and state as of the lookup.
+func streamOf(ctx context.Context, t *testing.T, js jetstream.JetStream, name string) jetstream.Stream {
+	t.Helper()
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// consumerInfo reads the durable consumer's state, failing the test when
+// it cannot.
+func consumerInfo(ctx context.Context, t *testing.T, js jetstream.JetStream, stream, durable string) *jetstream.ConsumerInfo {
+	t.Helper()
+	c, err := js.Consumer(ctx, stream, durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
 // preCreate makes a stream on the server at url for one test.
 func preCreate(t *testing.T, url string, cfg jetstream.StreamConfig) {
 	t.Helper()
@@ -71,7 +98,7 @@ func batchModes(t *testing.T, f func(t *testing.T, url, stream, prefix, mode str
 	url := server215(t)
 	for _, mode := range []string{"fast", "atomic"} {
 		t.Run(mode, func(t *testing.T) {
-			prefix := unique("ab." + mode[:1])
+			prefix := adaptertest.Unique("ab." + mode[:1])
 			stream := streamName(prefix)
 			preCreate(t, url, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}, MaxMsgSize: 64 << 10,
 				AllowBatchPublish: mode == "fast", AllowAtomicPublish: mode == "atomic"})
@@ -113,14 +140,7 @@ func limitStream(t *testing.T, nc *nats.Conn, stream string, n int, hook *atomic
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	info := streamOf(ctx, t, js, stream).CachedInfo()
 	orig := info.Config
 	limited := orig
 	limited.MaxMsgs = int64(info.State.Msgs) + int64(n)
@@ -212,23 +232,16 @@ func sameIDs(t *testing.T, what string, got, want []string) {
 // not stored twice.
 func TestBatchRunAndRepublish(t *testing.T) {
 	batchModes(t, func(t *testing.T, url, stream, prefix, mode string) {
-		p := open(t, url, natsbroker.Options{Stream: stream})
+		p := adaptertest.Open(t, natsbroker.Open, url, natsbroker.Options{Stream: stream})
 		if got := p.BatchMode(); got != mode {
 			t.Fatalf("batch mode %q, want %q", got, mode)
 		}
 		topic := prefix + ".Order.Created"
-		var msgs []broker.Message
-		for i := range 2500 { // three batches: 1000, 1000, 500
-			msgs = append(msgs, msg(topic, "hot", i))
-		}
-		msgs = append(msgs, msg(topic, "other", 0))
+		msgs := adaptertest.Msgs(topic, "hot", 2500) // three batches: 1000, 1000, 500
+		msgs = append(msgs, adaptertest.Msg(topic, "other", 0))
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		for i, err := range p.Publish(ctx, msgs) {
-			if err != nil {
-				t.Fatalf("message %d: %v", i, err)
-			}
-		}
+		adaptertest.PublishOK(ctx, t, p, msgs)
 		if c := p.Committed(); c != 3 {
 			t.Fatalf("%d batches stored whole, want 3", c)
 		}
@@ -262,11 +275,11 @@ func TestBatchRunAndRepublish(t *testing.T) {
 // permanently and the others of the key are stored, in order.
 func TestBatchPermanentInRun(t *testing.T) {
 	batchModes(t, func(t *testing.T, url, stream, prefix, mode string) {
-		p := open(t, url, natsbroker.Options{Stream: stream})
+		p := adaptertest.Open(t, natsbroker.Open, url, natsbroker.Options{Stream: stream})
 		topic := prefix + ".Order.Created"
 		var msgs []broker.Message
 		for i := range 20 {
-			m := msg(topic, "hot", i)
+			m := adaptertest.Msg(topic, "hot", i)
 			if i == 7 {
 				m.Event.Payload = []byte(fmt.Sprintf(`{"big":%q}`, strings.Repeat("x", 70<<10)))
 			}
@@ -294,16 +307,16 @@ func TestBatchPermanentInRun(t *testing.T) {
 // declare pipelining; nor with NoBatchPublish.
 func TestNoAtomicBatchWithoutStreamSetting(t *testing.T) {
 	url := server215(t)
-	prefix := unique("ab.n")
+	prefix := adaptertest.Unique("ab.n")
 	stream := streamName(prefix)
 	js, ctx := jetStreamAt(t, url, 10*time.Second)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}}); err != nil {
 		t.Fatal(err)
 	}
-	if open(t, url, natsbroker.Options{Stream: stream}).PipelinesPerKey() {
+	if adaptertest.Open(t, natsbroker.Open, url, natsbroker.Options{Stream: stream}).PipelinesPerKey() {
 		t.Fatal("PipelinesPerKey is true on a stream without allow_atomic")
 	}
-	if open(t, url, natsbroker.Options{Stream: unique("AB_X"), Subjects: []string{unique("abx.") + ".>"}, CreateStream: true, NoBatchPublish: true}).PipelinesPerKey() {
+	if adaptertest.Open(t, natsbroker.Open, url, natsbroker.Options{Stream: adaptertest.Unique("AB_X"), Subjects: []string{adaptertest.Unique("abx.") + ".>"}, CreateStream: true, NoBatchPublish: true}).PipelinesPerKey() {
 		t.Fatal("PipelinesPerKey is true with NoBatchPublish")
 	}
 }
@@ -313,15 +326,15 @@ func TestNoAtomicBatchWithoutStreamSetting(t *testing.T) {
 // run is sent one message at a time and every message is confirmed.
 func TestAtomicBatchHeadersOverMaxPayload(t *testing.T) {
 	url := server215(t)
-	prefix := unique("ab.h")
+	prefix := adaptertest.Unique("ab.h")
 	stream := streamName(prefix)
 	preCreate(t, url, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}, AllowAtomicPublish: true})
-	p := open(t, url, natsbroker.Options{Stream: stream})
+	p := adaptertest.Open(t, natsbroker.Open, url, natsbroker.Options{Stream: stream})
 	if p.BatchMode() != "atomic" {
 		t.Fatalf("batch mode %q, want atomic", p.BatchMode())
 	}
 	topic := prefix + ".Order.Created"
-	msgs := []broker.Message{msg(topic, "hot", 0), msg(topic, "hot", 1), msg(topic, "hot", 2)}
+	msgs := []broker.Message{adaptertest.Msg(topic, "hot", 0), adaptertest.Msg(topic, "hot", 1), adaptertest.Msg(topic, "hot", 2)}
 	big := msgs[1]
 	big.Event.Payload = []byte(`""`)
 	pad := p.MaxPayload() - p.EncodedSize(big) - 10 // 10 bytes to spare, fewer than the batch headers take
@@ -332,11 +345,7 @@ func TestAtomicBatchHeadersOverMaxPayload(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for i, err := range p.Publish(ctx, msgs) {
-		if err != nil {
-			t.Fatalf("message %d: %v", i, err)
-		}
-	}
+	adaptertest.PublishOK(ctx, t, p, msgs)
 	ids, _ := storedIDs(t, url, stream, topic)
 	sameIDs(t, "stored", ids, eventIDs(msgs))
 }
@@ -346,20 +355,13 @@ func TestAtomicBatchHeadersOverMaxPayload(t *testing.T) {
 // stream stored a prefix) is confirmed whole and stored once, in order.
 func TestBatchRepublishedPrefix(t *testing.T) {
 	batchModes(t, func(t *testing.T, url, stream, prefix, mode string) {
-		p := open(t, url, natsbroker.Options{Stream: stream})
+		p := adaptertest.Open(t, natsbroker.Open, url, natsbroker.Options{Stream: stream})
 		topic := prefix + ".Order.Created"
-		var msgs []broker.Message
-		for i := range 200 {
-			msgs = append(msgs, msg(topic, "hot", i))
-		}
+		msgs := adaptertest.Msgs(topic, "hot", 200)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		for _, part := range [][]broker.Message{msgs[:100], msgs} {
-			for i, err := range p.Publish(ctx, part) {
-				if err != nil {
-					t.Fatalf("message %d: %v", i, err)
-				}
-			}
+			adaptertest.PublishOK(ctx, t, p, part)
 		}
 		// A fast batch skips the ids the stream holds; an atomic batch
 		// with one is refused whole and sent again one by one.
@@ -383,11 +385,11 @@ func TestBatchConcurrentPublishers(t *testing.T) {
 		want := make([][]string, pubs)
 		var wg sync.WaitGroup
 		for g := range pubs {
-			p := open(t, url, natsbroker.Options{Stream: stream})
+			p := adaptertest.Open(t, natsbroker.Open, url, natsbroker.Options{Stream: stream})
 			topic := fmt.Sprintf("%s.g%d", prefix, g)
 			var msgs []broker.Message
 			for i := range calls * run {
-				msgs = append(msgs, msg(topic, fmt.Sprint("k", g), i))
+				msgs = append(msgs, adaptertest.Msg(topic, fmt.Sprint("k", g), i))
 			}
 			want[g] = eventIDs(msgs)
 			wg.Add(1)
@@ -422,12 +424,12 @@ func TestBatchServerDowngradedUnderneath(t *testing.T) {
 	waitJetStream(t, newSrv.URL)
 	oldSrv := testenv.StartNATS(t) // the packaged 2.9
 	waitJetStream(t, oldSrv.URL)
-	prefix := unique("ab.d")
+	prefix := adaptertest.Unique("ab.d")
 	stream := streamName(prefix)
 	cfg := jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}}
 	preCreate(t, oldSrv.URL, cfg)
 	url, proxy := testenv.ProxyURL(t, newSrv.URL)
-	p := open(t, url, natsbroker.Options{Stream: stream, Subjects: cfg.Subjects, CreateStream: true,
+	p := adaptertest.Open(t, natsbroker.Open, url, natsbroker.Options{Stream: stream, Subjects: cfg.Subjects, CreateStream: true,
 		ReconnectWait: 50 * time.Millisecond, AckTimeout: 2 * time.Second})
 	if p.BatchMode() != "fast" {
 		t.Fatalf("batch mode %q on 2.15, want fast", p.BatchMode())
@@ -443,17 +445,10 @@ func TestBatchServerDowngradedUnderneath(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	topic := prefix + ".Order.Created"
-	var msgs []broker.Message
-	for i := range 300 {
-		msgs = append(msgs, msg(topic, "hot", i))
-	}
+	msgs := adaptertest.Msgs(topic, "hot", 300)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for i, err := range p.Publish(ctx, msgs) {
-		if err != nil {
-			t.Fatalf("message %d: %v", i, err)
-		}
-	}
+	adaptertest.PublishOK(ctx, t, p, msgs)
 	if c := p.Committed(); c != 0 {
 		t.Fatalf("%d batches on a 2.9 server", c)
 	}

@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,25 +17,18 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/brokertest"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 	natsbroker "github.com/txbox/txbox/broker/nats"
 	"github.com/txbox/txbox/internal/testenv"
 )
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// unique returns a name no other test run uses, for streams and subjects on
-// the shared server.
-func unique(prefix string) string {
-	return fmt.Sprintf("%s%d", prefix, time.Now().UnixNano()%1e12)
-}
 
 // sharedStream creates a stream on the shared server for one test, and
 // deletes it afterwards. It returns the server URL and the subject prefix.
 func sharedStream(t *testing.T, cfg jetstream.StreamConfig) (string, string) {
 	t.Helper()
 	url := testenv.URL(t, "TXBOX_TEST_NATS")
-	prefix := unique("txboxtest.s")
-	cfg.Name = strings.ReplaceAll(strings.ToUpper(prefix), ".", "_")
+	prefix := adaptertest.Unique("txboxtest.s")
+	cfg.Name = streamName(prefix)
 	if len(cfg.Subjects) == 0 {
 		cfg.Subjects = []string{prefix + ".>"}
 	}
@@ -65,16 +55,16 @@ func streamName(prefix string) string {
 	return strings.ReplaceAll(strings.ToUpper(prefix), ".", "_")
 }
 
-func open(t *testing.T, url string, opts natsbroker.Options) *natsbroker.Publisher {
-	t.Helper()
-	if opts.Logger == nil {
-		opts.Logger = quiet
-	}
-	return testenv.Open(t, func(ctx context.Context) (*natsbroker.Publisher, error) { return natsbroker.Open(ctx, url, opts) })
-}
+// inMemory is the stream most tests need: nothing outlives the server.
+var inMemory = jetstream.StreamConfig{Storage: jetstream.MemoryStorage}
 
-func msg(topic, key string, n int) broker.Message {
-	return broker.Message{Event: txbox.MustEvent("Order", key, "Created", map[string]int{"n": n}), Topic: topic, Source: "test"}
+// sharedPublisher is a publisher, with opts, to a stream sharedStream made
+// with cfg.
+func sharedPublisher(t *testing.T, cfg jetstream.StreamConfig, opts natsbroker.Options) (url, prefix string, p *natsbroker.Publisher) {
+	t.Helper()
+	url, prefix = sharedStream(t, cfg)
+	opts.Stream = streamName(prefix)
+	return url, prefix, adaptertest.Open(t, natsbroker.Open, url, opts)
 }
 
 // TestConformance runs brokertest against a nats-server process of this
@@ -105,17 +95,17 @@ func TestConformance(t *testing.T) {
 // publisher creates it with what the server has.
 func conformance(t *testing.T, url string, stop, start func(*testing.T), mode string) {
 	pipelined := mode != ""
-	prefix := unique("bt.r")
+	prefix := adaptertest.Unique("bt.r")
 	stream := streamName(prefix)
 	if mode == "atomic" {
 		preCreate(t, url, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}, Storage: jetstream.FileStorage, AllowAtomicPublish: true})
 	}
 	opts := natsbroker.Options{
 		Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true,
-		ReconnectWait: 100 * time.Millisecond, Logger: quiet,
+		ReconnectWait: 100 * time.Millisecond, Logger: adaptertest.Quiet,
 	}
 	// Made once here so every case's publisher finds it.
-	setup := open(t, url, opts)
+	setup := adaptertest.Open(t, natsbroker.Open, url, opts)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -156,7 +146,7 @@ func conformance(t *testing.T, url string, stop, start func(*testing.T), mode st
 		},
 		NewSubscriber: func(ctx context.Context, t *testing.T, group, topic string) broker.Subscriber {
 			s, err := natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{
-				Stream: stream, Durable: group, FilterSubjects: []string{topic}, AckWait: ackWait, Logger: quiet,
+				Stream: stream, Durable: group, FilterSubjects: []string{topic}, AckWait: ackWait, Logger: adaptertest.Quiet,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -169,7 +159,7 @@ func conformance(t *testing.T, url string, stop, start func(*testing.T), mode st
 		},
 		// A valid subject no stream captures, until a stream for it is made.
 		MissingDestination: func(t *testing.T) (string, func(*testing.T)) {
-			subject := fmt.Sprintf("%s.Order.Created", unique(fmt.Sprintf("btmiss%d.", n.Add(1))))
+			subject := fmt.Sprintf("%s.Order.Created", adaptertest.Unique(fmt.Sprintf("btmiss%d.", n.Add(1))))
 			return subject, func(t *testing.T) {
 				js, err := jetstream.New(setup.Conn())
 				if err != nil {
@@ -197,14 +187,7 @@ func conformance(t *testing.T, url string, stop, start func(*testing.T), mode st
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			st, err := js.Stream(ctx, stream)
-			if err != nil {
-				t.Fatal(err)
-			}
-			info, err := st.Info(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			info := streamOf(ctx, t, js, stream).CachedInfo()
 			if err := js.DeleteStream(ctx, stream); err != nil {
 				t.Fatal(err)
 			}
@@ -235,60 +218,28 @@ func conformance(t *testing.T, url string, stop, start func(*testing.T), mode st
 // concurrent calls sharing it, still confirm everything, in order, without
 // deadlock.
 func TestPublishOrderAcrossWindow(t *testing.T) {
-	url, prefix := sharedStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage})
-	p := open(t, url, natsbroker.Options{Stream: streamName(prefix), MaxInFlight: 3})
+	url, prefix, p := sharedPublisher(t, inMemory, natsbroker.Options{MaxInFlight: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var wg sync.WaitGroup
-	for g := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var msgs []broker.Message
-			for i := range 150 {
-				msgs = append(msgs, msg(fmt.Sprintf("%s.g%d", prefix, g), "k", i))
-			}
-			for i, err := range p.Publish(ctx, msgs) {
-				if err != nil {
-					t.Errorf("goroutine %d message %d: %v", g, i, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	adaptertest.PublishConcurrently(ctx, t, p, 4, 150, func(g int) string { return fmt.Sprintf("%s.g%d", prefix, g) })
 	// Stream order per subject is publish order.
-	s, err := natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Stream: streamName(prefix), Durable: "order", FilterSubjects: []string{prefix + ".g2"}, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for want := 0; want < 150; {
-		ds, err := s.Receive(ctx, 150)
-		if err != nil {
-			t.Fatalf("after %d: %v", want, err)
+	s := adaptertest.Open(t, natsbroker.OpenSubscriber, url, natsbroker.SubscriberOptions{Stream: streamName(prefix), Durable: "order", FilterSubjects: []string{prefix + ".g2"}})
+	want := 0
+	adaptertest.Each(ctx, t, s, 150, func(_ broker.Delivery, e txbox.Event) {
+		if got := string(e.Payload); got != fmt.Sprintf(`{"n":%d}`, want) {
+			t.Fatalf("message %d has payload %s", want, got)
 		}
-		for _, d := range ds {
-			e, err := d.Event()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := string(e.Payload); got != fmt.Sprintf(`{"n":%d}`, want) {
-				t.Fatalf("message %d has payload %s", want, got)
-			}
-			want++
-		}
-	}
+		want++
+	})
 }
 
 // TestDuplicatesCounted: a republished event is confirmed and counted, and
 // not stored twice.
 func TestDuplicatesCounted(t *testing.T) {
-	url, prefix := sharedStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage})
-	p := open(t, url, natsbroker.Options{Stream: streamName(prefix)})
+	_, prefix, p := sharedPublisher(t, inMemory, natsbroker.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m := msg(prefix+".x", "k", 0)
+	m := adaptertest.Msg(prefix+".x", "k", 0)
 	for i := range 3 {
 		if err := p.Publish(ctx, []broker.Message{m})[0]; err != nil {
 			t.Fatalf("publish %d: %v", i, err)
@@ -302,29 +253,19 @@ func TestDuplicatesCounted(t *testing.T) {
 // TestPermanentErrorsNameTheProblem: the last_error an operator reads says
 // which subject, header or size was wrong.
 func TestPermanentErrorsNameTheProblem(t *testing.T) {
-	url, prefix := sharedStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage, MaxMsgSize: 2048})
-	p := open(t, url, natsbroker.Options{Stream: streamName(prefix)})
+	_, prefix, p := sharedPublisher(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage, MaxMsgSize: 2048}, natsbroker.Options{})
 	if got := p.MaxPayload(); got != 2048 {
 		t.Errorf("MaxPayload = %d, want the stream's 2048", got)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	big := msg(prefix+".big", "k", 1)
+	big := adaptertest.Msg(prefix+".big", "k", 1)
 	big.Event.Payload = []byte(`"` + strings.Repeat("x", 3000) + `"`)
-	badHeader := msg(prefix+".h", "k", 2)
+	badHeader := adaptertest.Msg(prefix+".h", "k", 2)
 	badHeader.Event.Headers = map[string]string{"traceparent": "00-abc\r\nInjected: yes"}
-	padded := msg(prefix+".h", " k", 3)
-	msgs := []broker.Message{big, badHeader, padded, msg(prefix+".ok", "k", 4)}
-	errs := p.Publish(ctx, msgs)
-	want := []string{"max_msg_size", "line break", "whitespace", ""}
-	for i, w := range want {
-		switch {
-		case w == "" && errs[i] != nil:
-			t.Errorf("message %d: %v, want confirmed", i, errs[i])
-		case w != "" && (!errors.Is(errs[i], txbox.ErrPermanent) || !strings.Contains(errs[i].Error(), w)):
-			t.Errorf("message %d: %v, want a permanent error mentioning %q", i, errs[i], w)
-		}
-	}
+	padded := adaptertest.Msg(prefix+".h", " k", 3)
+	msgs := []broker.Message{big, badHeader, padded, adaptertest.Msg(prefix+".ok", "k", 4)}
+	adaptertest.Verdicts(t, p.Publish(ctx, msgs), []string{"max_msg_size", "line break", "whitespace", ""})
 }
 
 // TestOpenErrors: configuration mistakes and an unreachable server are told
@@ -334,22 +275,22 @@ func TestOpenErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	_, err := natsbroker.Open(ctx, url, natsbroker.Options{Stream: unique("MISSING"), Logger: quiet})
+	_, err := natsbroker.Open(ctx, url, natsbroker.Options{Stream: adaptertest.Unique("MISSING"), Logger: adaptertest.Quiet})
 	if !errors.Is(err, txbox.ErrConfig) {
 		t.Errorf("missing stream: %v, want a config error", err)
 	}
-	_, err = natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Stream: unique("MISSING"), Durable: "d", Logger: quiet})
+	_, err = natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Stream: adaptertest.Unique("MISSING"), Durable: "d", Logger: adaptertest.Quiet})
 	if !errors.Is(err, txbox.ErrConfig) {
 		t.Errorf("subscriber on missing stream: %v, want a config error", err)
 	}
-	_, err = natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Logger: quiet})
+	_, err = natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Logger: adaptertest.Quiet})
 	if !errors.Is(err, txbox.ErrConfig) {
 		t.Errorf("subscriber without durable: %v, want a config error", err)
 	}
 
 	// A closed loopback port: nothing listens there.
 	secretURL := "nats://alice:s3cr3t-pw@127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	_, err = natsbroker.Open(ctx, secretURL, natsbroker.Options{ConnectTimeout: time.Second, Logger: quiet})
+	_, err = natsbroker.Open(ctx, secretURL, natsbroker.Options{ConnectTimeout: time.Second, Logger: adaptertest.Quiet})
 	if !errors.Is(err, txbox.ErrBrokerUnavailable) {
 		t.Errorf("server down: %v, want ErrBrokerUnavailable", err)
 	}
@@ -370,16 +311,14 @@ func (d *dialer) Dial(network, address string) (net.Conn, error) {
 // sides: a dialer of the caller's makes the connections, and a client name
 // of the caller's replaces txbox's.
 func TestClientOptions(t *testing.T) {
-	url, prefix := sharedStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage})
+	url, prefix := sharedStream(t, inMemory)
 	var d dialer
 	own := []nats.Option{nats.SetCustomDialer(&d), nats.Name("billing-relay")}
-	p := open(t, url, natsbroker.Options{Stream: streamName(prefix), ClientOptions: own})
+	p := adaptertest.Open(t, natsbroker.Open, url, natsbroker.Options{Stream: streamName(prefix), ClientOptions: own})
 	if name := p.Conn().Opts.Name; name != "billing-relay" {
 		t.Errorf("client name %q, want the caller's", name)
 	}
-	testenv.Open(t, func(ctx context.Context) (*natsbroker.Subscriber, error) {
-		return natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Stream: streamName(prefix), Durable: "d", ClientOptions: own, Logger: quiet})
-	})
+	adaptertest.Open(t, natsbroker.OpenSubscriber, url, natsbroker.SubscriberOptions{Stream: streamName(prefix), Durable: "d", ClientOptions: own})
 	if n := d.n.Load(); n != 2 {
 		t.Errorf("%d connections through the caller's dialer, want 2", n)
 	}
@@ -401,18 +340,12 @@ func TestValidateSubject(t *testing.T) {
 // TestSubscriberOnSharedServer: deliveries expose JetStream's metadata and
 // the consumer's position survives reopening it.
 func TestSubscriberOnSharedServer(t *testing.T) {
-	url, prefix := sharedStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage})
-	stream := streamName(prefix)
-	p := open(t, url, natsbroker.Options{Stream: stream})
+	url, prefix, p := sharedPublisher(t, inMemory, natsbroker.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	m0, m1 := msg(prefix+".a", "k", 0), msg(prefix+".a", "k", 1)
-	for _, err := range p.Publish(ctx, []broker.Message{m0, m1}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	sopts := natsbroker.SubscriberOptions{Stream: stream, Durable: "svc", AckWait: time.Second, Logger: quiet}
+	m0, m1 := adaptertest.Msg(prefix+".a", "k", 0), adaptertest.Msg(prefix+".a", "k", 1)
+	adaptertest.PublishOK(ctx, t, p, []broker.Message{m0, m1})
+	sopts := natsbroker.SubscriberOptions{Stream: streamName(prefix), Durable: "svc", AckWait: time.Second, Logger: adaptertest.Quiet}
 	s, err := natsbroker.OpenSubscriber(ctx, url, sopts)
 	if err != nil {
 		t.Fatal(err)
@@ -458,38 +391,12 @@ func TestSubscriberOnSharedServer(t *testing.T) {
 // with heartbeats) returns as soon as one message exists, without waiting to
 // fill its batch.
 func TestReceiveWaitsForFirstMessage(t *testing.T) {
-	url, prefix := sharedStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage})
-	stream := streamName(prefix)
-	p := open(t, url, natsbroker.Options{Stream: stream})
+	url, prefix, p := sharedPublisher(t, inMemory, natsbroker.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
-	s, err := natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Stream: stream, Durable: "wait", Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	published := make(chan time.Time, 1)
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := p.Publish(pctx, []broker.Message{msg(prefix+".late", "k", 0)})[0]; err != nil {
-			t.Error(err)
-		}
-		published <- time.Now()
-	}()
-	ds, err := s.Receive(ctx, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := <-published
-	if len(ds) != 1 {
-		t.Errorf("Receive returned %d deliveries, want 1", len(ds))
-	}
-	if lag := time.Since(at); lag > 2*time.Second {
-		t.Errorf("Receive returned %v after the publish", lag)
-	}
-	if err := ds[0].Ack(ctx); err != nil {
+	s := adaptertest.Open(t, natsbroker.OpenSubscriber, url, natsbroker.SubscriberOptions{Stream: streamName(prefix), Durable: "wait"})
+	d := adaptertest.FirstDelivery(ctx, t, p, s, adaptertest.Msg(prefix+".late", "k", 0), 300*time.Millisecond)
+	if err := d.Ack(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

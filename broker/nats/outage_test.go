@@ -3,7 +3,6 @@ package natsbroker_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,28 +10,16 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 	natsbroker "github.com/txbox/txbox/broker/nats"
 	"github.com/txbox/txbox/internal/testenv"
 )
-
-// isOutage fails the test unless err is an outage of the way out (no
-// attempt spent, never DEAD) whose text names the cause.
-func isOutage(t *testing.T, what string, err error, text string) {
-	t.Helper()
-	switch {
-	case !errors.Is(err, txbox.ErrBrokerUnavailable) || errors.Is(err, txbox.ErrPermanent):
-		t.Fatalf("%s: err = %v, want one wrapping txbox.ErrBrokerUnavailable and not txbox.ErrPermanent", what, err)
-	case !strings.Contains(err.Error(), text):
-		t.Fatalf("%s: err = %v, want it to mention %q", what, err, text)
-	}
-	t.Logf("%s: %v", what, err)
-}
 
 // ownStream makes a stream of the test's own on the server at url, for
 // subjects under a unique prefix, and deletes it when the test ends.
 func ownStream(t *testing.T, url, prefix string, storage jetstream.StorageType, d time.Duration) (string, jetstream.StreamConfig, jetstream.JetStream, context.Context) {
 	t.Helper()
-	prefix = unique(prefix)
+	prefix = adaptertest.Unique(prefix)
 	cfg := jetstream.StreamConfig{Name: streamName(prefix), Subjects: []string{prefix + ".>"}, Storage: storage}
 	js, ctx := jetStreamAt(t, url, d)
 	if _, err := js.CreateStream(ctx, cfg); err != nil {
@@ -56,8 +43,8 @@ func publishOne(t *testing.T, p broker.Publisher, m broker.Message) error {
 func TestStreamDeletedAndRecreated(t *testing.T) {
 	url := testenv.URL(t, "TXBOX_TEST_NATS")
 	prefix, cfg, js, ctx := ownStream(t, url, "txboxtest.del", jetstream.MemoryStorage, 20*time.Second)
-	p := open(t, url, natsbroker.Options{Stream: cfg.Name})
-	m := msg(prefix+".Order.Created", "k", 0)
+	p := adaptertest.Open(t, natsbroker.Open, url, natsbroker.Options{Stream: cfg.Name})
+	m := adaptertest.Msg(prefix+".Order.Created", "k", 0)
 	if err := publishOne(t, p, m); err != nil {
 		t.Fatal(err)
 	}
@@ -65,9 +52,9 @@ func TestStreamDeletedAndRecreated(t *testing.T) {
 	if err := js.DeleteStream(ctx, cfg.Name); err != nil {
 		t.Fatal(err)
 	}
-	m = msg(prefix+".Order.Created", "k", 1)
+	m = adaptertest.Msg(prefix+".Order.Created", "k", 1)
 	for range 2 { // twice: the verdict is not a one-off
-		isOutage(t, "publish with the stream deleted", publishOne(t, p, m), `no JetStream stream captures subject "`+prefix+`.Order.Created"`)
+		adaptertest.IsOutage(t, "publish with the stream deleted", publishOne(t, p, m), `no JetStream stream captures subject "`+prefix+`.Order.Created"`)
 	}
 
 	if _, err := js.CreateStream(ctx, cfg); err != nil {
@@ -82,23 +69,18 @@ func TestStreamDeletedAndRecreated(t *testing.T) {
 // ("maximum messages exceeded"): an outage, since the stream takes the same
 // event once a consumer or an operator makes room.
 func TestStreamFullIsOutage(t *testing.T) {
-	url, prefix := sharedStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage, MaxMsgs: 2, Discard: jetstream.DiscardNew})
-	p := open(t, url, natsbroker.Options{Stream: streamName(prefix)})
+	url, prefix, p := sharedPublisher(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage, MaxMsgs: 2, Discard: jetstream.DiscardNew}, natsbroker.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	msgs := []broker.Message{msg(prefix+".a", "k", 0), msg(prefix+".a", "k", 1), msg(prefix+".a", "k", 2)}
+	msgs := []broker.Message{adaptertest.Msg(prefix+".a", "k", 0), adaptertest.Msg(prefix+".a", "k", 1), adaptertest.Msg(prefix+".a", "k", 2)}
 	errs := p.Publish(ctx, msgs)
 	if errs[0] != nil || errs[1] != nil {
 		t.Fatalf("the first two: %v, %v", errs[0], errs[1])
 	}
-	isOutage(t, "publish to a full stream", errs[2], "full")
+	adaptertest.IsOutage(t, "publish to a full stream", errs[2], "full")
 
 	js, jctx := jetStreamAt(t, url, 10*time.Second)
-	s, err := js.Stream(jctx, streamName(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Purge(jctx); err != nil {
+	if err := streamOf(jctx, t, js, streamName(prefix)).Purge(jctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := publishOne(t, p, msgs[2]); err != nil {
@@ -109,19 +91,14 @@ func TestStreamFullIsOutage(t *testing.T) {
 // TestSealedStreamIsOutage: a sealed stream takes nothing more. The event
 // is not at fault: it waits, as an outage, for a stream that takes it.
 func TestSealedStreamIsOutage(t *testing.T) {
-	url, prefix := sharedStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage})
-	p := open(t, url, natsbroker.Options{Stream: streamName(prefix)})
+	url, prefix, p := sharedPublisher(t, inMemory, natsbroker.Options{})
 	js, ctx := jetStreamAt(t, url, 10*time.Second)
-	s, err := js.Stream(ctx, streamName(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := s.CachedInfo().Config
+	cfg := streamOf(ctx, t, js, streamName(prefix)).CachedInfo().Config
 	cfg.Sealed = true
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	isOutage(t, "publish to a sealed stream", publishOne(t, p, msg(prefix+".a", "k", 0)), "sealed")
+	adaptertest.IsOutage(t, "publish to a sealed stream", publishOne(t, p, adaptertest.Msg(prefix+".a", "k", 0)), "sealed")
 }
 
 // TestBatchStreamFullIsOutage: on a server with batch publish, a run of one
@@ -131,22 +108,18 @@ func TestSealedStreamIsOutage(t *testing.T) {
 func TestBatchStreamFullIsOutage(t *testing.T) {
 	batchModes(t, func(t *testing.T, url, stream, prefix, mode string) {
 		js, ctx := jetStreamAt(t, url, 20*time.Second)
-		s, err := js.Stream(ctx, stream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := s.CachedInfo().Config
+		cfg := streamOf(ctx, t, js, stream).CachedInfo().Config
 		cfg.MaxMsgs, cfg.Discard = 5, jetstream.DiscardNew
 		if _, err := js.UpdateStream(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}
-		p := open(t, url, natsbroker.Options{Stream: stream})
+		p := adaptertest.Open(t, natsbroker.Open, url, natsbroker.Options{Stream: stream})
 		if got := p.BatchMode(); got != mode {
 			t.Fatalf("batch mode %q, want %q", got, mode)
 		}
 		var msgs []broker.Message
 		for i := range 10 {
-			msgs = append(msgs, msg(prefix+".Order.Created", "hot", i))
+			msgs = append(msgs, adaptertest.Msg(prefix+".Order.Created", "hot", i))
 		}
 		pctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -161,7 +134,7 @@ func TestBatchStreamFullIsOutage(t *testing.T) {
 		if first < 0 {
 			t.Fatal("every message confirmed by a stream of at most 5")
 		}
-		isOutage(t, "first refused message of the run", errs[first], "full")
+		adaptertest.IsOutage(t, "first refused message of the run", errs[first], "full")
 		for i, err := range errs[first:] {
 			if !errors.Is(err, txbox.ErrBrokerUnavailable) {
 				t.Errorf("message %d after the refused one: %v, want an outage", first+i, err)
@@ -178,7 +151,7 @@ func TestBatchStreamFullIsOutage(t *testing.T) {
 func TestSubscriberRemakesItsDurableConsumer(t *testing.T) {
 	url := testenv.URL(t, "TXBOX_TEST_NATS")
 	prefix, cfg, js, ctx := ownStream(t, url, "txboxtest.sub", jetstream.MemoryStorage, 60*time.Second)
-	p := open(t, url, natsbroker.Options{Stream: cfg.Name})
+	p := adaptertest.Open(t, natsbroker.Open, url, natsbroker.Options{Stream: cfg.Name})
 	sub, err := natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Stream: cfg.Name, Durable: "remade"})
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +166,7 @@ func TestSubscriberRemakesItsDurableConsumer(t *testing.T) {
 		t.Logf("%s: %d deliveries, err %v", what, len(ds), err)
 		return ds, err
 	}
-	if err := publishOne(t, p, msg(prefix+".Order.Created", "k", 0)); err != nil {
+	if err := publishOne(t, p, adaptertest.Msg(prefix+".Order.Created", "k", 0)); err != nil {
 		t.Fatal(err)
 	}
 	ds, err := receive("before")
@@ -218,7 +191,7 @@ func TestSubscriberRemakesItsDurableConsumer(t *testing.T) {
 	if _, err := js.CreateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	m := msg(prefix+".Order.Created", "k", 1)
+	m := adaptertest.Msg(prefix+".Order.Created", "k", 1)
 	if err := publishOne(t, p, m); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +222,7 @@ func TestSubscriberRemakesItsDurableConsumer(t *testing.T) {
 func TestStaleDeliverySettlesNothing(t *testing.T) {
 	url := testenv.URL(t, "TXBOX_TEST_NATS")
 	prefix, cfg, js, ctx := ownStream(t, url, "txboxtest.stale", jetstream.MemoryStorage, 60*time.Second)
-	p := open(t, url, natsbroker.Options{Stream: cfg.Name})
+	p := adaptertest.Open(t, natsbroker.Open, url, natsbroker.Options{Stream: cfg.Name})
 	subscriber := func() *natsbroker.Subscriber {
 		s, err := natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Stream: cfg.Name, Durable: "held", AckWait: time.Minute})
 		if err != nil {
@@ -270,19 +243,9 @@ func TestStaleDeliverySettlesNothing(t *testing.T) {
 		}
 		return ds[0]
 	}
-	ackPending := func() int {
-		c, err := js.Consumer(ctx, cfg.Name, "held")
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := c.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.NumAckPending
-	}
+	ackPending := func() int { return consumerInfo(ctx, t, js, cfg.Name, "held").NumAckPending }
 
-	old := msg(prefix+".Order.Created", "k", 1)
+	old := adaptertest.Msg(prefix+".Order.Created", "k", 1)
 	if err := publishOne(t, p, old); err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +265,7 @@ func TestStaleDeliverySettlesNothing(t *testing.T) {
 	if _, err := js.CreateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	current := msg(prefix+".Order.Created", "k", 2)
+	current := adaptertest.Msg(prefix+".Order.Created", "k", 2)
 	if err := publishOne(t, p, current); err != nil {
 		t.Fatal(err)
 	}
@@ -345,9 +308,9 @@ func TestHeldDeliveryAckedAcrossBrokerRestart(t *testing.T) {
 	srv := testenv.StartNATS(t)
 	waitJetStream(t, srv.URL)
 	prefix, cfg, _, ctx := ownStream(t, srv.URL, "txboxtest.restart", jetstream.FileStorage, 60*time.Second)
-	p := open(t, srv.URL, natsbroker.Options{Stream: cfg.Name, ReconnectWait: 100 * time.Millisecond})
+	p := adaptertest.Open(t, natsbroker.Open, srv.URL, natsbroker.Options{Stream: cfg.Name, ReconnectWait: 100 * time.Millisecond})
 	for i := range 2 {
-		if err := publishOne(t, p, msg(prefix+".Order.Created", "k", i)); err != nil {
+		if err := publishOne(t, p, adaptertest.Msg(prefix+".Order.Created", "k", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -404,15 +367,7 @@ func TestHeldDeliveryAckedAcrossBrokerRestart(t *testing.T) {
 		}
 	}
 	js2, ctx2 := jetStreamAt(t, srv.URL, 10*time.Second)
-	c, err := js2.Consumer(ctx2, cfg.Name, "held")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := c.Info(ctx2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.NumAckPending != 0 || info.NumPending != 0 {
+	if info := consumerInfo(ctx2, t, js2, cfg.Name, "held"); info.NumAckPending != 0 || info.NumPending != 0 {
 		t.Fatalf("after both acks: %d ack pending, %d pending; want 0 and 0", info.NumAckPending, info.NumPending)
 	}
 }

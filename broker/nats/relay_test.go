@@ -10,6 +10,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 	natsbroker "github.com/txbox/txbox/broker/nats"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/outbox"
@@ -35,9 +36,9 @@ func (r *rounds) Publish(ctx context.Context, msgs []broker.Message) []error {
 // outbox order.
 func TestRelayDrainsOneAggregateInBatches(t *testing.T) {
 	url := server215(t)
-	prefix := unique("ab.relay")
+	prefix := adaptertest.Unique("ab.relay")
 	stream := streamName(prefix)
-	p := &rounds{Publisher: open(t, url, natsbroker.Options{Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true})}
+	p := &rounds{Publisher: adaptertest.Open(t, natsbroker.Open, url, natsbroker.Options{Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true})}
 	if !broker.PipelinesPerKey(p) {
 		t.Fatal("the publisher does not declare pipelining on 2.15")
 	}
@@ -57,7 +58,7 @@ func TestRelayDrainsOneAggregateInBatches(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := relay.New(relay.Config{Store: s, Publisher: p, Topic: broker.Topic(prefix + ".{aggregate_type}.{event_type}"), Logger: quiet})
+	r, err := relay.New(relay.Config{Store: s, Publisher: p, Topic: broker.Topic(prefix + ".{aggregate_type}.{event_type}"), Logger: adaptertest.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
