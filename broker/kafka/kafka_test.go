@@ -3,8 +3,6 @@ package kafkabroker_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,28 +12,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/brokertest"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 	kafkabroker "github.com/txbox/txbox/broker/kafka"
 	"github.com/txbox/txbox/broker/kafka/kafkatest"
-	"github.com/txbox/txbox/internal/testenv"
 )
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-func msg(topic, key string, n int) broker.Message {
-	return broker.Message{Event: txbox.MustEvent("Order", key, "Created", map[string]int{"n": n}), Topic: topic, Source: "test"}
-}
-
-func open(t *testing.T, kc *kafkatest.Cluster, opts kafkabroker.Options) *kafkabroker.Publisher {
+// withTopic starts a cluster of the test's own with topic, of partitions,
+// and opens a publisher to it.
+func withTopic(t *testing.T, topic string, partitions int32) (*kafkatest.Cluster, *kafkabroker.Publisher) {
 	t.Helper()
-	if opts.Logger == nil {
-		opts.Logger = quiet
+	kc := kafkatest.Start(t)
+	if err := kc.CreateTopic(topic, partitions, nil); err != nil {
+		t.Fatal(err)
 	}
-	return testenv.Open(t, func(ctx context.Context) (*kafkabroker.Publisher, error) {
-		return kafkabroker.Open(ctx, kc.URL(), opts)
-	})
+	return kc, adaptertest.Open(t, kafkabroker.Open, kc.URL(), kafkabroker.Options{})
 }
 
 // TestConformance runs brokertest against an in-process kfake cluster (there
@@ -57,7 +49,7 @@ func TestConformance(t *testing.T) {
 			// Small record batches: a run of one key goes out in several
 			// produce requests, several in flight, so a failure can hit
 			// the middle of it (see FailPublishAfter).
-			p, err := kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Logger: quiet, MaxPayload: 16 << 10})
+			p, err := kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Logger: adaptertest.Quiet, MaxPayload: 16 << 10})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,7 +57,7 @@ func TestConformance(t *testing.T) {
 		},
 		NewSubscriber: func(ctx context.Context, t *testing.T, group, topic string) broker.Subscriber {
 			s, err := kafkabroker.OpenSubscriber(ctx, kc.URL(), kafkabroker.SubscriberOptions{
-				Group: group, Topics: []string{topic}, AckWait: ackWait, Logger: quiet,
+				Group: group, Topics: []string{topic}, AckWait: ackWait, Logger: adaptertest.Quiet,
 			})
 			if err != nil {
 				t.Fatal(err)

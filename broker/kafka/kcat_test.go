@@ -9,6 +9,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 	kafkabroker "github.com/txbox/txbox/broker/kafka"
 	"github.com/txbox/txbox/broker/kafka/kafkatest"
 	"github.com/txbox/txbox/internal/testenv"
@@ -21,7 +22,7 @@ import (
 func TestKcatReadsTheEvent(t *testing.T) {
 	bin := testenv.Tool(t, "kcat", "kafkacat")
 	kc := kafkatest.Start(t)
-	p := open(t, kc, kafkabroker.Options{CreateTopics: true, Partitions: 1})
+	p := adaptertest.Open(t, kafkabroker.Open, kc.URL(), kafkabroker.Options{CreateTopics: true, Partitions: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	e := txbox.Event{

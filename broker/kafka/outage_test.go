@@ -3,7 +3,6 @@ package kafkabroker_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,23 +12,10 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 	kafkabroker "github.com/txbox/txbox/broker/kafka"
 	"github.com/txbox/txbox/broker/kafka/kafkatest"
 )
-
-// isOutage fails the test unless err is an outage of the way out (no
-// attempt spent, never DEAD) whose text names the cause.
-func isOutage(t *testing.T, what string, err error, text string) {
-	t.Helper()
-	switch {
-	case !errors.Is(err, txbox.ErrBrokerUnavailable) || errors.Is(err, txbox.ErrPermanent):
-		t.Errorf("%s: err = %v, want one wrapping txbox.ErrBrokerUnavailable and not txbox.ErrPermanent", what, err)
-	case !strings.Contains(err.Error(), text):
-		t.Errorf("%s: err = %v, want it to mention %q", what, err, text)
-	default:
-		t.Logf("%s: %v", what, err)
-	}
-}
 
 func publishCtx(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -41,14 +27,10 @@ func publishCtx(t *testing.T, d time.Duration) context.Context {
 // or deleted) fails its events as an outage, while the other topics of the
 // call are confirmed; once it is created, the same event is confirmed.
 func TestMissingTopicIsOutage(t *testing.T) {
-	kc := kafkatest.Start(t)
-	if err := kc.CreateTopic("here", 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	p := open(t, kc, kafkabroker.Options{})
-	lost := msg("later.Order.Created", "k", 0)
-	errs := p.Publish(publishCtx(t, 10*time.Second), []broker.Message{msg("here", "a", 0), lost, msg("here", "b", 1)})
-	isOutage(t, "topic not created yet", errs[1], `topic "later.Order.Created" does not exist`)
+	kc, p := withTopic(t, "here", 1)
+	lost := adaptertest.Msg("later.Order.Created", "k", 0)
+	errs := p.Publish(publishCtx(t, 10*time.Second), []broker.Message{adaptertest.Msg("here", "a", 0), lost, adaptertest.Msg("here", "b", 1)})
+	adaptertest.IsOutage(t, "topic not created yet", errs[1], `topic "later.Order.Created" does not exist`)
 	if errs[0] != nil || errs[2] != nil {
 		t.Errorf("messages for the existing topic: %v, %v; want confirmed", errs[0], errs[2])
 	}
@@ -72,13 +54,13 @@ func TestTopicDeletedUnderThePublisher(t *testing.T) {
 	if err := kc.CreateTopic(topic, 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	p := open(t, kc, kafkabroker.Options{})
-	if err := p.Publish(publishCtx(t, 10*time.Second), []broker.Message{msg(topic, "k", 0)})[0]; err != nil {
+	p := adaptertest.Open(t, kafkabroker.Open, kc.URL(), kafkabroker.Options{})
+	if err := p.Publish(publishCtx(t, 10*time.Second), []broker.Message{adaptertest.Msg(topic, "k", 0)})[0]; err != nil {
 		t.Fatal(err)
 	}
 	deleteTopic(t, kc, topic)
-	m := msg(topic, "k", 1)
-	isOutage(t, "topic deleted", p.Publish(publishCtx(t, 10*time.Second), []broker.Message{m})[0], topic)
+	m := adaptertest.Msg(topic, "k", 1)
+	adaptertest.IsOutage(t, "topic deleted", p.Publish(publishCtx(t, 10*time.Second), []broker.Message{m})[0], topic)
 	if err := kc.CreateTopic(topic, 1, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +70,7 @@ func TestTopicDeletedUnderThePublisher(t *testing.T) {
 	if err := kc.CreateTopic(topic, 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	confirmedAgain(t, p, msg(topic, "k", 2))
+	confirmedAgain(t, p, adaptertest.Msg(topic, "k", 2))
 }
 
 func deleteTopic(t *testing.T, kc *kafkatest.Cluster, topic string) {
@@ -135,9 +117,9 @@ func TestTopicAuthorizationIsOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := kc.Kfake().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Metadata}, Topic: "guarded", Err: kerr.TopicAuthorizationFailed, Count: -1})
-	p := open(t, kc, kafkabroker.Options{})
-	m := msg("guarded", "k", 0)
-	isOutage(t, "topic forbidden in the metadata", p.Publish(publishCtx(t, 10*time.Second), []broker.Message{m})[0], `not authorized to use topic "guarded"`)
+	p := adaptertest.Open(t, kafkabroker.Open, kc.URL(), kafkabroker.Options{})
+	m := adaptertest.Msg("guarded", "k", 0)
+	adaptertest.IsOutage(t, "topic forbidden in the metadata", p.Publish(publishCtx(t, 10*time.Second), []broker.Message{m})[0], `not authorized to use topic "guarded"`)
 	h.Remove()
 	if err := p.Publish(publishCtx(t, 10*time.Second), []broker.Message{m})[0]; err != nil {
 		t.Fatalf("once allowed: %v", err)
@@ -150,6 +132,6 @@ func TestTopicAuthorizationIsOutage(t *testing.T) {
 // failure: every event bound for a new topic would fail alike.
 func TestTopicCreationRefusedIsOutage(t *testing.T) {
 	kc := kafkatest.Start(t)
-	p := open(t, kc, kafkabroker.Options{CreateTopics: true, ReplicationFactor: 3})
-	isOutage(t, "topic creation refused", p.Publish(publishCtx(t, 10*time.Second), []broker.Message{msg("new.Order.Created", "k", 0)})[0], "replication factor 3")
+	p := adaptertest.Open(t, kafkabroker.Open, kc.URL(), kafkabroker.Options{CreateTopics: true, ReplicationFactor: 3})
+	adaptertest.IsOutage(t, "topic creation refused", p.Publish(publishCtx(t, 10*time.Second), []broker.Message{adaptertest.Msg("new.Order.Created", "k", 0)})[0], "replication factor 3")
 }

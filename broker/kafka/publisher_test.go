@@ -18,6 +18,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 	kafkabroker "github.com/txbox/txbox/broker/kafka"
 	"github.com/txbox/txbox/broker/kafka/kafkatest"
 )
@@ -27,7 +28,7 @@ import (
 // content-type; key = aggregate id; value = the payload bytes.
 func TestWireFormat(t *testing.T) {
 	kc := kafkatest.Start(t)
-	p := open(t, kc, kafkabroker.Options{CreateTopics: true})
+	p := adaptertest.Open(t, kafkabroker.Open, kc.URL(), kafkabroker.Options{CreateTopics: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	at := time.Date(2025, 3, 1, 12, 30, 45, 123456789, time.UTC)
@@ -83,24 +84,15 @@ func TestPermanentErrorsNameTheProblem(t *testing.T) {
 	if err := kc.CreateTopic("ok", 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	p := open(t, kc, kafkabroker.Options{})
+	p := adaptertest.Open(t, kafkabroker.Open, kc.URL(), kafkabroker.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	big := msg("small", "k", 1)
+	big := adaptertest.Msg("small", "k", 1)
 	big.Event.Payload = []byte(`"` + strings.Repeat("x", 3000) + `"`)
-	badHeader := msg("ok", "k", 2)
+	badHeader := adaptertest.Msg("ok", "k", 2)
 	badHeader.Event.Headers = map[string]string{"Bad-Name": "x"}
-	msgs := []broker.Message{big, badHeader, msg("Order Created", "k", 3), msg("ok", "k", 4), msg("small", "k", 5)}
-	errs := p.Publish(ctx, msgs)
-	want := []string{"limit of 2048 bytes", "Bad-Name", `has ' '`, "", ""}
-	for i, w := range want {
-		switch {
-		case w == "" && errs[i] != nil:
-			t.Errorf("message %d: %v, want confirmed", i, errs[i])
-		case w != "" && (!errors.Is(errs[i], txbox.ErrPermanent) || !strings.Contains(errs[i].Error(), w)):
-			t.Errorf("message %d: %v, want a permanent error mentioning %q", i, errs[i], w)
-		}
-	}
+	msgs := []broker.Message{big, badHeader, adaptertest.Msg("Order Created", "k", 3), adaptertest.Msg("ok", "k", 4), adaptertest.Msg("small", "k", 5)}
+	adaptertest.Verdicts(t, p.Publish(ctx, msgs), []string{"limit of 2048 bytes", "Bad-Name", `has ' '`, "", ""})
 }
 
 // TestBrokerVerdicts: errors the broker sends back are classified: a record
@@ -114,11 +106,11 @@ func TestBrokerVerdicts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := open(t, kc, kafkabroker.Options{})
+	p := adaptertest.Open(t, kafkabroker.Open, kc.URL(), kafkabroker.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// Learn the topics first, so the faults hit the produce requests only.
-	for _, err := range p.Publish(ctx, []broker.Message{msg("large", "k", 0), msg("authz", "k", 0), msg("slow", "k", 0), msg("fine", "k", 0)}) {
+	for _, err := range p.Publish(ctx, []broker.Message{adaptertest.Msg("large", "k", 0), adaptertest.Msg("authz", "k", 0), adaptertest.Msg("slow", "k", 0), adaptertest.Msg("fine", "k", 0)}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +123,7 @@ func TestBrokerVerdicts(t *testing.T) {
 	defer h.Remove()
 	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer scancel()
-	errs := p.Publish(sctx, []broker.Message{msg("large", "k", 1), msg("authz", "k", 1), msg("slow", "k", 1), msg("fine", "k", 1)})
+	errs := p.Publish(sctx, []broker.Message{adaptertest.Msg("large", "k", 1), adaptertest.Msg("authz", "k", 1), adaptertest.Msg("slow", "k", 1), adaptertest.Msg("fine", "k", 1)})
 	check := func(i int, sentinel error, text string) {
 		t.Helper()
 		if !errors.Is(errs[i], sentinel) || !strings.Contains(errs[i].Error(), text) {
@@ -157,11 +149,11 @@ func TestCreateTopics(t *testing.T) {
 	kc := kafkatest.Start(t)
 	var wg sync.WaitGroup
 	for g := range 3 {
-		p := open(t, kc, kafkabroker.Options{CreateTopics: true, Partitions: 5})
+		p := adaptertest.Open(t, kafkabroker.Open, kc.URL(), kafkabroker.Options{CreateTopics: true, Partitions: 5})
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if err := p.Publish(ctx, []broker.Message{msg("made.Order.Created", fmt.Sprint(g), g)})[0]; err != nil {
+			if err := p.Publish(ctx, []broker.Message{adaptertest.Msg("made.Order.Created", fmt.Sprint(g), g)})[0]; err != nil {
 				t.Error(err)
 			}
 		})
@@ -175,11 +167,7 @@ func TestCreateTopics(t *testing.T) {
 // TestConcurrentPublishKeepsKeyOrder: concurrent calls, each in key order,
 // land in key order (one partition per key).
 func TestConcurrentPublishKeepsKeyOrder(t *testing.T) {
-	kc := kafkatest.Start(t)
-	if err := kc.CreateTopic("conc", 4, nil); err != nil {
-		t.Fatal(err)
-	}
-	p := open(t, kc, kafkabroker.Options{})
+	kc, p := withTopic(t, "conc", 4)
 	var wg sync.WaitGroup
 	const per = 200
 	for g := range 4 {
@@ -188,7 +176,7 @@ func TestConcurrentPublishKeepsKeyOrder(t *testing.T) {
 			defer cancel()
 			var msgs []broker.Message
 			for i := range per {
-				msgs = append(msgs, msg("conc", fmt.Sprintf("key-%d", g), i))
+				msgs = append(msgs, adaptertest.Msg("conc", fmt.Sprintf("key-%d", g), i))
 			}
 			for i, err := range p.Publish(ctx, msgs) {
 				if err != nil {
@@ -218,20 +206,16 @@ func TestConcurrentPublishKeepsKeyOrder(t *testing.T) {
 // published later (the relay republishes them; a late copy after a later
 // event of the key would break per-key order).
 func TestNoLateWriteAfterOutage(t *testing.T) {
-	kc := kafkatest.Start(t)
-	if err := kc.CreateTopic("late", 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	p := open(t, kc, kafkabroker.Options{})
+	kc, p := withTopic(t, "late", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := p.Publish(ctx, []broker.Message{msg("late", "k", 0)})[0]; err != nil {
+	if err := p.Publish(ctx, []broker.Message{adaptertest.Msg("late", "k", 0)})[0]; err != nil {
 		t.Fatal(err)
 	}
 	kc.Stop()
 	for round := 1; round <= 3; round++ {
 		dctx, dcancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		err := p.Publish(dctx, []broker.Message{msg("late", "k", round)})[0]
+		err := p.Publish(dctx, []broker.Message{adaptertest.Msg("late", "k", round)})[0]
 		dcancel()
 		if !errors.Is(err, txbox.ErrBrokerUnavailable) {
 			t.Fatalf("round %d with the broker down: %v", round, err)
@@ -241,7 +225,7 @@ func TestNoLateWriteAfterOutage(t *testing.T) {
 	var last error
 	for attempt := 0; attempt < 100; attempt++ {
 		actx, acancel := context.WithTimeout(context.Background(), time.Second)
-		last = p.Publish(actx, []broker.Message{msg("late", "k", 99)})[0]
+		last = p.Publish(actx, []broker.Message{adaptertest.Msg("late", "k", 99)})[0]
 		acancel()
 		if last == nil {
 			break
@@ -274,7 +258,7 @@ func TestOpenErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, bad := range []string{"", "kafka://user:s3cret@h:9092", "nats://h:4222", "kafka://h:port", "kafka://h:9092/path"} {
-		_, err := kafkabroker.Open(ctx, bad, kafkabroker.Options{Logger: quiet})
+		_, err := kafkabroker.Open(ctx, bad, kafkabroker.Options{Logger: adaptertest.Quiet})
 		if !errors.Is(err, txbox.ErrConfig) {
 			t.Errorf("Open(%q) = %v, want a config error", bad, err)
 		}
@@ -283,17 +267,17 @@ func TestOpenErrors(t *testing.T) {
 		}
 	}
 	kc := kafkatest.Start(t)
-	_, err := kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Logger: quiet, ClientOptions: []kgo.Opt{kgo.DisableIdempotentWrite()}})
+	_, err := kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Logger: adaptertest.Quiet, ClientOptions: []kgo.Opt{kgo.DisableIdempotentWrite()}})
 	if !errors.Is(err, txbox.ErrConfig) || !strings.Contains(err.Error(), "idempotent") {
 		t.Errorf("DisableIdempotentWrite: %v, want a config error", err)
 	}
-	_, err = kafkabroker.OpenSubscriber(ctx, kc.URL(), kafkabroker.SubscriberOptions{Topics: []string{"x"}, Logger: quiet})
+	_, err = kafkabroker.OpenSubscriber(ctx, kc.URL(), kafkabroker.SubscriberOptions{Topics: []string{"x"}, Logger: adaptertest.Quiet})
 	if !errors.Is(err, txbox.ErrConfig) {
 		t.Errorf("subscriber without group: %v, want a config error", err)
 	}
 	kc.Stop()
 	start := time.Now()
-	_, err = kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Logger: quiet, ConnectTimeout: 500 * time.Millisecond})
+	_, err = kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Logger: adaptertest.Quiet, ConnectTimeout: 500 * time.Millisecond})
 	if !errors.Is(err, txbox.ErrBrokerUnavailable) {
 		t.Errorf("cluster down: %v, want ErrBrokerUnavailable", err)
 	}
@@ -350,8 +334,8 @@ func TestClientOptions(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, host)
 	})}
-	p := open(t, kc, kafkabroker.Options{ClientOptions: own})
-	s := subscribe(t, kc, "opts", kafkabroker.SubscriberOptions{Topics: []string{"opts"}, ClientOptions: own})
+	p := adaptertest.Open(t, kafkabroker.Open, kc.URL(), kafkabroker.Options{ClientOptions: own})
+	s := adaptertest.Open(t, kafkabroker.OpenSubscriber, kc.URL(), kafkabroker.SubscriberOptions{Group: "opts", Topics: []string{"opts"}, ClientOptions: own})
 	for side, cl := range map[string]*kgo.Client{"publisher": p.Client(), "subscriber": s.Client()} {
 		if id, _ := cl.OptValue(kgo.ClientID).(string); id != "billing-relay" {
 			t.Errorf("%s client id %q, want the caller's", side, id)

@@ -11,36 +11,17 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 	kafkabroker "github.com/txbox/txbox/broker/kafka"
 	"github.com/txbox/txbox/broker/kafka/kafkatest"
-	"github.com/txbox/txbox/internal/testenv"
 )
-
-func subscribe(t *testing.T, kc *kafkatest.Cluster, group string, opts kafkabroker.SubscriberOptions) *kafkabroker.Subscriber {
-	t.Helper()
-	opts.Group = group
-	if opts.Logger == nil {
-		opts.Logger = quiet
-	}
-	return testenv.Open(t, func(ctx context.Context) (*kafkabroker.Subscriber, error) {
-		return kafkabroker.OpenSubscriber(ctx, kc.URL(), opts)
-	})
-}
 
 // receiveN collects n deliveries within d.
 func receiveN(t *testing.T, s broker.Subscriber, n int, d time.Duration) []broker.Delivery {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	var out []broker.Delivery
-	for len(out) < n {
-		ds, err := s.Receive(ctx, n-len(out))
-		if err != nil {
-			t.Fatalf("after %d of %d: %v", len(out), n, err)
-		}
-		out = append(out, ds...)
-	}
-	return out
+	return adaptertest.Receive(ctx, t, s, n, nil)
 }
 
 func quietFor(t *testing.T, s broker.Subscriber, d time.Duration) {
@@ -70,26 +51,18 @@ func publishAll(t *testing.T, p broker.Publisher, msgs ...broker.Message) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for i, err := range p.Publish(ctx, msgs) {
-		if err != nil {
-			t.Fatalf("message %d: %v", i, err)
-		}
-	}
+	adaptertest.PublishOK(ctx, t, p, msgs)
 }
 
 // TestAckCommitsWatermark: acknowledging later records of a partition while
 // an earlier one is out commits nothing past the earlier one; once it is
 // acknowledged, the group resumes after all of them.
 func TestAckCommitsWatermark(t *testing.T) {
-	kc := kafkatest.Start(t)
-	if err := kc.CreateTopic("wm", 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	p := open(t, kc, kafkabroker.Options{})
-	publishAll(t, p, msg("wm", "a", 0), msg("wm", "b", 1), msg("wm", "c", 2))
+	kc, p := withTopic(t, "wm", 1)
+	publishAll(t, p, adaptertest.Msg("wm", "a", 0), adaptertest.Msg("wm", "b", 1), adaptertest.Msg("wm", "c", 2))
 	ctx := context.Background()
 
-	s := subscribe(t, kc, "svc", kafkabroker.SubscriberOptions{Topics: []string{"wm"}})
+	s := adaptertest.Open(t, kafkabroker.OpenSubscriber, kc.URL(), kafkabroker.SubscriberOptions{Group: "svc", Topics: []string{"wm"}})
 	ds := receiveN(t, s, 3, 10*time.Second)
 	if err := ds[1].Ack(ctx); err != nil {
 		t.Fatal(err)
@@ -101,7 +74,7 @@ func TestAckCommitsWatermark(t *testing.T) {
 
 	// #0 was never acknowledged: the group starts at it again, and the
 	// acknowledged later ones come with it (the inbox drops them).
-	s = subscribe(t, kc, "svc", kafkabroker.SubscriberOptions{Topics: []string{"wm"}})
+	s = adaptertest.Open(t, kafkabroker.OpenSubscriber, kc.URL(), kafkabroker.SubscriberOptions{Group: "svc", Topics: []string{"wm"}})
 	ds = receiveN(t, s, 3, 10*time.Second)
 	if got := payloads(t, ds); got[0] != `{"n":0}` {
 		t.Fatalf("after reopening: %v, want #0 first", got)
@@ -119,8 +92,8 @@ func TestAckCommitsWatermark(t *testing.T) {
 	}
 	s.Close()
 
-	s = subscribe(t, kc, "svc", kafkabroker.SubscriberOptions{Topics: []string{"wm"}})
-	publishAll(t, p, msg("wm", "d", 3))
+	s = adaptertest.Open(t, kafkabroker.OpenSubscriber, kc.URL(), kafkabroker.SubscriberOptions{Group: "svc", Topics: []string{"wm"}})
+	publishAll(t, p, adaptertest.Msg("wm", "d", 3))
 	if got := payloads(t, receiveN(t, s, 1, 10*time.Second)); got[0] != `{"n":3}` {
 		t.Fatalf("after acking everything: %v, want only the new #3", got)
 	}
@@ -130,14 +103,10 @@ func TestAckCommitsWatermark(t *testing.T) {
 // its delay while later records flow; if the subscriber goes away first,
 // Kafka delivers it again from the uncommitted offset.
 func TestNakRedeliversFromMemoryAndFromKafka(t *testing.T) {
-	kc := kafkatest.Start(t)
-	if err := kc.CreateTopic("nak", 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	p := open(t, kc, kafkabroker.Options{})
-	publishAll(t, p, msg("nak", "a", 0), msg("nak", "b", 1))
+	kc, p := withTopic(t, "nak", 1)
+	publishAll(t, p, adaptertest.Msg("nak", "a", 0), adaptertest.Msg("nak", "b", 1))
 	ctx := context.Background()
-	s := subscribe(t, kc, "svc", kafkabroker.SubscriberOptions{Topics: []string{"nak"}, AckWait: -1})
+	s := adaptertest.Open(t, kafkabroker.OpenSubscriber, kc.URL(), kafkabroker.SubscriberOptions{Group: "svc", Topics: []string{"nak"}, AckWait: -1})
 	ds := receiveN(t, s, 2, 10*time.Second)
 	if err := ds[0].Nak(ctx, 300*time.Millisecond); err != nil {
 		t.Fatal(err)
@@ -158,7 +127,7 @@ func TestNakRedeliversFromMemoryAndFromKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	s = subscribe(t, kc, "svc", kafkabroker.SubscriberOptions{Topics: []string{"nak"}})
+	s = adaptertest.Open(t, kafkabroker.OpenSubscriber, kc.URL(), kafkabroker.SubscriberOptions{Group: "svc", Topics: []string{"nak"}})
 	ds = receiveN(t, s, 2, 10*time.Second)
 	if got := payloads(t, ds); got[0] != `{"n":0}` || got[1] != `{"n":1}` {
 		t.Fatalf("after reopening: %v, want #0 and the acknowledged #1 again", got)
@@ -168,36 +137,11 @@ func TestNakRedeliversFromMemoryAndFromKafka(t *testing.T) {
 // TestReceiveWaitsForFirstMessage: a waiting Receive returns as soon as one
 // record exists, without waiting to fill its batch.
 func TestReceiveWaitsForFirstMessage(t *testing.T) {
-	kc := kafkatest.Start(t)
-	if err := kc.CreateTopic("wait", 2, nil); err != nil {
-		t.Fatal(err)
-	}
-	p := open(t, kc, kafkabroker.Options{})
-	s := subscribe(t, kc, "svc", kafkabroker.SubscriberOptions{Topics: []string{"wait"}})
-	published := make(chan time.Time, 1)
-	go func() {
-		time.Sleep(500 * time.Millisecond)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := p.Publish(ctx, []broker.Message{msg("wait", "k", 0)})[0]; err != nil {
-			t.Error(err)
-		}
-		published <- time.Now()
-	}()
+	kc, p := withTopic(t, "wait", 2)
+	s := adaptertest.Open(t, kafkabroker.OpenSubscriber, kc.URL(), kafkabroker.SubscriberOptions{Group: "svc", Topics: []string{"wait"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	ds, err := s.Receive(ctx, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := <-published
-	if len(ds) != 1 {
-		t.Errorf("Receive returned %d deliveries, want 1", len(ds))
-	}
-	if lag := time.Since(at); lag > 2*time.Second {
-		t.Errorf("Receive returned %v after the publish", lag)
-	}
-	raw := ds[0].Raw() // ID is topic/partition/offset
+	raw := adaptertest.FirstDelivery(ctx, t, p, s, adaptertest.Msg("wait", "k", 0), 500*time.Millisecond).Raw() // ID is topic/partition/offset
 	if !strings.HasPrefix(raw.ID, "wait/") || !strings.HasSuffix(raw.ID, "/0") || raw.Headers["ce_type"] != "Created" || raw.Headers["content-type"] != "application/json" {
 		t.Errorf("Raw() = %+v", raw)
 	}
@@ -207,16 +151,12 @@ func TestReceiveWaitsForFirstMessage(t *testing.T) {
 // partitions; every record is delivered, and acknowledged records do not
 // come back when one member leaves.
 func TestTwoMembersShareTheWork(t *testing.T) {
-	kc := kafkatest.Start(t)
-	if err := kc.CreateTopic("share", 4, nil); err != nil {
-		t.Fatal(err)
-	}
-	p := open(t, kc, kafkabroker.Options{})
-	a := subscribe(t, kc, "svc", kafkabroker.SubscriberOptions{Topics: []string{"share"}})
-	b := subscribe(t, kc, "svc", kafkabroker.SubscriberOptions{Topics: []string{"share"}})
+	kc, p := withTopic(t, "share", 4)
+	a := adaptertest.Open(t, kafkabroker.OpenSubscriber, kc.URL(), kafkabroker.SubscriberOptions{Group: "svc", Topics: []string{"share"}})
+	b := adaptertest.Open(t, kafkabroker.OpenSubscriber, kc.URL(), kafkabroker.SubscriberOptions{Group: "svc", Topics: []string{"share"}})
 	var msgs []broker.Message
 	for i := range 40 {
-		msgs = append(msgs, msg("share", string(rune('a'+i%8)), i))
+		msgs = append(msgs, adaptertest.Msg("share", string(rune('a'+i%8)), i))
 	}
 	publishAll(t, p, msgs...)
 	seen := map[string]int{}
@@ -265,7 +205,7 @@ func TestUndecodable(t *testing.T) {
 	if err := cl.ProduceSync(ctx, rawRecord("raw", map[string]string{"ce_specversion": "1.0", "ce_id": "x", "CE_ID": "y", "ce_type": "T"}, `{}`)).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	s := subscribe(t, kc, "svc", kafkabroker.SubscriberOptions{Topics: []string{"raw"}})
+	s := adaptertest.Open(t, kafkabroker.OpenSubscriber, kc.URL(), kafkabroker.SubscriberOptions{Group: "svc", Topics: []string{"raw"}})
 	for i, d := range receiveN(t, s, 2, 10*time.Second) {
 		if _, err := d.Event(); !errors.Is(err, txbox.ErrPermanent) {
 			t.Errorf("record %d: Event() = %v, want a permanent error", i, err)
