@@ -16,6 +16,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/outbox"
 	"github.com/txbox/txbox/relay"
@@ -120,17 +121,9 @@ func migrated(t *testing.T, st Store) store.Store {
 // write commits events through the public write API, chunk per transaction.
 func write(t *testing.T, st Store, s store.Store, chunk int, events []txbox.Event) {
 	t.Helper()
-	w := outbox.NewWriter(s.Dialect())
 	for len(events) > 0 {
 		n := min(chunk, len(events))
-		tx, commit, rollback := st.Begin(t, s)
-		if err := w.Add(context.Background(), tx, events[:n]...); err != nil {
-			_ = rollback()
-			t.Fatalf("write: %v", err)
-		}
-		if err := commit(); err != nil {
-			t.Fatalf("commit: %v", err)
-		}
+		storeenv.Write(t, st, s, events[:n]...)
 		events = events[n:]
 	}
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/txbox/txbox/inbox"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
-	"github.com/txbox/txbox/outbox"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
 )
@@ -60,18 +59,6 @@ func chromium(t *testing.T) string {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func write(t *testing.T, h harness, s store.Store, events ...txbox.Event) {
-	t.Helper()
-	tx, commit, rollback := h.Begin(t, s)
-	if err := outbox.NewWriter(s.Dialect()).Add(context.Background(), tx, events...); err != nil {
-		_ = rollback()
-		t.Fatal(err)
-	}
-	if err := commit(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func operatorNight(t *testing.T, h harness, chrome string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -83,7 +70,7 @@ func operatorNight(t *testing.T, h harness, chrome string) {
 	// A dead event (the broker refused it), a backlog of three, and an
 	// event the billing consumer parked.
 	dead := txbox.MustEvent("Order", "order-7", "OrderPlaced", map[string]any{"order": 7, "items": []string{"book", "pen"}})
-	write(t, h, s, dead)
+	storeenv.Write(t, h, s, dead)
 	recs, err := s.Claim(ctx, store.ClaimRequest{Lease: "relay-a#1", Limit: 1, LeaseFor: time.Minute})
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("claim: %v %d", err, len(recs))
@@ -95,18 +82,12 @@ func operatorNight(t *testing.T, h harness, chrome string) {
 	for _, id := range []string{"order-1", "order-2", "order-3"} {
 		backlog = append(backlog, txbox.MustEvent("Order", id, "OrderPlaced", map[string]any{"order": id}))
 	}
-	write(t, h, s, backlog...)
+	storeenv.Write(t, h, s, backlog...)
 	parked := txbox.MustEvent("Invoice", "inv-9", "InvoiceIssued", map[string]any{"invoice": 9, "amount": "12.50"})
-	{
-		tx, commit, rollback := h.Begin(t, s)
-		if _, _, err := s.Dialect().(store.InboxDialect).InboxFail(ctx, tx, "billing", parked, "handler: ledger account 4711 closed", 1, txbox.StatusRetry); err != nil {
-			_ = rollback()
-			t.Fatal(err)
-		}
-		if err := commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	storeenv.InTx(t, h, s, func(tx store.Tx) error {
+		_, _, err := s.Dialect().(store.InboxDialect).InboxFail(ctx, tx, "billing", parked, "handler: ledger account 4711 closed", 1, txbox.StatusRetry)
+		return err
+	})
 
 	c, err := console.New(s, console.Options{Database: s.Dialect().Name() + " (test)", Logger: quiet(), SampleEvery: time.Second})
 	if err != nil {
