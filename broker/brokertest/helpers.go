@@ -2,7 +2,6 @@ package brokertest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -172,24 +171,6 @@ func receive(t *testing.T, s broker.Subscriber, n int, ack bool) []broker.Delive
 		}
 	}
 	return adaptertest.Receive(ctx, t, s, n, each)
-}
-
-// expectQuiet fails the test if anything is delivered within d.
-func expectQuiet(t *testing.T, s broker.Subscriber, d time.Duration, why string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	ds, err := s.Receive(ctx, 10)
-	if err == nil {
-		var ids []string
-		for _, d := range ds {
-			ids = append(ids, d.Raw().ID)
-		}
-		t.Fatalf("%s, but received %d more: %v", why, len(ds), ids)
-	}
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Receive while waiting for silence: %v", err)
-	}
 }
 
 func decode(t *testing.T, d broker.Delivery) txbox.Event {

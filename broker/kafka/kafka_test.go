@@ -45,25 +45,13 @@ func TestConformance(t *testing.T) {
 			return brokertest.Capabilities{OrderPerKey: true, Persistent: true, Redelivery: true,
 				MaxPayload: p.(*kafkabroker.Publisher).MaxPayload(), PipelinesPerKey: true}
 		},
-		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
-			// Small record batches: a run of one key goes out in several
-			// produce requests, several in flight, so a failure can hit
-			// the middle of it (see FailPublishAfter).
-			p, err := kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Logger: adaptertest.Quiet, MaxPayload: 16 << 10})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		},
-		NewSubscriber: func(ctx context.Context, t *testing.T, group, topic string) broker.Subscriber {
-			s, err := kafkabroker.OpenSubscriber(ctx, kc.URL(), kafkabroker.SubscriberOptions{
-				Group: group, Topics: []string{topic}, AckWait: ackWait, Logger: adaptertest.Quiet,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		},
+		// Small record batches: a run of one key goes out in several
+		// produce requests, several in flight, so a failure can hit
+		// the middle of it (see FailPublishAfter).
+		NewPublisher: adaptertest.NewPublisher(kafkabroker.Open, kc.URL(), kafkabroker.Options{Logger: adaptertest.Quiet, MaxPayload: 16 << 10}),
+		NewSubscriber: adaptertest.NewSubscriber(kafkabroker.OpenSubscriber, kc.URL(), func(group, topic string) kafkabroker.SubscriberOptions {
+			return kafkabroker.SubscriberOptions{Group: group, Topics: []string{topic}, AckWait: ackWait}
+		}),
 		Topic: func(t *testing.T) string {
 			topic := fmt.Sprintf("bt.t%d.Order.Created", n.Add(1))
 			if err := kc.CreateTopic(topic, partitions, nil); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/brokertest"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 	membroker "github.com/txbox/txbox/broker/mem"
 )
 
@@ -60,11 +61,6 @@ func TestLimitsFollowOptions(t *testing.T) {
 	}
 }
 
-func msg(topic, key string, n int) broker.Message {
-	e := txbox.MustEvent("Order", key, "Created", map[string]int{"n": n})
-	return broker.Message{Event: e, Topic: topic}
-}
-
 // TestFailNextAndMessages: the relay's hooks. Injected failures hit the next
 // n messages one by one, are returned as given, and leave no trace in
 // Messages; Messages keeps duplicates in publish order.
@@ -73,7 +69,7 @@ func TestFailNextAndMessages(t *testing.T) {
 	ctx := context.Background()
 	boom := errors.New("boom")
 	b.FailNext(2, boom)
-	m0, m1, m2 := msg("t", "a", 0), msg("t", "a", 1), msg("t", "b", 2)
+	m0, m1, m2 := adaptertest.Msg("t", "a", 0), adaptertest.Msg("t", "a", 1), adaptertest.Msg("t", "b", 2)
 	errs := b.Publish(ctx, []broker.Message{m0, m1, m2})
 	if !errors.Is(errs[0], boom) || !errors.Is(errs[1], boom) || errs[2] != nil {
 		t.Fatalf("errs = %v, want boom, boom, nil", errs)
@@ -107,7 +103,7 @@ func TestDownAffectsEverything(t *testing.T) {
 	b := membroker.New(membroker.Options{})
 	ctx := context.Background()
 	sub := b.Subscribe("g")
-	if errs := b.Publish(ctx, []broker.Message{msg("t", "a", 0)}); errs[0] != nil {
+	if errs := b.Publish(ctx, []broker.Message{adaptertest.Msg("t", "a", 0)}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	ds, err := sub.Receive(ctx, 1)
@@ -115,7 +111,7 @@ func TestDownAffectsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.SetDown(true)
-	if errs := b.Publish(ctx, []broker.Message{msg("t", "a", 1)}); !errors.Is(errs[0], txbox.ErrBrokerUnavailable) {
+	if errs := b.Publish(ctx, []broker.Message{adaptertest.Msg("t", "a", 1)}); !errors.Is(errs[0], txbox.ErrBrokerUnavailable) {
 		t.Errorf("Publish while down: %v", errs[0])
 	}
 	if _, err := sub.Receive(ctx, 1); !errors.Is(err, txbox.ErrBrokerUnavailable) {
@@ -144,13 +140,9 @@ func TestGroupsAndFilters(t *testing.T) {
 	g2 := b.Subscribe("g2", "orders.*.created")
 	var msgs []broker.Message
 	for i, topic := range []string{"orders.eu.created", "orders.us.shipped", "payments.eu.created", "orders.eu.created"} {
-		msgs = append(msgs, msg(topic, "k", i))
+		msgs = append(msgs, adaptertest.Msg(topic, "k", i))
 	}
-	for _, err := range b.Publish(ctx, msgs) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	adaptertest.PublishOK(ctx, t, b, msgs)
 	count := func(s broker.Subscriber, max int) int {
 		ds, err := s.Receive(ctx, max)
 		if err != nil {
@@ -178,7 +170,7 @@ func TestStaleAckDoesNotCancelRedelivery(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s := b.Subscribe("g")
-	b.Publish(ctx, []broker.Message{msg("t", "k", 0)})
+	b.Publish(ctx, []broker.Message{adaptertest.Msg("t", "k", 0)})
 	first, err := s.Receive(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +204,7 @@ func TestStaleAckDoesNotCancelRedelivery(t *testing.T) {
 // carry, as real brokers do.
 func TestInvalidHeaderIsPermanent(t *testing.T) {
 	b := membroker.New(membroker.Options{})
-	m := msg("t", "k", 0)
+	m := adaptertest.Msg("t", "k", 0)
 	m.Event.Headers = map[string]string{"Bad-Name": "x"}
 	if errs := b.Publish(context.Background(), []broker.Message{m}); !errors.Is(errs[0], txbox.ErrPermanent) {
 		t.Fatalf("err = %v, want permanent", errs[0])
@@ -226,19 +218,15 @@ func TestRecreateTopic(t *testing.T) {
 	b := membroker.New(membroker.Options{Dedupe: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	held, waiting, other := msg("t", "a", 0), msg("t", "a", 1), msg("u", "a", 2)
-	for _, err := range b.Publish(ctx, []broker.Message{held, waiting, other}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	held, waiting, other := adaptertest.Msg("t", "a", 0), adaptertest.Msg("t", "a", 1), adaptertest.Msg("u", "a", 2)
+	adaptertest.PublishOK(ctx, t, b, []broker.Message{held, waiting, other})
 	s := b.Subscribe("g", "t", "u")
 	ds, err := s.Receive(ctx, 1)
 	if err != nil || len(ds) != 1 {
 		t.Fatalf("Receive = %d, %v", len(ds), err)
 	}
 	b.RecreateTopic("t")
-	again := msg("t", "a", 3)
+	again := adaptertest.Msg("t", "a", 3)
 	again.Event.ID = held.Event.ID // the new topic's dedupe forgot the old one's ids
 	if err := b.Publish(ctx, []broker.Message{again})[0]; err != nil {
 		t.Fatal(err)
@@ -247,24 +235,14 @@ func TestRecreateTopic(t *testing.T) {
 		t.Fatalf("Ack of a delivery of the deleted topic: %v, want nil (settles nothing)", err)
 	}
 	var got []string
-	for len(got) < 2 {
-		ds, err := s.Receive(ctx, 10)
-		if err != nil {
-			t.Fatalf("after %v: %v", got, err)
+	adaptertest.Receive(ctx, t, s, 2, func(d broker.Delivery) {
+		got = append(got, string(d.Raw().Body))
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
 		}
-		for _, d := range ds {
-			got = append(got, string(d.Raw().Body))
-			if err := d.Ack(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	})
 	if want := []string{`{"n":2}`, `{"n":3}`}; got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("after RecreateTopic delivered %v, want %v (the other topic's, then the new one's)", got, want)
 	}
-	qctx, qcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer qcancel()
-	if ds, err := s.Receive(qctx, 10); err == nil {
-		t.Fatalf("delivered %d more", len(ds))
-	}
+	adaptertest.Silent(t, s, 300*time.Millisecond, "nothing more is stored")
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 	mqttbroker "github.com/txbox/txbox/broker/mqtt"
 	"github.com/txbox/txbox/internal/testenv"
 )
@@ -24,8 +25,8 @@ func TestStockClientDecodes(t *testing.T) {
 	bin := testenv.Tool(t, "mosquitto_sub")
 	raw := testenv.URL(t, "TXBOX_TEST_MQTT")
 	u, _ := url.Parse(raw)
-	topic := unique("txboxtest/cli/") + "/Order/OrderShipped"
-	id := unique("cli")
+	topic := adaptertest.Unique("txboxtest/cli/") + "/Order/OrderShipped"
+	id := adaptertest.Unique("cli")
 	args := []string{"-V", "mqttv5", "-h", u.Hostname(), "-p", u.Port(), "-i", id, "-c", "-x", "60", "-q", "1", "-t", topic}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -37,7 +38,7 @@ func TestStockClientDecodes(t *testing.T) {
 	e := txbox.MustEvent("Order", "o-42", "OrderShipped", map[string]any{"carrier": "DHL", "note": "naïve"})
 	e.AggregateVersion = 7
 	e.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
-	p := open(t, raw, mqttbroker.Options{})
+	p := adaptertest.Open(t, mqttbroker.Open, raw, mqttbroker.Options{})
 	if err := p.Publish(ctx, []broker.Message{{Event: e, Topic: topic, Source: "billing"}})[0]; err != nil {
 		t.Fatal(err)
 	}

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,24 +17,17 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/brokertest"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 	mqttbroker "github.com/txbox/txbox/broker/mqtt"
 	"github.com/txbox/txbox/internal/redact"
 	"github.com/txbox/txbox/internal/testenv"
 )
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// unique returns a name no other test run uses, for topics and client ids
-// on a shared broker.
-func unique(prefix string) string {
-	return fmt.Sprintf("%s%d", prefix, time.Now().UnixNano()%1e12)
-}
-
 func harness(t *testing.T, url string, opts mqttbroker.Options) brokertest.Harness {
-	run := unique("bt")
+	run := adaptertest.Unique("bt")
 	var n atomic.Int64
 	const ackWait = time.Second
-	opts.Logger = quiet
+	opts.Logger = adaptertest.Quiet
 	return brokertest.Harness{
 		// QoS 1 on one connection keeps publish order per topic, and the
 		// relay publishes an aggregate's next event only once the one
@@ -48,23 +38,10 @@ func harness(t *testing.T, url string, opts mqttbroker.Options) brokertest.Harne
 			return brokertest.Capabilities{OrderPerKey: true, Persistent: opts.AssumePersistent, Redelivery: true,
 				MaxPayload: p.(*mqttbroker.Publisher).MaxPayload()}
 		},
-		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
-			p, err := mqttbroker.Open(ctx, url, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		},
-		NewSubscriber: func(ctx context.Context, t *testing.T, group, topic string) broker.Subscriber {
-			s, err := mqttbroker.OpenSubscriber(ctx, url, mqttbroker.SubscriberOptions{
-				ClientID: run + "-" + group, Topics: []string{topic}, AckWait: ackWait,
-				SessionExpiry: 2 * time.Minute, Logger: quiet,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		},
+		NewPublisher: adaptertest.NewPublisher(mqttbroker.Open, url, opts),
+		NewSubscriber: adaptertest.NewSubscriber(mqttbroker.OpenSubscriber, url, func(group, topic string) mqttbroker.SubscriberOptions {
+			return mqttbroker.SubscriberOptions{ClientID: run + "-" + group, Topics: []string{topic}, AckWait: ackWait, SessionExpiry: 2 * time.Minute}
+		}),
 		Topic: func(*testing.T) string { return fmt.Sprintf("txboxtest/%s/t%d/Order/Created", run, n.Add(1)) },
 		InvalidTopics: []string{
 			"", "txboxtest/+/x", "txboxtest/#", "#", "txboxtest/a\x00b", "txboxtest/a\nb", "txboxtest/\xff",
@@ -109,7 +86,7 @@ func TestConformanceSharedBroker(t *testing.T) {
 // rawPublish publishes pb with a plain paho client, as a foreign producer.
 func rawPublish(ctx context.Context, t *testing.T, rawURL string, pb *paho.Publish) {
 	t.Helper()
-	cli := rawClient(ctx, t, rawURL, unique("raw"), nil)
+	cli := rawClient(ctx, t, rawURL, adaptertest.Unique("raw"), nil)
 	defer cli.Disconnect(&paho.Disconnect{})
 	resp, err := cli.Publish(ctx, pb)
 	if err != nil {
@@ -141,55 +118,21 @@ func rawClient(ctx context.Context, t *testing.T, rawURL, clientID string, onPub
 	return cli
 }
 
-func msg(topic, key string, n int) broker.Message {
-	return broker.Message{Event: txbox.MustEvent("Order", key, "Created", map[string]int{"n": n}), Topic: topic, Source: "test"}
-}
-
-func open(t *testing.T, url string, opts mqttbroker.Options) *mqttbroker.Publisher {
-	t.Helper()
-	if opts.Logger == nil {
-		opts.Logger = quiet
-	}
-	return testenv.Open(t, func(ctx context.Context) (*mqttbroker.Publisher, error) { return mqttbroker.Open(ctx, url, opts) })
-}
-
-func openSub(t *testing.T, url string, opts mqttbroker.SubscriberOptions) *mqttbroker.Subscriber {
-	t.Helper()
-	if opts.Logger == nil {
-		opts.Logger = quiet
-	}
-	if opts.SessionExpiry == 0 {
-		opts.SessionExpiry = time.Minute
-	}
-	return testenv.Open(t, func(ctx context.Context) (*mqttbroker.Subscriber, error) {
-		return mqttbroker.OpenSubscriber(ctx, url, opts)
-	})
-}
-
 // TestPermanentErrorsNameTheProblem: the last_error an operator reads says
 // which topic, value or size was wrong, and the good messages of the call
 // still go.
 func TestPermanentErrorsNameTheProblem(t *testing.T) {
 	url := testenv.URL(t, "TXBOX_TEST_MQTT")
-	p := open(t, url, mqttbroker.Options{MaxPayload: 1024})
-	prefix := unique("txboxtest/perm")
-	big := msg(prefix+"/big", "k", 1)
+	p := adaptertest.Open(t, mqttbroker.Open, url, mqttbroker.Options{MaxPayload: 1024})
+	prefix := adaptertest.Unique("txboxtest/perm")
+	big := adaptertest.Msg(prefix+"/big", "k", 1)
 	big.Event.Payload = []byte(`"` + strings.Repeat("x", 2000) + `"`)
-	badHeader := msg(prefix+"/h", "k", 2)
+	badHeader := adaptertest.Msg(prefix+"/h", "k", 2)
 	badHeader.Event.Headers = map[string]string{"traceparent": "00-abc\r\nInjected: yes"}
-	msgs := []broker.Message{msg(prefix+"/+/x", "k", 0), big, badHeader, msg("$SYS/x", "k", 3), msg(prefix+"/ok", "k", 4)}
+	msgs := []broker.Message{adaptertest.Msg(prefix+"/+/x", "k", 0), big, badHeader, adaptertest.Msg("$SYS/x", "k", 3), adaptertest.Msg(prefix+"/ok", "k", 4)}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	errs := p.Publish(ctx, msgs)
-	want := []string{"wildcard", "configured limit of 1024", "control character", "reserved", ""}
-	for i, w := range want {
-		switch {
-		case w == "" && errs[i] != nil:
-			t.Errorf("message %d: %v, want confirmed", i, errs[i])
-		case w != "" && (!errors.Is(errs[i], txbox.ErrPermanent) || !strings.Contains(errs[i].Error(), w)):
-			t.Errorf("message %d: err = %v, want a permanent error mentioning %q", i, errs[i], w)
-		}
-	}
+	adaptertest.Verdicts(t, p.Publish(ctx, msgs), []string{"wildcard", "configured limit of 1024", "control character", "reserved", ""})
 }
 
 // TestRequireSubscribers: a message no subscription matched is confirmed
@@ -197,23 +140,23 @@ func TestPermanentErrorsNameTheProblem(t *testing.T) {
 // missing until a subscription is made), confirmed once there is one.
 func TestRequireSubscribers(t *testing.T) {
 	url := testenv.URL(t, "TXBOX_TEST_MQTT")
-	topic := unique("txboxtest/nobody/") + "/x"
+	topic := adaptertest.Unique("txboxtest/nobody/") + "/x"
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	lax := open(t, url, mqttbroker.Options{})
-	if err := lax.Publish(ctx, []broker.Message{msg(topic, "k", 0)})[0]; err != nil {
+	lax := adaptertest.Open(t, mqttbroker.Open, url, mqttbroker.Options{})
+	if err := lax.Publish(ctx, []broker.Message{adaptertest.Msg(topic, "k", 0)})[0]; err != nil {
 		t.Fatal(err)
 	}
 	if n := lax.NoSubscribers(); n != 1 {
 		t.Errorf("NoSubscribers() = %d, want 1", n)
 	}
-	strict := open(t, url, mqttbroker.Options{RequireSubscribers: true})
-	err := strict.Publish(ctx, []broker.Message{msg(topic, "k", 1)})[0]
+	strict := adaptertest.Open(t, mqttbroker.Open, url, mqttbroker.Options{RequireSubscribers: true})
+	err := strict.Publish(ctx, []broker.Message{adaptertest.Msg(topic, "k", 1)})[0]
 	if !errors.Is(err, txbox.ErrBrokerUnavailable) || errors.Is(err, txbox.ErrPermanent) || !strings.Contains(err.Error(), "no subscription") {
 		t.Fatalf("RequireSubscribers: err = %v, want an outage (txbox.ErrBrokerUnavailable) about no subscription", err)
 	}
-	openSub(t, url, mqttbroker.SubscriberOptions{ClientID: unique("req"), Topics: []string{topic}})
-	if err := strict.Publish(ctx, []broker.Message{msg(topic, "k", 2)})[0]; err != nil {
+	adaptertest.Open(t, mqttbroker.OpenSubscriber, url, mqttbroker.SubscriberOptions{ClientID: adaptertest.Unique("req"), Topics: []string{topic}})
+	if err := strict.Publish(ctx, []broker.Message{adaptertest.Msg(topic, "k", 2)})[0]; err != nil {
 		t.Fatalf("RequireSubscribers with a subscriber: %v", err)
 	}
 }
@@ -224,14 +167,14 @@ func TestRequireSubscribers(t *testing.T) {
 // published while the consumer was away are queued for it.
 func TestUnackedComesBackToTheSession(t *testing.T) {
 	url := testenv.URL(t, "TXBOX_TEST_MQTT")
-	topic := unique("txboxtest/session/") + "/x"
-	id := unique("sess")
+	topic := adaptertest.Unique("txboxtest/session/") + "/x"
+	id := adaptertest.Unique("sess")
 	opts := mqttbroker.SubscriberOptions{ClientID: id, Topics: []string{topic}, AckWait: -1}
-	s := openSub(t, url, opts)
-	p := open(t, url, mqttbroker.Options{})
+	s := adaptertest.Open(t, mqttbroker.OpenSubscriber, url, opts)
+	p := adaptertest.Open(t, mqttbroker.Open, url, mqttbroker.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	first, second := msg(topic, "k", 0), msg(topic, "k", 1)
+	first, second := adaptertest.Msg(topic, "k", 0), adaptertest.Msg(topic, "k", 1)
 	if err := p.Publish(ctx, []broker.Message{first})[0]; err != nil {
 		t.Fatal(err)
 	}
@@ -243,27 +186,17 @@ func TestUnackedComesBackToTheSession(t *testing.T) {
 	if err := p.Publish(ctx, []broker.Message{second})[0]; err != nil {
 		t.Fatal(err)
 	}
-	s = openSub(t, url, opts)
+	s = adaptertest.Open(t, mqttbroker.OpenSubscriber, url, opts)
 	var got []string
-	for len(got) < 2 {
-		ds, err := s.Receive(ctx, 10)
-		if err != nil {
-			t.Fatalf("after %v: %v", got, err)
+	adaptertest.Each(ctx, t, s, 2, func(d broker.Delivery, e txbox.Event) {
+		if e.ID == first.Event.ID && d.Attempt() != 2 {
+			t.Errorf("redelivered message: Attempt() = %d, want 2 (DUP)", d.Attempt())
 		}
-		for _, d := range ds {
-			e, err := d.Event()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if e.ID == first.Event.ID && d.Attempt() != 2 {
-				t.Errorf("redelivered message: Attempt() = %d, want 2 (DUP)", d.Attempt())
-			}
-			got = append(got, e.ID)
-			if err := d.Ack(ctx); err != nil {
-				t.Fatal(err)
-			}
+		got = append(got, e.ID)
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
 		}
-	}
+	})
 	if got[0] != first.Event.ID || got[1] != second.Event.ID {
 		t.Fatalf("after reconnect got %v, want %s then %s", got, first.Event.ID, second.Event.ID)
 	}
@@ -274,74 +207,51 @@ func TestUnackedComesBackToTheSession(t *testing.T) {
 // nothing comes back, not even after the session is resumed.
 func TestNakHoldsLaterAcks(t *testing.T) {
 	url := testenv.URL(t, "TXBOX_TEST_MQTT")
-	topic := unique("txboxtest/nak/") + "/x"
-	opts := mqttbroker.SubscriberOptions{ClientID: unique("nak"), Topics: []string{topic}, AckWait: -1}
-	s := openSub(t, url, opts)
-	p := open(t, url, mqttbroker.Options{})
+	topic := adaptertest.Unique("txboxtest/nak/") + "/x"
+	opts := mqttbroker.SubscriberOptions{ClientID: adaptertest.Unique("nak"), Topics: []string{topic}, AckWait: -1}
+	s := adaptertest.Open(t, mqttbroker.OpenSubscriber, url, opts)
+	p := adaptertest.Open(t, mqttbroker.Open, url, mqttbroker.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var msgs []broker.Message
 	for i := range 5 {
-		msgs = append(msgs, msg(topic, fmt.Sprint("k", i), i))
+		msgs = append(msgs, adaptertest.Msg(topic, fmt.Sprint("k", i), i))
 	}
-	for i, err := range p.Publish(ctx, msgs) {
-		if err != nil {
-			t.Fatalf("publish %d: %v", i, err)
-		}
-	}
-	seen := 0
-	for seen < 6 {
-		ds, err := s.Receive(ctx, 10)
-		if err != nil {
-			t.Fatalf("after %d: %v", seen, err)
-		}
-		for _, d := range ds {
-			seen++
-			if e, _ := d.Event(); e.ID == msgs[0].Event.ID && d.Attempt() == 1 {
-				if err := d.Nak(ctx, 200*time.Millisecond); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			if err := d.Ack(ctx); err != nil {
+	adaptertest.PublishOK(ctx, t, p, msgs)
+	adaptertest.Each(ctx, t, s, 6, func(d broker.Delivery, e txbox.Event) {
+		if e.ID == msgs[0].Event.ID && d.Attempt() == 1 {
+			if err := d.Nak(ctx, 200*time.Millisecond); err != nil {
 				t.Fatal(err)
 			}
+			return
 		}
-	}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 	time.Sleep(100 * time.Millisecond) // let the PUBACKs go
 	s.Close()
-	s = openSub(t, url, opts)
-	qctx, qcancel := context.WithTimeout(ctx, 700*time.Millisecond)
-	defer qcancel()
-	if ds, err := s.Receive(qctx, 10); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("after all were acked, the resumed session got %d deliveries, %v", len(ds), err)
-	}
+	s = adaptertest.Open(t, mqttbroker.OpenSubscriber, url, opts)
+	adaptertest.Silent(t, s, 700*time.Millisecond, "after all were acked, the resumed session must get nothing")
 }
 
 // TestStructuredMode: an MQTT 3.1.1-style producer sends the JSON event
 // format; the subscriber decodes it.
 func TestStructuredMode(t *testing.T) {
 	url := testenv.URL(t, "TXBOX_TEST_MQTT")
-	topic := unique("txboxtest/structured/") + "/x"
-	s := openSub(t, url, mqttbroker.SubscriberOptions{ClientID: unique("st"), Topics: []string{topic}})
+	topic := adaptertest.Unique("txboxtest/structured/") + "/x"
+	s := adaptertest.Open(t, mqttbroker.OpenSubscriber, url, mqttbroker.SubscriberOptions{ClientID: adaptertest.Unique("st"), Topics: []string{topic}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	body := `{"specversion":"1.0","id":"0190a4c8-0000-7000-8000-000000000001","type":"OrderPlaced","source":"legacy","subject":"o-7",` +
 		`"aggregatetype":"Order","aggregateversion":3,"time":"2024-05-01T10:00:00Z","datacontenttype":"application/json","data":{"total": 12.5}}`
 	rawPublish(ctx, t, url, &paho.Publish{QoS: 1, Topic: topic, Payload: []byte(body),
 		Properties: &paho.PublishProperties{ContentType: "application/cloudevents+json; charset=utf-8"}})
-	ds, err := s.Receive(ctx, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := ds[0].Event()
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, e := adaptertest.One(ctx, t, s)
 	if e.Type != "OrderPlaced" || e.AggregateID != "o-7" || e.AggregateVersion != 3 || string(e.Payload) != `{"total": 12.5}` {
 		t.Fatalf("decoded %+v (payload %s)", e, e.Payload)
 	}
-	_ = ds[0].Ack(ctx)
+	_ = d.Ack(ctx)
 }
 
 // TestPasswordNeverShown: the URL's password appears in no error.
@@ -350,19 +260,19 @@ func TestPasswordNeverShown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	for _, u := range []string{"mqtt://user:s3cr3t@" + addr, "mqtt://user:s3cr3t@" + addr + "/path", "bogus://user:s3cr3t@x", "mqtt://user:s3cr3t@[::1"} {
-		_, err := mqttbroker.Open(ctx, u, mqttbroker.Options{Logger: quiet})
+		_, err := mqttbroker.Open(ctx, u, mqttbroker.Options{Logger: adaptertest.Quiet})
 		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
 			t.Errorf("Open(%q) = %v: want an error without the password", redact.URL(u), err)
 		}
-		_, err = mqttbroker.OpenSubscriber(ctx, u, mqttbroker.SubscriberOptions{ClientID: "x", Topics: []string{"x"}, Logger: quiet})
+		_, err = mqttbroker.OpenSubscriber(ctx, u, mqttbroker.SubscriberOptions{ClientID: "x", Topics: []string{"x"}, Logger: adaptertest.Quiet})
 		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
 			t.Errorf("OpenSubscriber(%q) = %v: want an error without the password", redact.URL(u), err)
 		}
 	}
-	if _, err := mqttbroker.Open(ctx, "mqtt://user:s3cr3t@"+addr, mqttbroker.Options{Logger: quiet}); !errors.Is(err, txbox.ErrBrokerUnavailable) {
+	if _, err := mqttbroker.Open(ctx, "mqtt://user:s3cr3t@"+addr, mqttbroker.Options{Logger: adaptertest.Quiet}); !errors.Is(err, txbox.ErrBrokerUnavailable) {
 		t.Errorf("refused connection: %v, want ErrBrokerUnavailable", err)
 	}
-	if _, err := mqttbroker.Open(ctx, "kafka://x", mqttbroker.Options{Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
+	if _, err := mqttbroker.Open(ctx, "kafka://x", mqttbroker.Options{Logger: adaptertest.Quiet}); !errors.Is(err, txbox.ErrConfig) {
 		t.Errorf("bad scheme: %v, want a config error", err)
 	}
 }
@@ -372,30 +282,20 @@ func TestPasswordNeverShown(t *testing.T) {
 // refused as configuration. MaxAckPending is checked against MQTT's range.
 func TestClientOptions(t *testing.T) {
 	url := testenv.URL(t, "TXBOX_TEST_MQTT")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var edited atomic.Int32
 	auth := func(cc *paho.ClientConfig, cp *paho.Connect) {
 		if cc.PacketTimeout <= 0 || cp.Properties == nil || cp.Properties.ReceiveMaximum == nil {
 			t.Errorf("ClientOptions saw no packet timeout or Receive Maximum: txbox's settings come first")
 		}
-		edited.Add(1)
 		cp.Properties.AuthMethod = "txbox-test-unknown"
 	}
-	if _, err := mqttbroker.Open(ctx, url, mqttbroker.Options{ClientOptions: auth, Logger: quiet}); !errors.Is(err, txbox.ErrConfig) || !strings.Contains(err.Error(), "bad authentication method") {
-		t.Errorf("publisher with an unknown auth method: %v, want a config error naming the bad authentication method", err)
-	}
-	if _, err := mqttbroker.OpenSubscriber(ctx, url, mqttbroker.SubscriberOptions{ClientID: unique("auth"), Topics: []string{"txboxtest/auth"}, ClientOptions: auth, Logger: quiet}); !errors.Is(err, txbox.ErrConfig) || !strings.Contains(err.Error(), "bad authentication method") {
-		t.Errorf("subscriber with an unknown auth method: %v, want a config error naming the bad authentication method", err)
-	}
-	if n := edited.Load(); n != 2 {
-		t.Errorf("ClientOptions called %d times, want 2", n)
-	}
-	for _, n := range []int{-1, 65536} {
-		if _, err := mqttbroker.OpenSubscriber(ctx, url, mqttbroker.SubscriberOptions{ClientID: "x", Topics: []string{"x"}, MaxAckPending: n, Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
-			t.Errorf("MaxAckPending %d: %v, want a config error", n, err)
-		}
-	}
+	adaptertest.ConfigRefused(t, "bad authentication method", map[string]func(context.Context) error{
+		"publisher":  adaptertest.Opening(mqttbroker.Open, url, mqttbroker.Options{ClientOptions: auth}),
+		"subscriber": adaptertest.Opening(mqttbroker.OpenSubscriber, url, mqttbroker.SubscriberOptions{ClientID: adaptertest.Unique("auth"), Topics: []string{"txboxtest/auth"}, ClientOptions: auth}),
+	})
+	adaptertest.ConfigRefused(t, "MaxAckPending", map[string]func(context.Context) error{
+		"MaxAckPending -1":    adaptertest.Opening(mqttbroker.OpenSubscriber, url, mqttbroker.SubscriberOptions{ClientID: "x", Topics: []string{"x"}, MaxAckPending: -1}),
+		"MaxAckPending 65536": adaptertest.Opening(mqttbroker.OpenSubscriber, url, mqttbroker.SubscriberOptions{ClientID: "x", Topics: []string{"x"}, MaxAckPending: 65536}),
+	})
 }
 
 func TestValidateTopicAndFilter(t *testing.T) {
@@ -428,48 +328,20 @@ func TestValidateTopicAndFilter(t *testing.T) {
 func TestReceiveMaximumRespected(t *testing.T) {
 	srv := testenv.StartMosquitto(t, "max_inflight_messages 3")
 	topic := "txboxtest/recvmax/"
-	s := openSub(t, srv.URL, mqttbroker.SubscriberOptions{ClientID: "order", Topics: []string{topic + "#"}, AckWait: -1})
-	p := open(t, srv.URL, mqttbroker.Options{})
+	s := adaptertest.Open(t, mqttbroker.OpenSubscriber, srv.URL, mqttbroker.SubscriberOptions{ClientID: "order", Topics: []string{topic + "#"}, AckWait: -1})
+	p := adaptertest.Open(t, mqttbroker.Open, srv.URL, mqttbroker.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var wg sync.WaitGroup
-	for g := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var msgs []broker.Message
-			for i := range 200 {
-				msgs = append(msgs, msg(fmt.Sprintf("%sg%d", topic, g), "k", i))
-			}
-			for i, err := range p.Publish(ctx, msgs) {
-				if err != nil {
-					t.Errorf("goroutine %d message %d: %v", g, i, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	adaptertest.PublishConcurrently(ctx, t, p, 4, 200, func(g int) string { return fmt.Sprintf("%sg%d", topic, g) })
 	next := map[string]int{}
-	for n := 0; n < 800; {
-		ds, err := s.Receive(ctx, 100)
-		if err != nil {
-			t.Fatalf("after %d: %v", n, err)
+	adaptertest.Each(ctx, t, s, 800, func(d broker.Delivery, e txbox.Event) {
+		tp := d.Raw().Topic
+		if want := fmt.Sprintf(`{"n":%d}`, next[tp]); string(e.Payload) != want {
+			t.Fatalf("%s: got %s, want %s", tp, e.Payload, want)
 		}
-		for _, d := range ds {
-			e, err := d.Event()
-			if err != nil {
-				t.Fatal(err)
-			}
-			tp := d.Raw().Topic
-			if want := fmt.Sprintf(`{"n":%d}`, next[tp]); string(e.Payload) != want {
-				t.Fatalf("%s: got %s, want %s", tp, e.Payload, want)
-			}
-			next[tp]++
-			n++
-			_ = d.Ack(ctx)
-		}
-	}
+		next[tp]++
+		_ = d.Ack(ctx)
+	})
 }
 
 // TestAcksOfQueuedMessages: messages the broker queued for a session while
@@ -478,40 +350,22 @@ func TestReceiveMaximumRespected(t *testing.T) {
 // itself), so that a resumed session gets none of them again.
 func TestAcksOfQueuedMessages(t *testing.T) {
 	url := testenv.URL(t, "TXBOX_TEST_MQTT")
-	topic := unique("txboxtest/queued/") + "/x"
-	opts := mqttbroker.SubscriberOptions{ClientID: unique("queued"), Topics: []string{topic}, AckWait: -1}
-	openSub(t, url, opts).Close()
-	p := open(t, url, mqttbroker.Options{})
+	topic := adaptertest.Unique("txboxtest/queued/") + "/x"
+	opts := mqttbroker.SubscriberOptions{ClientID: adaptertest.Unique("queued"), Topics: []string{topic}, AckWait: -1}
+	adaptertest.Open(t, mqttbroker.OpenSubscriber, url, opts).Close()
+	p := adaptertest.Open(t, mqttbroker.Open, url, mqttbroker.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var msgs []broker.Message
-	for i := range 50 {
-		msgs = append(msgs, msg(topic, "k", i))
-	}
-	for i, err := range p.Publish(ctx, msgs) {
-		if err != nil {
-			t.Fatalf("publish %d: %v", i, err)
+	msgs := adaptertest.Msgs(topic, "k", 50)
+	adaptertest.PublishOK(ctx, t, p, msgs)
+	s := adaptertest.Open(t, mqttbroker.OpenSubscriber, url, opts)
+	adaptertest.Receive(ctx, t, s, len(msgs), func(d broker.Delivery) {
+		if err := d.Ack(ctx); err != nil {
+			t.Fatalf("Ack of %s: %v", d.Raw().ID, err)
 		}
-	}
-	s := openSub(t, url, opts)
-	for n := 0; n < len(msgs); {
-		ds, err := s.Receive(ctx, 100)
-		if err != nil {
-			t.Fatalf("after %d: %v", n, err)
-		}
-		for _, d := range ds {
-			if err := d.Ack(ctx); err != nil {
-				t.Fatalf("Ack of delivery %d: %v", n, err)
-			}
-			n++
-		}
-	}
+	})
 	time.Sleep(100 * time.Millisecond) // let the PUBACKs go
 	s.Close()
-	s = openSub(t, url, opts)
-	qctx, qcancel := context.WithTimeout(ctx, 700*time.Millisecond)
-	defer qcancel()
-	if ds, err := s.Receive(qctx, 100); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("the resumed session got %d acknowledged messages again (%v)", len(ds), err)
-	}
+	s = adaptertest.Open(t, mqttbroker.OpenSubscriber, url, opts)
+	adaptertest.Silent(t, s, 700*time.Millisecond, "the resumed session must not get acknowledged messages again")
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 	mqttbroker "github.com/txbox/txbox/broker/mqtt"
 	"github.com/txbox/txbox/internal/testenv"
 )
@@ -128,10 +129,10 @@ func TestPubackReasonsClassified(t *testing.T) {
 	for i, c := range cases {
 		topic := fmt.Sprintf("rc/%02x", c.rc)
 		reasons[topic] = c.rc
-		msgs = append(msgs, msg(topic, fmt.Sprint("k", i), i))
+		msgs = append(msgs, adaptertest.Msg(topic, fmt.Sprint("k", i), i))
 	}
 	b := startFakeBroker(t, reasons)
-	p := open(t, b.url(), mqttbroker.Options{})
+	p := adaptertest.Open(t, mqttbroker.Open, b.url(), mqttbroker.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	errs := p.Publish(ctx, msgs)
@@ -163,10 +164,10 @@ func TestPubackReasonsClassified(t *testing.T) {
 // gone once the broker takes the connection again.
 func TestConnectRefusedOnReconnectIsOutage(t *testing.T) {
 	b := startFakeBroker(t, nil)
-	p := open(t, b.url(), mqttbroker.Options{ConnectTimeout: 2 * time.Second})
+	p := adaptertest.Open(t, mqttbroker.Open, b.url(), mqttbroker.Options{ConnectTimeout: 2 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m := msg("x/y", "k", 0)
+	m := adaptertest.Msg("x/y", "k", 0)
 	if err := p.Publish(ctx, []broker.Message{m})[0]; err != nil {
 		t.Fatal(err)
 	}
@@ -215,11 +216,11 @@ func TestNotAuthorizedIsOutage(t *testing.T) {
 	}
 	writeACL("topic readwrite txboxtest/allowed/#\n")
 	srv := testenv.StartMosquitto(t, "acl_file "+acl)
-	p := open(t, srv.URL, mqttbroker.Options{ConnectTimeout: 2 * time.Second})
+	p := adaptertest.Open(t, mqttbroker.Open, srv.URL, mqttbroker.Options{ConnectTimeout: 2 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	m := msg("txboxtest/denied/Order/Created", "k", 0)
-	errs := p.Publish(ctx, []broker.Message{msg("txboxtest/allowed/x", "a", 0), m})
+	m := adaptertest.Msg("txboxtest/denied/Order/Created", "k", 0)
+	errs := p.Publish(ctx, []broker.Message{adaptertest.Msg("txboxtest/allowed/x", "a", 0), m})
 	if errs[0] != nil {
 		t.Fatalf("allowed topic: %v", errs[0])
 	}

@@ -144,15 +144,9 @@ func conformance(t *testing.T, url string, stop, start func(*testing.T), mode st
 			}
 			return p
 		},
-		NewSubscriber: func(ctx context.Context, t *testing.T, group, topic string) broker.Subscriber {
-			s, err := natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{
-				Stream: stream, Durable: group, FilterSubjects: []string{topic}, AckWait: ackWait, Logger: adaptertest.Quiet,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		},
+		NewSubscriber: adaptertest.NewSubscriber(natsbroker.OpenSubscriber, url, func(group, topic string) natsbroker.SubscriberOptions {
+			return natsbroker.SubscriberOptions{Stream: stream, Durable: group, FilterSubjects: []string{topic}, AckWait: ackWait}
+		}),
 		Topic: func(*testing.T) string { return fmt.Sprintf("%s.t%d.Order.Created", prefix, n.Add(1)) },
 		InvalidTopics: []string{
 			"", prefix + ".a b", prefix + ".*", prefix + ".>", prefix + "..x", prefix + ".x.", ".x",

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/url"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,22 +12,10 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 	rabbitmqbroker "github.com/txbox/txbox/broker/rabbitmq"
 	"github.com/txbox/txbox/internal/testenv"
 )
-
-// isOutage fails the test unless err is an outage of the way out (no
-// attempt spent, never DEAD) whose text names the cause.
-func isOutage(t *testing.T, what string, err error, text string) {
-	t.Helper()
-	switch {
-	case !errors.Is(err, txbox.ErrBrokerUnavailable) || errors.Is(err, txbox.ErrPermanent):
-		t.Fatalf("%s: err = %v, want one wrapping txbox.ErrBrokerUnavailable and not txbox.ErrPermanent", what, err)
-	case !strings.Contains(err.Error(), text):
-		t.Fatalf("%s: err = %v, want it to mention %q", what, err, text)
-	}
-	t.Logf("%s: %v", what, err)
-}
 
 func publishOne(t *testing.T, p broker.Publisher, m broker.Message) error {
 	t.Helper()
@@ -63,13 +50,13 @@ func TestQueueDeletedIsOutage(t *testing.T) {
 	topic := prefix + ".Order.Created"
 	queue := prefix + ".q"
 	adm.queue(t, exchange, queue, topic)
-	p := open(t, rawURL, rabbitmqbroker.Options{Exchange: exchange})
-	if err := publishOne(t, p, msg(topic, "k", 0)); err != nil {
+	p := adaptertest.Open(t, rabbitmqbroker.Open, rawURL, rabbitmqbroker.Options{Exchange: exchange})
+	if err := publishOne(t, p, adaptertest.Msg(topic, "k", 0)); err != nil {
 		t.Fatal(err)
 	}
 	adm.do(t, func(ch *amqp.Channel) error { _, err := ch.QueueDelete(queue, false, false, false); return err })
-	m := msg(topic, "k", 1)
-	isOutage(t, "queue deleted", publishOne(t, p, m), `no queue is bound to routing key "`+topic+`"`)
+	m := adaptertest.Msg(topic, "k", 1)
+	adaptertest.IsOutage(t, "queue deleted", publishOne(t, p, m), `no queue is bound to routing key "`+topic+`"`)
 	adm.queue(t, exchange, queue, topic)
 	eventually(t, p, m)
 }
@@ -92,16 +79,16 @@ func TestQueueFullIsOutage(t *testing.T) {
 		defer adm.mu.Unlock()
 		_, _ = adm.ch.QueueDelete(queue, false, false, false)
 	})
-	p := open(t, rawURL, rabbitmqbroker.Options{Exchange: exchange})
+	p := adaptertest.Open(t, rabbitmqbroker.Open, rawURL, rabbitmqbroker.Options{Exchange: exchange})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	errs := p.Publish(ctx, []broker.Message{msg(topic, "a", 0), msg(topic, "b", 1)})
+	errs := p.Publish(ctx, []broker.Message{adaptertest.Msg(topic, "a", 0), adaptertest.Msg(topic, "b", 1)})
 	if errs[0] != nil {
 		t.Fatalf("first message: %v", errs[0])
 	}
-	isOutage(t, "queue full", errs[1], "nacked")
+	adaptertest.IsOutage(t, "queue full", errs[1], "nacked")
 	adm.do(t, func(ch *amqp.Channel) error { _, err := ch.QueuePurge(queue, false); return err })
-	eventually(t, p, msg(topic, "b", 1))
+	eventually(t, p, adaptertest.Msg(topic, "b", 1))
 }
 
 // TestExchangeDeletedIsOutage: the exchange is deleted under the
@@ -111,13 +98,13 @@ func TestExchangeDeletedIsOutage(t *testing.T) {
 	rawURL, adm, exchange, prefix := setup(t)
 	topic := prefix + ".Order.Created"
 	adm.queue(t, exchange, prefix+".q", topic)
-	p := open(t, rawURL, rabbitmqbroker.Options{Exchange: exchange})
-	if err := publishOne(t, p, msg(topic, "k", 0)); err != nil {
+	p := adaptertest.Open(t, rabbitmqbroker.Open, rawURL, rabbitmqbroker.Options{Exchange: exchange})
+	if err := publishOne(t, p, adaptertest.Msg(topic, "k", 0)); err != nil {
 		t.Fatal(err)
 	}
 	adm.do(t, func(ch *amqp.Channel) error { return ch.ExchangeDelete(exchange, false, false) })
-	m := msg(topic, "k", 1)
-	isOutage(t, "exchange deleted", publishOne(t, p, m), `exchange "`+exchange+`" does not exist`)
+	m := adaptertest.Msg(topic, "k", 1)
+	adaptertest.IsOutage(t, "exchange deleted", publishOne(t, p, m), `exchange "`+exchange+`" does not exist`)
 	adm.exchange(t, exchange)
 	adm.do(t, func(ch *amqp.Channel) error { return ch.QueueBind(prefix+".q", topic, exchange, false, nil) })
 	eventually(t, p, m)
@@ -166,9 +153,9 @@ func TestWriteRefusedIsOutage(t *testing.T) {
 	ctl("set_permissions", "-p", "/", user, ".*", "^$", ".*") // configure, write, read
 	topic := prefix + ".Order.Created"
 	adm.queue(t, exchange, prefix+".q", topic)
-	p := open(t, withUser(t, rawURL, user, pass), rabbitmqbroker.Options{Exchange: exchange})
-	m := msg(topic, "k", 0)
-	isOutage(t, "write refused", publishOne(t, p, m), "ACCESS_REFUSED")
+	p := adaptertest.Open(t, rabbitmqbroker.Open, withUser(t, rawURL, user, pass), rabbitmqbroker.Options{Exchange: exchange})
+	m := adaptertest.Msg(topic, "k", 0)
+	adaptertest.IsOutage(t, "write refused", publishOne(t, p, m), "ACCESS_REFUSED")
 	ctl("set_permissions", "-p", "/", user, ".*", ".*", ".*")
 	eventually(t, p, m)
 }
@@ -185,16 +172,16 @@ func TestCredentialsRefusedOnReconnectIsOutage(t *testing.T) {
 	topic := prefix + ".Order.Created"
 	adm.queue(t, exchange, prefix+".q", topic)
 	via, proxy := testenv.ProxyURL(t, withUser(t, rawURL, user, pass))
-	p := open(t, via, rabbitmqbroker.Options{Exchange: exchange})
-	if err := publishOne(t, p, msg(topic, "k", 0)); err != nil {
+	p := adaptertest.Open(t, rabbitmqbroker.Open, via, rabbitmqbroker.Options{Exchange: exchange})
+	if err := publishOne(t, p, adaptertest.Msg(topic, "k", 0)); err != nil {
 		t.Fatal(err)
 	}
 	ctl("change_password", user, "other-"+pass)
 	proxy.Cut()
-	_ = publishOne(t, p, msg(topic, "k", 1)) // finds the connection gone
+	_ = publishOne(t, p, adaptertest.Msg(topic, "k", 1)) // finds the connection gone
 	proxy.Restore()
-	m := msg(topic, "k", 1)
-	isOutage(t, "credentials refused on reconnection", publishOne(t, p, m), "username or password not allowed")
+	m := adaptertest.Msg(topic, "k", 1)
+	adaptertest.IsOutage(t, "credentials refused on reconnection", publishOne(t, p, m), "username or password not allowed")
 	ctl("change_password", user, pass)
 	eventually(t, p, m)
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -22,17 +20,10 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/brokertest"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 	rabbitmqbroker "github.com/txbox/txbox/broker/rabbitmq"
 	"github.com/txbox/txbox/internal/testenv"
 )
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// unique returns a name no other test run uses, for exchanges and queues on
-// the shared server.
-func unique(prefix string) string {
-	return fmt.Sprintf("%s%d", prefix, time.Now().UnixNano()%1e12)
-}
 
 // admin is a direct connection to the shared server for the test's own
 // topology and inspection, never through the fault proxy.
@@ -100,30 +91,6 @@ func (a *admin) exchange(t *testing.T, name string) {
 	})
 }
 
-func msg(topic, key string, n int) broker.Message {
-	return broker.Message{Event: txbox.MustEvent("Order", key, "Created", map[string]int{"n": n}), Topic: topic, Source: "test"}
-}
-
-func open(t *testing.T, rawURL string, opts rabbitmqbroker.Options) *rabbitmqbroker.Publisher {
-	t.Helper()
-	if opts.Logger == nil {
-		opts.Logger = quiet
-	}
-	return testenv.Open(t, func(ctx context.Context) (*rabbitmqbroker.Publisher, error) {
-		return rabbitmqbroker.Open(ctx, rawURL, opts)
-	})
-}
-
-func subscribe(t *testing.T, rawURL string, opts rabbitmqbroker.SubscriberOptions) *rabbitmqbroker.Subscriber {
-	t.Helper()
-	if opts.Logger == nil {
-		opts.Logger = quiet
-	}
-	return testenv.Open(t, func(ctx context.Context) (*rabbitmqbroker.Subscriber, error) {
-		return rabbitmqbroker.OpenSubscriber(ctx, rawURL, opts)
-	})
-}
-
 // TestConformance runs brokertest against the shared RabbitMQ through a
 // TCP proxy of the test's own: the broker-down case cuts the proxy (the
 // shared server keeps running, so that case proves reconnection and error
@@ -139,10 +106,10 @@ func TestConformance(t *testing.T) {
 	direct := testenv.URL(t, "TXBOX_TEST_AMQP")
 	via, proxy := testenv.ProxyURL(t, direct)
 	adm := newAdmin(t, direct)
-	run := unique("bt")
+	run := adaptertest.Unique("bt")
 	exchange := "txbox." + run
 	adm.exchange(t, exchange)
-	opts := rabbitmqbroker.Options{Exchange: exchange, CreateExchange: true, MaxPayload: 1 << 20, Logger: quiet}
+	opts := rabbitmqbroker.Options{Exchange: exchange, CreateExchange: true, MaxPayload: 1 << 20, Logger: adaptertest.Quiet}
 	var n atomic.Int64
 	const ackWait = time.Second
 	brokertest.Run(t, brokertest.Harness{
@@ -153,22 +120,10 @@ func TestConformance(t *testing.T) {
 			return brokertest.Capabilities{OrderPerKey: true, Persistent: true, Redelivery: true,
 				MaxPayload: p.(*rabbitmqbroker.Publisher).MaxPayload()}
 		},
-		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
-			p, err := rabbitmqbroker.Open(ctx, via, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		},
-		NewSubscriber: func(ctx context.Context, t *testing.T, group, topic string) broker.Subscriber {
-			s, err := rabbitmqbroker.OpenSubscriber(ctx, via, rabbitmqbroker.SubscriberOptions{
-				Queue: "q." + topic, Exchange: exchange, BindingKeys: []string{topic}, AckWait: ackWait, Name: group, Logger: quiet,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		},
+		NewPublisher: adaptertest.NewPublisher(rabbitmqbroker.Open, via, opts),
+		NewSubscriber: adaptertest.NewSubscriber(rabbitmqbroker.OpenSubscriber, via, func(group, topic string) rabbitmqbroker.SubscriberOptions {
+			return rabbitmqbroker.SubscriberOptions{Queue: "q." + topic, Exchange: exchange, BindingKeys: []string{topic}, AckWait: ackWait, Name: group}
+		}),
 		Topic: func(t *testing.T) string {
 			topic := fmt.Sprintf("%s.t%d.Order.Created", run, n.Add(1))
 			adm.queue(t, exchange, "q."+topic, topic)
@@ -210,7 +165,7 @@ func setup(t *testing.T) (string, *admin, string, string) {
 	t.Helper()
 	rawURL := testenv.URL(t, "TXBOX_TEST_AMQP")
 	adm := newAdmin(t, rawURL)
-	prefix := unique("rt")
+	prefix := adaptertest.Unique("rt")
 	exchange := "txbox." + prefix
 	adm.exchange(t, exchange)
 	return rawURL, adm, exchange, prefix
@@ -221,7 +176,7 @@ func setup(t *testing.T) (string, *admin, string, string) {
 func TestPublishOrderConcurrent(t *testing.T) {
 	rawURL, adm, exchange, prefix := setup(t)
 	adm.queue(t, exchange, prefix+".q", prefix+".#")
-	p := open(t, rawURL, rabbitmqbroker.Options{Exchange: exchange, MaxChannels: 2})
+	p := adaptertest.Open(t, rabbitmqbroker.Open, rawURL, rabbitmqbroker.Options{Exchange: exchange, MaxChannels: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -231,7 +186,7 @@ func TestPublishOrderConcurrent(t *testing.T) {
 			defer wg.Done()
 			var msgs []broker.Message
 			for i := range 100 {
-				msgs = append(msgs, msg(fmt.Sprintf("%s.g%d", prefix, g), fmt.Sprintf("k%d", g), i))
+				msgs = append(msgs, adaptertest.Msg(fmt.Sprintf("%s.g%d", prefix, g), fmt.Sprintf("k%d", g), i))
 			}
 			for i, err := range p.Publish(ctx, msgs) {
 				if err != nil {
@@ -242,7 +197,7 @@ func TestPublishOrderConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	s := subscribe(t, rawURL, rabbitmqbroker.SubscriberOptions{Queue: prefix + ".q", Exchange: exchange, Passive: true})
+	s := adaptertest.Open(t, rabbitmqbroker.OpenSubscriber, rawURL, rabbitmqbroker.SubscriberOptions{Queue: prefix + ".q", Exchange: exchange, Passive: true})
 	next := map[string]int{}
 	for got := 0; got < 400; {
 		ds, err := s.Receive(ctx, 100)
@@ -271,8 +226,8 @@ func TestPublishOrderConcurrent(t *testing.T) {
 func TestWireFormat(t *testing.T) {
 	rawURL, adm, exchange, prefix := setup(t)
 	adm.queue(t, exchange, prefix+".q", prefix+".#")
-	p := open(t, rawURL, rabbitmqbroker.Options{Exchange: exchange})
-	m := msg(prefix+".Order.Created", "o-1", 7)
+	p := adaptertest.Open(t, rabbitmqbroker.Open, rawURL, rabbitmqbroker.Options{Exchange: exchange})
+	m := adaptertest.Msg(prefix+".Order.Created", "o-1", 7)
 	m.Event.AggregateVersion = 3
 	m.Event.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -331,22 +286,15 @@ func TestForeignEventColonPrefix(t *testing.T) {
 			Body: []byte(`{"ok":true}`),
 		})
 	})
-	s := subscribe(t, rawURL, rabbitmqbroker.SubscriberOptions{Queue: prefix + ".q", Exchange: exchange, Passive: true})
+	s := adaptertest.Open(t, rabbitmqbroker.OpenSubscriber, rawURL, rabbitmqbroker.SubscriberOptions{Queue: prefix + ".q", Exchange: exchange, Passive: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ds, err := s.Receive(ctx, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := ds[0].Event()
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, e := adaptertest.One(ctx, t, s)
 	if e.ID != "ev-1" || e.Type != "com.example.Thing" || e.AggregateID != "agg-9" || e.AggregateVersion != 12 ||
 		!e.OccurredAt.Equal(at) || e.Headers["tenant"] != "acme" || string(e.Payload) != `{"ok":true}` {
 		t.Errorf("decoded %+v", e)
 	}
-	if err := ds[0].Ack(ctx); err != nil {
+	if err := d.Ack(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -358,105 +306,43 @@ func TestNakRetryQueue(t *testing.T) {
 	rawURL, adm, exchange, prefix := setup(t)
 	queue := prefix + ".q"
 	adm.queue(t, exchange, queue, prefix+".#")
-	p := open(t, rawURL, rabbitmqbroker.Options{Exchange: exchange})
-	s := subscribe(t, rawURL, rabbitmqbroker.SubscriberOptions{Queue: queue, Exchange: exchange, Passive: true})
+	p := adaptertest.Open(t, rabbitmqbroker.Open, rawURL, rabbitmqbroker.Options{Exchange: exchange})
+	s := adaptertest.Open(t, rabbitmqbroker.OpenSubscriber, rawURL, rabbitmqbroker.SubscriberOptions{Queue: queue, Exchange: exchange, Passive: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	m := msg(prefix+".Order.Created", "k", 0)
+	m := adaptertest.Msg(prefix+".Order.Created", "k", 0)
 	if err := p.Publish(ctx, []broker.Message{m})[0]; err != nil {
 		t.Fatal(err)
 	}
-	var nakAt time.Time
-	var lastDelay time.Duration
-	for i, delay := range []time.Duration{100 * time.Millisecond, 50 * time.Millisecond, 0, -1} {
-		ds, err := s.Receive(ctx, 1)
-		if err != nil {
-			t.Fatalf("delivery %d: %v", i+1, err)
-		}
-		d := ds[0]
-		if el := time.Since(nakAt); el < lastDelay {
-			t.Errorf("delivery %d came back %v after Nak(%v)", i+1, el, lastDelay)
-		}
-		if e, err := d.Event(); err != nil || e.ID != m.Event.ID {
-			t.Fatalf("delivery %d: %v %v", i+1, e.ID, err)
-		}
-		if raw := d.Raw(); raw.Topic != m.Topic || raw.ID != m.Event.ID {
-			t.Errorf("delivery %d: Raw().Topic %q ID %q", i+1, raw.Topic, raw.ID)
-		}
-		if a := d.Attempt(); a != i+1 {
-			t.Errorf("delivery %d: Attempt() = %d", i+1, a)
-		}
-		if delay < 0 {
-			if err := d.Ack(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := d.Ack(ctx); err == nil {
-				t.Error("second Ack succeeded")
-			}
-			break
-		}
-		nakAt, lastDelay = time.Now(), delay
-		if err := d.Nak(ctx, delay); err != nil {
-			t.Fatal(err)
-		}
-	}
+	adaptertest.NakLadder(ctx, t, s, m, 100*time.Millisecond, 50*time.Millisecond, 0, -1)
 }
 
 func TestOpenErrors(t *testing.T) {
 	rawURL := testenv.URL(t, "TXBOX_TEST_AMQP")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := rabbitmqbroker.Open(ctx, rawURL, rabbitmqbroker.Options{Exchange: unique("missing"), Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
-		t.Errorf("missing exchange: %v, want a config error", err)
-	}
-	if _, err := rabbitmqbroker.OpenSubscriber(ctx, rawURL, rabbitmqbroker.SubscriberOptions{Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
-		t.Errorf("subscriber without queue: %v, want a config error", err)
-	}
-	if _, err := rabbitmqbroker.OpenSubscriber(ctx, rawURL, rabbitmqbroker.SubscriberOptions{Queue: unique("missing"), Passive: true, Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
-		t.Errorf("passive subscriber on a missing queue: %v, want a config error", err)
-	}
-	u, _ := url.Parse(rawURL)
-	u.User = url.UserPassword("guest", "s3cr3t-wrong")
-	_, err := rabbitmqbroker.Open(ctx, u.String(), rabbitmqbroker.Options{Logger: quiet})
-	if !errors.Is(err, txbox.ErrConfig) {
-		t.Errorf("wrong password: %v, want a config error", err)
-	}
-	if err != nil && strings.Contains(err.Error(), "s3cr3t-wrong") {
-		t.Errorf("error shows the password: %v", err)
-	}
-	u.Host = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	_, err = rabbitmqbroker.Open(ctx, u.String(), rabbitmqbroker.Options{ConnectTimeout: time.Second, Logger: quiet})
-	if !errors.Is(err, txbox.ErrBrokerUnavailable) {
-		t.Errorf("nothing listening: %v, want ErrBrokerUnavailable", err)
-	}
-	if err != nil && strings.Contains(err.Error(), "s3cr3t-wrong") {
-		t.Errorf("error shows the password: %v", err)
-	}
+	adaptertest.ConfigRefused(t, "", map[string]func(context.Context) error{
+		"missing exchange":                  adaptertest.Opening(rabbitmqbroker.Open, rawURL, rabbitmqbroker.Options{Exchange: adaptertest.Unique("missing")}),
+		"subscriber without queue":          adaptertest.Opening(rabbitmqbroker.OpenSubscriber, rawURL, rabbitmqbroker.SubscriberOptions{}),
+		"passive subscriber, missing queue": adaptertest.Opening(rabbitmqbroker.OpenSubscriber, rawURL, rabbitmqbroker.SubscriberOptions{Queue: adaptertest.Unique("missing"), Passive: true}),
+	})
+	adaptertest.WrongPasswordAndNoServer(t, rawURL, "guest", func(url string, d time.Duration) func(context.Context) error {
+		return adaptertest.Opening(rabbitmqbroker.Open, url, rabbitmqbroker.Options{ConnectTimeout: d})
+	})
 }
 
 // TestClientOptions: the caller's amqp091-go settings apply after txbox's,
 // on both sides: a vhost that does not exist is refused as configuration.
 func TestClientOptions(t *testing.T) {
 	rawURL := testenv.URL(t, "TXBOX_TEST_AMQP")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var edited atomic.Int32
 	vhost := func(c *amqp.Config) {
 		if c.Heartbeat != rabbitmqbroker.DefaultKeepAlive {
 			t.Errorf("ClientOptions saw heartbeat %v, want txbox's %v", c.Heartbeat, rabbitmqbroker.DefaultKeepAlive)
 		}
-		edited.Add(1)
-		c.Vhost = unique("novhost")
+		c.Vhost = adaptertest.Unique("novhost")
 	}
-	if _, err := rabbitmqbroker.Open(ctx, rawURL, rabbitmqbroker.Options{ClientOptions: vhost, Logger: quiet}); !errors.Is(err, txbox.ErrConfig) || !strings.Contains(err.Error(), "novhost") {
-		t.Errorf("publisher on a missing vhost: %v, want a config error naming it", err)
-	}
-	if _, err := rabbitmqbroker.OpenSubscriber(ctx, rawURL, rabbitmqbroker.SubscriberOptions{Queue: unique("q"), ClientOptions: vhost, Logger: quiet}); !errors.Is(err, txbox.ErrConfig) || !strings.Contains(err.Error(), "novhost") {
-		t.Errorf("subscriber on a missing vhost: %v, want a config error naming it", err)
-	}
-	if n := edited.Load(); n != 2 {
-		t.Errorf("ClientOptions called %d times, want 2", n)
-	}
+	adaptertest.ConfigRefused(t, "novhost", map[string]func(context.Context) error{
+		"publisher":  adaptertest.Opening(rabbitmqbroker.Open, rawURL, rabbitmqbroker.Options{ClientOptions: vhost}),
+		"subscriber": adaptertest.Opening(rabbitmqbroker.OpenSubscriber, rawURL, rabbitmqbroker.SubscriberOptions{Queue: adaptertest.Unique("q"), ClientOptions: vhost}),
+	})
 }
 
 func TestValidateRoutingKey(t *testing.T) {
@@ -480,10 +366,10 @@ func TestValidateRoutingKey(t *testing.T) {
 // written.
 func TestStockClients(t *testing.T) {
 	rawURL, adm, exchange, prefix := setup(t)
-	p := open(t, rawURL, rabbitmqbroker.Options{Exchange: exchange})
+	p := adaptertest.Open(t, rabbitmqbroker.Open, rawURL, rabbitmqbroker.Options{Exchange: exchange})
 	publish := func(t *testing.T, queue string) broker.Message {
 		adm.queue(t, exchange, queue, queue)
-		m := msg(queue, "o-1", 7)
+		m := adaptertest.Msg(queue, "o-1", 7)
 		m.Event.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -575,10 +461,10 @@ func TestCutWhilePublishing(t *testing.T) {
 	rawURL, adm, exchange, prefix := setup(t)
 	adm.queue(t, exchange, prefix+".q", prefix+".#")
 	via, proxy := testenv.ProxyURL(t, rawURL)
-	p := open(t, via, rabbitmqbroker.Options{Exchange: exchange})
+	p := adaptertest.Open(t, rabbitmqbroker.Open, via, rabbitmqbroker.Options{Exchange: exchange})
 	var msgs []broker.Message
 	for i := range 300 {
-		msgs = append(msgs, msg(prefix+".x", fmt.Sprintf("k%d", i), i))
+		msgs = append(msgs, adaptertest.Msg(prefix+".x", fmt.Sprintf("k%d", i), i))
 	}
 	for round := range 10 {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 	redisbroker "github.com/txbox/txbox/broker/redis"
 	"github.com/txbox/txbox/internal/testenv"
 )
@@ -37,7 +38,7 @@ func TestServerRefusalsAreOutages(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.User = url.UserPassword("relay", "relay-pw")
-	p := open(t, u.String(), redisbroker.Options{})
+	p := adaptertest.Open(t, redisbroker.Open, u.String(), redisbroker.Options{})
 
 	cases := []struct {
 		name, topic string
@@ -57,7 +58,7 @@ func TestServerRefusalsAreOutages(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.cause()
-			m := msg(c.topic, "k", 0)
+			m := adaptertest.Msg(c.topic, "k", 0)
 			err := p.Publish(ctx, []broker.Message{m})[0]
 			switch {
 			case !errors.Is(err, txbox.ErrBrokerUnavailable) || errors.Is(err, txbox.ErrPermanent):

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/url"
 	"os/exec"
 	"strings"
 	"sync/atomic"
@@ -18,15 +15,10 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/brokertest"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 	redisbroker "github.com/txbox/txbox/broker/redis"
 	"github.com/txbox/txbox/internal/testenv"
 )
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-func unique(prefix string) string {
-	return fmt.Sprintf("%s%d", prefix, time.Now().UnixNano()%1e12)
-}
 
 // admin is a plain client for the test's own setup and inspection.
 func admin(t *testing.T, rawURL string) *redis.Client {
@@ -46,7 +38,7 @@ func shared(t *testing.T) (string, *redis.Client, string) {
 	t.Helper()
 	rawURL := testenv.URL(t, "TXBOX_TEST_REDIS")
 	c := admin(t, rawURL)
-	prefix := unique("txboxtest:") + ":"
+	prefix := adaptertest.Unique("txboxtest:") + ":"
 	t.Cleanup(func() {
 		ctx := context.Background()
 		keys, _ := c.Keys(ctx, prefix+"*").Result()
@@ -55,28 +47,6 @@ func shared(t *testing.T) (string, *redis.Client, string) {
 		}
 	})
 	return rawURL, c, prefix
-}
-
-func msg(topic, key string, n int) broker.Message {
-	return broker.Message{Event: txbox.MustEvent("Order", key, "Created", map[string]int{"n": n}), Topic: topic, Source: "test"}
-}
-
-func open(t *testing.T, rawURL string, opts redisbroker.Options) *redisbroker.Publisher {
-	t.Helper()
-	if opts.Logger == nil {
-		opts.Logger = quiet
-	}
-	return testenv.Open(t, func(ctx context.Context) (*redisbroker.Publisher, error) { return redisbroker.Open(ctx, rawURL, opts) })
-}
-
-func subscribe(t *testing.T, rawURL string, opts redisbroker.SubscriberOptions) *redisbroker.Subscriber {
-	t.Helper()
-	if opts.Logger == nil {
-		opts.Logger = quiet
-	}
-	return testenv.Open(t, func(ctx context.Context) (*redisbroker.Subscriber, error) {
-		return redisbroker.OpenSubscriber(ctx, rawURL, opts)
-	})
 }
 
 // TestConformance runs brokertest against a redis-server of this test's
@@ -98,7 +68,7 @@ func TestConformance(t *testing.T) {
 		start = func(*testing.T) { srv.Start() }
 	}
 	adm := admin(t, rawURL)
-	run := unique("bt:")
+	run := adaptertest.Unique("bt:")
 	var n atomic.Int64
 	const ackWait = time.Second
 	brokertest.Run(t, brokertest.Harness{
@@ -109,20 +79,10 @@ func TestConformance(t *testing.T) {
 			rp := p.(*redisbroker.Publisher)
 			return brokertest.Capabilities{OrderPerKey: true, Persistent: rp.Persistent(), Redelivery: true, MaxPayload: rp.MaxPayload()}
 		},
-		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
-			p, err := redisbroker.Open(ctx, rawURL, redisbroker.Options{MaxPayload: 1 << 20, Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		},
-		NewSubscriber: func(ctx context.Context, t *testing.T, group, topic string) broker.Subscriber {
-			s, err := redisbroker.OpenSubscriber(ctx, rawURL, redisbroker.SubscriberOptions{Streams: []string{topic}, Group: group, AckWait: ackWait, Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		},
+		NewPublisher: adaptertest.NewPublisher(redisbroker.Open, rawURL, redisbroker.Options{MaxPayload: 1 << 20, Logger: adaptertest.Quiet}),
+		NewSubscriber: adaptertest.NewSubscriber(redisbroker.OpenSubscriber, rawURL, func(group, topic string) redisbroker.SubscriberOptions {
+			return redisbroker.SubscriberOptions{Streams: []string{topic}, Group: group, AckWait: ackWait}
+		}),
 		Topic:         func(*testing.T) string { return fmt.Sprintf("%s:t%d:Order.Created", run, n.Add(1)) },
 		InvalidTopics: []string{""},
 		// XADD makes a missing stream, so a stream is never missing; the
@@ -166,9 +126,9 @@ func TestConformance(t *testing.T) {
 func TestRedisCLI(t *testing.T) {
 	rawURL, _, prefix := shared(t)
 	cli := testenv.Tool(t, "redis-cli")
-	p := open(t, rawURL, redisbroker.Options{})
+	p := adaptertest.Open(t, redisbroker.Open, rawURL, redisbroker.Options{})
 	stream := prefix + "Order"
-	m := msg(stream, "o-1", 7)
+	m := adaptertest.Msg(stream, "o-1", 7)
 	m.Event.AggregateVersion = 3
 	m.Event.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -213,52 +173,16 @@ func TestRedisCLI(t *testing.T) {
 func TestNakDelays(t *testing.T) {
 	rawURL, adm, prefix := shared(t)
 	stream := prefix + "s"
-	p := open(t, rawURL, redisbroker.Options{})
+	p := adaptertest.Open(t, redisbroker.Open, rawURL, redisbroker.Options{})
 	const ackWait = 300 * time.Millisecond
-	s := subscribe(t, rawURL, redisbroker.SubscriberOptions{Streams: []string{stream}, Group: "g", AckWait: ackWait})
+	s := adaptertest.Open(t, redisbroker.OpenSubscriber, rawURL, redisbroker.SubscriberOptions{Streams: []string{stream}, Group: "g", AckWait: ackWait})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	m := msg(stream, "k", 0)
+	m := adaptertest.Msg(stream, "k", 0)
 	if err := p.Publish(ctx, []broker.Message{m})[0]; err != nil {
 		t.Fatal(err)
 	}
-	var nakAt time.Time
-	var lastDelay time.Duration
-	for i, delay := range []time.Duration{100 * time.Millisecond, 900 * time.Millisecond, 0, -1} {
-		ds, err := s.Receive(ctx, 5)
-		if err != nil {
-			t.Fatalf("delivery %d: %v", i+1, err)
-		}
-		if len(ds) != 1 {
-			t.Fatalf("delivery %d: %d entries", i+1, len(ds))
-		}
-		d := ds[0]
-		if el := time.Since(nakAt); el < lastDelay {
-			t.Errorf("delivery %d came back %v after Nak(%v)", i+1, el, lastDelay)
-		}
-		if e, err := d.Event(); err != nil || e.ID != m.Event.ID {
-			t.Fatalf("delivery %d: %v %v", i+1, e.ID, err)
-		}
-		if a := d.Attempt(); a != i+1 {
-			t.Errorf("delivery %d: Attempt() = %d", i+1, a)
-		}
-		if raw := d.Raw(); raw.Topic != stream || raw.ID != m.Event.ID {
-			t.Errorf("Raw() = %+v", raw)
-		}
-		if delay < 0 {
-			if err := d.Ack(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := d.Ack(ctx); err == nil {
-				t.Error("second Ack succeeded")
-			}
-			break
-		}
-		nakAt, lastDelay = time.Now(), delay
-		if err := d.Nak(ctx, delay); err != nil {
-			t.Fatal(err)
-		}
-	}
+	adaptertest.NakLadder(ctx, t, s, m, 100*time.Millisecond, 900*time.Millisecond, 0, -1)
 	if n, err := adm.Exists(ctx, redisbroker.DelayedKey(stream, "g")).Result(); err != nil || n != 0 {
 		t.Errorf("delayed set left behind: %d, %v", n, err)
 	}
@@ -269,16 +193,16 @@ func TestNakDelays(t *testing.T) {
 func TestDeadConsumerClaimed(t *testing.T) {
 	rawURL, _, prefix := shared(t)
 	stream := prefix + "s"
-	p := open(t, rawURL, redisbroker.Options{})
+	p := adaptertest.Open(t, redisbroker.Open, rawURL, redisbroker.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for i, err := range p.Publish(ctx, []broker.Message{msg(stream, "k", 0), msg(stream, "k", 1)}) {
+	for i, err := range p.Publish(ctx, []broker.Message{adaptertest.Msg(stream, "k", 0), adaptertest.Msg(stream, "k", 1)}) {
 		if err != nil {
 			t.Fatal(i, err)
 		}
 	}
 	opts := redisbroker.SubscriberOptions{Streams: []string{stream}, Group: "g", AckWait: 300 * time.Millisecond}
-	a := subscribe(t, rawURL, opts)
+	a := adaptertest.Open(t, redisbroker.OpenSubscriber, rawURL, opts)
 	ds, err := a.Receive(ctx, 1)
 	if err != nil || len(ds) != 1 {
 		t.Fatal(len(ds), err)
@@ -286,7 +210,7 @@ func TestDeadConsumerClaimed(t *testing.T) {
 	first, _ := ds[0].Event()
 	a.Close() // dies with the entry pending
 
-	b := subscribe(t, rawURL, opts)
+	b := adaptertest.Open(t, redisbroker.OpenSubscriber, rawURL, opts)
 	var got []string
 	for len(got) < 2 {
 		ds, err := b.Receive(ctx, 10)
@@ -314,13 +238,13 @@ func TestDeadConsumerClaimed(t *testing.T) {
 func TestMultiStreamMax(t *testing.T) {
 	rawURL, _, prefix := shared(t)
 	streams := []string{prefix + "a", prefix + "b", prefix + "c"}
-	p := open(t, rawURL, redisbroker.Options{MaxLen: 1000})
+	p := adaptertest.Open(t, redisbroker.Open, rawURL, redisbroker.Options{MaxLen: 1000})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s := subscribe(t, rawURL, redisbroker.SubscriberOptions{Streams: streams, Group: "g", StartID: "$"})
+	s := adaptertest.Open(t, redisbroker.OpenSubscriber, rawURL, redisbroker.SubscriberOptions{Streams: streams, Group: "g", StartID: "$"})
 	var msgs []broker.Message
 	for i := range 9 {
-		msgs = append(msgs, msg(streams[i%3], "k", i))
+		msgs = append(msgs, adaptertest.Msg(streams[i%3], "k", i))
 	}
 	for i, err := range p.Publish(ctx, msgs) {
 		if err != nil {
@@ -351,39 +275,17 @@ func TestMultiStreamMax(t *testing.T) {
 
 func TestOpenErrors(t *testing.T) {
 	rawURL, adm, prefix := shared(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := redisbroker.Open(ctx, "redis://127.0.0.1:notaport", redisbroker.Options{Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
-		t.Errorf("bad URL: %v, want a config error", err)
-	}
-	if _, err := redisbroker.OpenSubscriber(ctx, rawURL, redisbroker.SubscriberOptions{Group: "g", Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
-		t.Errorf("no streams: %v, want a config error", err)
-	}
-	if _, err := redisbroker.OpenSubscriber(ctx, rawURL, redisbroker.SubscriberOptions{Streams: []string{"x"}, Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
-		t.Errorf("no group: %v, want a config error", err)
-	}
 	str := prefix + "string"
-	adm.Set(ctx, str, "x", 0)
-	if _, err := redisbroker.OpenSubscriber(ctx, rawURL, redisbroker.SubscriberOptions{Streams: []string{str}, Group: "g", Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
-		t.Errorf("a string key as stream: %v, want a config error", err)
-	}
-	u, _ := url.Parse(rawURL)
-	u.User = url.UserPassword("nosuchuser", "s3cr3t-wrong")
-	_, err := redisbroker.Open(ctx, u.String(), redisbroker.Options{Logger: quiet})
-	if !errors.Is(err, txbox.ErrConfig) {
-		t.Errorf("wrong password: %v, want a config error", err)
-	}
-	if err != nil && strings.Contains(err.Error(), "s3cr3t-wrong") {
-		t.Errorf("error shows the password: %v", err)
-	}
-	u.Host = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	_, err = redisbroker.Open(ctx, u.String(), redisbroker.Options{ConnectTimeout: time.Second, Logger: quiet})
-	if !errors.Is(err, txbox.ErrBrokerUnavailable) {
-		t.Errorf("nothing listening: %v, want ErrBrokerUnavailable", err)
-	}
-	if err != nil && strings.Contains(err.Error(), "s3cr3t-wrong") {
-		t.Errorf("error shows the password: %v", err)
-	}
+	adm.Set(context.Background(), str, "x", 0)
+	adaptertest.ConfigRefused(t, "", map[string]func(context.Context) error{
+		"bad URL":                adaptertest.Opening(redisbroker.Open, "redis://127.0.0.1:notaport", redisbroker.Options{}),
+		"no streams":             adaptertest.Opening(redisbroker.OpenSubscriber, rawURL, redisbroker.SubscriberOptions{Group: "g"}),
+		"no group":               adaptertest.Opening(redisbroker.OpenSubscriber, rawURL, redisbroker.SubscriberOptions{Streams: []string{"x"}}),
+		"a string key as stream": adaptertest.Opening(redisbroker.OpenSubscriber, rawURL, redisbroker.SubscriberOptions{Streams: []string{str}, Group: "g"}),
+	})
+	adaptertest.WrongPasswordAndNoServer(t, rawURL, "nosuchuser", func(url string, d time.Duration) func(context.Context) error {
+		return adaptertest.Opening(redisbroker.Open, url, redisbroker.Options{ConnectTimeout: d})
+	})
 }
 
 // TestClientOptions: the caller's go-redis settings apply after txbox's,
@@ -391,27 +293,18 @@ func TestOpenErrors(t *testing.T) {
 // configuration), and cannot turn the library's own retries back on.
 func TestClientOptions(t *testing.T) {
 	rawURL, _, prefix := shared(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var edited atomic.Int32
 	noDB := func(o *redis.Options) {
 		if o.ClientName != "txbox-publisher" && o.ClientName != "txbox-subscriber" {
 			t.Errorf("ClientOptions saw client name %q, want txbox's", o.ClientName)
 		}
-		edited.Add(1)
 		o.DB = 1 << 20
 	}
-	if _, err := redisbroker.Open(ctx, rawURL, redisbroker.Options{ClientOptions: noDB, Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
-		t.Errorf("publisher on a missing database: %v, want a config error", err)
-	}
-	if _, err := redisbroker.OpenSubscriber(ctx, rawURL, redisbroker.SubscriberOptions{Streams: []string{prefix + "s"}, Group: "g", ClientOptions: noDB, Logger: quiet}); !errors.Is(err, txbox.ErrConfig) {
-		t.Errorf("subscriber on a missing database: %v, want a config error", err)
-	}
-	if n := edited.Load(); n != 2 {
-		t.Errorf("ClientOptions called %d times, want 2", n)
-	}
+	adaptertest.ConfigRefused(t, "DB index", map[string]func(context.Context) error{
+		"publisher":  adaptertest.Opening(redisbroker.Open, rawURL, redisbroker.Options{ClientOptions: noDB}),
+		"subscriber": adaptertest.Opening(redisbroker.OpenSubscriber, rawURL, redisbroker.SubscriberOptions{Streams: []string{prefix + "s"}, Group: "g", ClientOptions: noDB}),
+	})
 	retries := func(o *redis.Options) { o.MaxRetries = 5 }
-	p := open(t, rawURL, redisbroker.Options{ClientOptions: retries})
+	p := adaptertest.Open(t, redisbroker.Open, rawURL, redisbroker.Options{ClientOptions: retries})
 	if n := p.Client().Options().MaxRetries; n > 0 {
 		t.Errorf("MaxRetries = %d after ClientOptions set 5, want txbox's none", n)
 	}
@@ -425,14 +318,14 @@ func TestPersistenceReported(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CONFIG GET appendonly: %v", err)
 	}
-	p := open(t, rawURL, redisbroker.Options{})
+	p := adaptertest.Open(t, redisbroker.Open, rawURL, redisbroker.Options{})
 	if got, want := p.Persistent(), aof["appendonly"] == "yes"; got != want {
 		t.Errorf("Persistent = %v with appendonly %q", got, aof["appendonly"])
 	}
 	if p.MaxPayload() <= 0 {
 		t.Errorf("MaxPayload = %d", p.MaxPayload())
 	}
-	if !open(t, rawURL, redisbroker.Options{AssumePersistent: true}).Persistent() {
+	if !adaptertest.Open(t, redisbroker.Open, rawURL, redisbroker.Options{AssumePersistent: true}).Persistent() {
 		t.Error("AssumePersistent ignored")
 	}
 }
@@ -443,8 +336,8 @@ func TestPersistenceReported(t *testing.T) {
 func TestStreamDeletedWhileSubscribed(t *testing.T) {
 	rawURL, adm, prefix := shared(t)
 	stream := prefix + "s"
-	p := open(t, rawURL, redisbroker.Options{})
-	s := subscribe(t, rawURL, redisbroker.SubscriberOptions{Streams: []string{stream}, Group: "g"})
+	p := adaptertest.Open(t, redisbroker.Open, rawURL, redisbroker.Options{})
+	s := adaptertest.Open(t, redisbroker.OpenSubscriber, rawURL, redisbroker.SubscriberOptions{Streams: []string{stream}, Group: "g"})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := adm.Del(ctx, stream).Err(); err != nil {
@@ -456,15 +349,11 @@ func TestStreamDeletedWhileSubscribed(t *testing.T) {
 	if !errors.Is(err, txbox.ErrBrokerUnavailable) {
 		t.Fatalf("Receive on a deleted stream: %v, want ErrBrokerUnavailable", err)
 	}
-	m := msg(stream, "k", 0)
+	m := adaptertest.Msg(stream, "k", 0)
 	if err := p.Publish(ctx, []broker.Message{m})[0]; err != nil {
 		t.Fatal(err)
 	}
-	ds, err := s.Receive(ctx, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e, _ := ds[0].Event(); e.ID != m.Event.ID {
+	if _, e := adaptertest.One(ctx, t, s); e.ID != m.Event.ID {
 		t.Fatalf("got %s, want %s", e.ID, m.Event.ID)
 	}
 }

@@ -2,6 +2,7 @@ package webhookbroker_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,25 +18,14 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 	webhookbroker "github.com/txbox/txbox/broker/webhook"
 )
 
 func open(t *testing.T, base string, opts webhookbroker.Options) *webhookbroker.Publisher {
 	t.Helper()
-	if opts.Secret == "" {
-		opts.Secret = secret
-	}
-	opts.Logger = quiet
-	p, err := webhookbroker.Open(context.Background(), base, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
-}
-
-func msg(topic, key string, n int) broker.Message {
-	return broker.Message{Event: txbox.MustEvent("Order", key, "Created", map[string]int{"n": n}), Topic: topic, Source: "test"}
+	opts.Secret = cmp.Or(opts.Secret, secret)
+	return adaptertest.Open(t, webhookbroker.Open, base, opts)
 }
 
 // The Standard Webhooks specification's test vector: receivers using its
@@ -87,42 +77,40 @@ func TestTarget(t *testing.T) {
 // silent) is an outage: no attempt spent. An answer about the event (a 4xx
 // other than those) sends it to DEAD at once.
 func TestAnswersClassified(t *testing.T) {
+	// The endpoint's plain error answers, by path; Retry-After when set.
+	answers := map[string]struct {
+		status     int
+		body       string
+		retryAfter string
+	}{
+		"/bad":           {http.StatusBadRequest, `{"error":"unknown field \"qty\""}`, ""},
+		"/slow-down":     {http.StatusTooManyRequests, "rate limited", "30"},
+		"/timeout408":    {http.StatusRequestTimeout, "", ""},
+		"/broken":        {http.StatusInternalServerError, strings.Repeat("stack trace line\n", 100), ""},
+		"/unauthorized":  {http.StatusUnauthorized, "signature: no matching signature", ""},
+		"/forbidden":     {http.StatusForbidden, "forbidden", ""},
+		"/maintenance":   {http.StatusServiceUnavailable, "down for maintenance", "120"},
+		"/gateway":       {http.StatusBadGateway, "upstream unreachable", ""},
+		"/not-post":      {http.StatusMethodNotAllowed, "webhooks are POSTed", ""},
+		"/too-large":     {http.StatusRequestEntityTooLarge, "body over 1024 bytes", ""},
+		"/media":         {http.StatusUnsupportedMediaType, "want application/json", ""},
+		"/unprocessable": {http.StatusUnprocessableEntity, "no such product", ""},
+		"/conflict":      {http.StatusConflict, "order already shipped", ""},
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/ok":
+		a, plain := answers[r.URL.Path]
+		switch {
+		case plain:
+			if a.retryAfter != "" {
+				w.Header().Set("Retry-After", a.retryAfter)
+			}
+			http.Error(w, a.body, a.status)
+		case r.URL.Path == "/ok":
 			w.WriteHeader(http.StatusAccepted)
-		case "/bad":
-			http.Error(w, `{"error":"unknown field \"qty\""}`, http.StatusBadRequest)
-		case "/slow-down":
-			w.Header().Set("Retry-After", "30")
-			http.Error(w, "rate limited", http.StatusTooManyRequests)
-		case "/timeout408":
-			http.Error(w, "", http.StatusRequestTimeout)
-		case "/broken":
-			http.Error(w, strings.Repeat("stack trace line\n", 100), http.StatusInternalServerError)
-		case "/moved":
+		case r.URL.Path == "/moved":
 			http.Redirect(w, r, "https://elsewhere.example/new", http.StatusMovedPermanently)
-		case "/hang":
+		case r.URL.Path == "/hang":
 			time.Sleep(700 * time.Millisecond)
-		case "/unauthorized":
-			http.Error(w, "signature: no matching signature", http.StatusUnauthorized)
-		case "/forbidden":
-			http.Error(w, "forbidden", http.StatusForbidden)
-		case "/maintenance":
-			w.Header().Set("Retry-After", "120")
-			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
-		case "/gateway":
-			http.Error(w, "upstream unreachable", http.StatusBadGateway)
-		case "/not-post":
-			http.Error(w, "webhooks are POSTed", http.StatusMethodNotAllowed)
-		case "/too-large":
-			http.Error(w, "body over 1024 bytes", http.StatusRequestEntityTooLarge)
-		case "/media":
-			http.Error(w, "want application/json", http.StatusUnsupportedMediaType)
-		case "/unprocessable":
-			http.Error(w, "no such product", http.StatusUnprocessableEntity)
-		case "/conflict":
-			http.Error(w, "order already shipped", http.StatusConflict)
 		default:
 			http.Error(w, "no such hook", http.StatusNotFound)
 		}
@@ -155,7 +143,7 @@ func TestAnswersClassified(t *testing.T) {
 	}
 	var msgs []broker.Message
 	for i, w := range wants {
-		msgs = append(msgs, msg(w.topic, "k"+strconv.Itoa(i), i))
+		msgs = append(msgs, adaptertest.Msg(w.topic, "k"+strconv.Itoa(i), i))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -206,7 +194,7 @@ func TestLaneOrder(t *testing.T) {
 	var msgs []broker.Message
 	for i := range 4 {
 		for _, k := range []string{"a", "b", "c", "d", "fail"} {
-			msgs = append(msgs, msg("x", k, i))
+			msgs = append(msgs, adaptertest.Msg("x", k, i))
 		}
 	}
 	errs := p.Publish(context.Background(), msgs)
@@ -256,7 +244,7 @@ func TestHeadersAndBody(t *testing.T) {
 	}))
 	defer srv.Close()
 	p := open(t, strings.Replace(srv.URL, "http://", "http://hook:pa55word@", 1), webhookbroker.Options{})
-	m := msg("billing/Invoice", "inv \"7\" 100%", 1)
+	m := adaptertest.Msg("billing/Invoice", "inv \"7\" 100%", 1)
 	m.Event.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
 	if err := p.Publish(context.Background(), []broker.Message{m})[0]; err != nil {
 		t.Fatal(err)
@@ -316,7 +304,7 @@ func TestClientOptions(t *testing.T) {
 		})
 		c.CheckRedirect = nil // follow redirects: txbox turns them off again
 	}})
-	errs := p.Publish(context.Background(), []broker.Message{msg("in", "k", 0), msg("moved", "k2", 0)})
+	errs := p.Publish(context.Background(), []broker.Message{adaptertest.Msg("in", "k", 0), adaptertest.Msg("moved", "k2", 0)})
 	if errs[0] != nil {
 		t.Fatal(errs[0])
 	}
@@ -342,7 +330,7 @@ func must[T any](v T, err error) T {
 // is in any error.
 func TestSecretsNeverShown(t *testing.T) {
 	p := open(t, "http://user:pa55word@127.0.0.1:1/in", webhookbroker.Options{AckTimeout: time.Second})
-	err := p.Publish(context.Background(), []broker.Message{msg("x", "k", 0)})[0]
+	err := p.Publish(context.Background(), []broker.Message{adaptertest.Msg("x", "k", 0)})[0]
 	if !errors.Is(err, txbox.ErrBrokerUnavailable) || strings.Contains(err.Error(), "pa55word") || strings.Contains(err.Error(), secret) {
 		t.Fatalf("err = %v", err)
 	}

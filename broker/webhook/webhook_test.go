@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -17,11 +15,10 @@ import (
 
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/brokertest"
+	"github.com/txbox/txbox/broker/internal/adaptertest"
 	webhookbroker "github.com/txbox/txbox/broker/webhook"
 	"github.com/txbox/txbox/internal/testenv"
 )
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 const secret = "test-secret-0123456789abcdef"
 
@@ -63,7 +60,7 @@ func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (e *endpoint) subscribe(t *testing.T, topic string) *webhookbroker.Receiver {
-	rc, err := webhookbroker.NewReceiver(webhookbroker.ReceiverOptions{Secrets: []string{secret}, PathPrefix: "/hooks/", Logger: quiet})
+	rc, err := webhookbroker.NewReceiver(webhookbroker.ReceiverOptions{Secrets: []string{secret}, PathPrefix: "/hooks/", Logger: adaptertest.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,13 +114,7 @@ func TestConformance(t *testing.T) {
 		Capabilities: func(p broker.Publisher) brokertest.Capabilities {
 			return brokertest.Capabilities{OrderPerKey: true, Redelivery: true, MaxPayload: p.(*webhookbroker.Publisher).MaxPayload()}
 		},
-		NewPublisher: func(ctx context.Context, t *testing.T) broker.Publisher {
-			p, err := webhookbroker.Open(ctx, e.URL(), webhookbroker.Options{Secret: secret, MaxPayload: 64 << 10, AckTimeout: 5 * time.Second, Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		},
+		NewPublisher: adaptertest.NewPublisher(webhookbroker.Open, e.URL(), webhookbroker.Options{Secret: secret, MaxPayload: 64 << 10, AckTimeout: 5 * time.Second, Logger: adaptertest.Quiet}),
 		NewSubscriber: func(_ context.Context, t *testing.T, _, topic string) broker.Subscriber {
 			return e.subscribe(t, topic)
 		},

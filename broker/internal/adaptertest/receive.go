@@ -48,3 +48,15 @@ func Each(ctx context.Context, t testing.TB, s broker.Subscriber, n int, f func(
 		f(d, e)
 	})
 }
+
+// One receives one delivery from s and decodes it, failing the test when
+// either fails.
+func One(ctx context.Context, t testing.TB, s broker.Subscriber) (broker.Delivery, txbox.Event) {
+	t.Helper()
+	d := Receive(ctx, t, s, 1, nil)[0]
+	e, err := d.Event()
+	if err != nil {
+		t.Fatalf("Event of %s: %v", d.Raw().ID, err)
+	}
+	return d, e
+}
