@@ -50,12 +50,7 @@ func newEnv(t *testing.T) *env {
 	e := &env{t: t, s: s, effects: storeenv.NewEffects(t, s, storeenv.Postgres{}.SQLDB(t, s)), url: testenv.URL(t, "TXBOX_TEST_NATS")}
 	e.prefix = "ib" + strings.ReplaceAll(txbox.NewID()[24:], "-", "")
 	e.stream = strings.ToUpper(e.prefix)
-	nc, err := nats.Connect(e.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	e.js, _ = jetstream.New(nc)
+	e.js = testenv.JetStream(t, e.url)
 	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: e.stream, Subjects: []string{e.prefix + ".>"}, Duplicates: time.Second}); err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +122,14 @@ func (e *env) stoppableConsumer(cfg inbox.Config, h func(context.Context, pgx.Tx
 		e.t.Fatal(err)
 	}
 	return c, testenv.Go(e.t, c.Run)
+}
+
+// orderUpdated is version v of aggregate agg's OrderUpdated event, for
+// the tests of VersionGuard and Ordered.
+func orderUpdated(agg string, v int64) txbox.Event {
+	ev := txbox.MustEvent("Order", agg, "OrderUpdated", map[string]int64{"version": v})
+	ev.AggregateVersion = v
+	return ev
 }
 
 // effectCounts returns event id -> times applied.
@@ -318,12 +321,7 @@ func TestAlwaysFailingIsParkedOthersFlowReplayApplies(t *testing.T) {
 
 func TestVersionGuardSkipsStale(t *testing.T) {
 	e := newEnv(t)
-	mk := func(v int64) txbox.Event {
-		ev := txbox.MustEvent("Order", "o-1", "OrderUpdated", map[string]int64{"version": v})
-		ev.AggregateVersion = v
-		return ev
-	}
-	v5, v3, v6 := mk(5), mk(3), mk(6)
+	v5, v3, v6 := orderUpdated("o-1", 5), orderUpdated("o-1", 3), orderUpdated("o-1", 6)
 	// The relay keeps outbox order, so the stale order is made the way a
 	// producer bug or a manual republish would: v5 is written first.
 	e.write(v5, v3, v6)
@@ -345,12 +343,7 @@ func TestVersionGuardSkipsStale(t *testing.T) {
 
 func TestUndecodableMessageParkedNotLost(t *testing.T) {
 	e := newEnv(t)
-	nc, err := nats.Connect(e.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := e.js
 	ctx := context.Background()
 	// Not a CloudEvent at all, then a CloudEvent without an id, then a good one.
 	if _, err := js.Publish(ctx, e.prefix+".junk", []byte("\xff\xfe not json")); err != nil {
@@ -453,12 +446,8 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 // redelivery overtaken by its successor); the consumer applies 1, 2, 3.
 func TestOrderedAppliesInVersionOrder(t *testing.T) {
 	e := newEnv(t)
-	mk := func(agg string, v int64) txbox.Event {
-		ev := txbox.MustEvent("Order", agg, "OrderUpdated", map[string]int64{"version": v})
-		ev.AggregateVersion = v
-		return ev
-	}
 	// Written in this order on purpose; the relay keeps outbox order.
+	mk := orderUpdated
 	e.write(mk("o-1", 1), mk("o-1", 3), mk("o-2", 1), mk("o-1", 2), mk("o-2", 2))
 	e.relay()
 	var mu sync.Mutex

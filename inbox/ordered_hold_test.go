@@ -25,12 +25,7 @@ import (
 // held. When the predecessor comes, both are applied once, in order.
 func TestOrderedHeldCopyReplacedWithoutChurn(t *testing.T) {
 	e := newEnv(t)
-	mk := func(v int64) txbox.Event {
-		ev := txbox.MustEvent("Order", "o-1", "OrderUpdated", map[string]int64{"version": v})
-		ev.AggregateVersion = v
-		return ev
-	}
-	e.write(mk(2))
+	e.write(orderUpdated("o-1", 2))
 	e.relay()
 	const ackWait = time.Second
 	sub := struct{ broker.Subscriber }{e.subscriber("inventory", ackWait)} // no AckWait method
@@ -53,7 +48,7 @@ func TestOrderedHeldCopyReplacedWithoutChurn(t *testing.T) {
 	} else {
 		t.Logf("version 2 delivered %d times in %v while it waited", n, 4*ackWait)
 	}
-	e.write(mk(1))
+	e.write(orderUpdated("o-1", 1))
 	waitFor(t, 15*time.Second, "both applied", func() bool { return c.Stats().Processed == 2 })
 	for id, n := range e.effectCounts() {
 		if n != 1 {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/txbox/txbox/internal/testenv"
@@ -19,15 +18,7 @@ import (
 // them; a missing stream is still created.
 func TestNATSCreateStreamDoesNotWidenAStreamSilently(t *testing.T) {
 	srv := testenv.StartNATS(t)
-	nc, err := nats.Connect(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testenv.JetStream(t, srv.URL)
 	ctx := context.Background()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TXBOX", Subjects: []string{"outbox.>"}}); err != nil {
 		t.Fatal(err)

@@ -30,15 +30,8 @@ func (NATS) Setup(t *testing.T) *scenario.Destination {
 	stream := strings.ToUpper(prefix)
 	subjects := prefix + ".>"
 
-	nc, err := nats.Connect(srv.URL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testenv.JetStream(t, srv.URL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	nc := js.Conn()
 	// A short duplicate window, so a scenario can make the relay's
 	// republished copies reach the stream.
 	const dedupe = 500 * time.Millisecond

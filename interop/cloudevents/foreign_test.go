@@ -31,12 +31,7 @@ func TestForeignRowDecodedByCloudEventsSDK(t *testing.T) {
 	scenario.Start(t, testenv.Binary(t), "relay", "--db", st.URL(t, s), "--outbox-table", s.Tables().Outbox,
 		"--broker", srv.URL, "--nats-create-stream", "--source", "billing", "--poll-interval", "50ms")
 
-	nc, err := nats.Connect(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := testenv.JetStream(t, srv.URL)
 	var stored *jetstream.RawStreamMsg
 	deadline := time.Now().Add(20 * time.Second)
 	for stored == nil {

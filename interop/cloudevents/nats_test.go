@@ -29,16 +29,11 @@ func TestNATSCloudEventsSDKDecodes(t *testing.T) {
 	url := testenv.URL(t, "TXBOX_TEST_NATS")
 	prefix := "txboxinterop.s" + strings.ReplaceAll(txbox.NewID(), "-", "")
 	stream := streamName(prefix)
-	nc0, err := nats.Connect(url)
-	if err != nil {
+	js := testenv.JetStream(t, url)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}, Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
-	defer nc0.Close()
-	js0, _ := jetstream.New(nc0)
-	if _, err := js0.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}, Storage: jetstream.MemoryStorage}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = js0.DeleteStream(context.Background(), stream) })
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
 	p, err := natsbroker.Open(ctx, url, natsbroker.Options{Stream: stream, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -52,12 +47,6 @@ func TestNATSCloudEventsSDKDecodes(t *testing.T) {
 	}
 
 	// Read the stored message back with plain JetStream, untouched by txbox.
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
 		t.Fatal(err)
