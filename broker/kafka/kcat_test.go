@@ -28,12 +28,10 @@ func TestKcatReadsTheEvent(t *testing.T) {
 	e := txbox.Event{
 		ID: txbox.NewID(), Type: "InvoiceIssued", AggregateType: "Invoice", AggregateID: "inv-42",
 		AggregateVersion: 2, OccurredAt: time.Date(2025, 6, 1, 8, 0, 0, 5000, time.UTC),
-		Headers: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		Headers: map[string]string{"traceparent": adaptertest.TraceParent},
 		Payload: []byte(`{"amount": 99.5, "currency": "EUR", "note": "naïve"}`),
 	}
-	if err := p.Publish(ctx, []broker.Message{{Event: e, Topic: "outbox.Invoice.InvoiceIssued", Source: "billing"}})[0]; err != nil {
-		t.Fatal(err)
-	}
+	adaptertest.PublishOK(ctx, t, p, []broker.Message{{Event: e, Topic: "outbox.Invoice.InvoiceIssued", Source: "billing"}})
 	out, err := exec.CommandContext(ctx, bin, "-C", "-b", kc.Addr(), "-t", "outbox.Invoice.InvoiceIssued",
 		"-o", "beginning", "-c", "1", "-e", "-q", "-J").Output()
 	if err != nil {

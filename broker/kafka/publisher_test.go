@@ -35,12 +35,10 @@ func TestWireFormat(t *testing.T) {
 	e := txbox.Event{
 		ID: txbox.NewID(), Type: "OrderPlaced", AggregateType: "Order", AggregateID: "order-7",
 		AggregateVersion: 3, OccurredAt: at,
-		Headers: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		Headers: map[string]string{"traceparent": adaptertest.TraceParent},
 		Payload: []byte(`{ "total" : 12.5 }`),
 	}
-	if err := p.Publish(ctx, []broker.Message{{Event: e, Topic: "wire.Order", Source: "shop/orders"}})[0]; err != nil {
-		t.Fatal(err)
-	}
+	adaptertest.PublishOK(ctx, t, p, []broker.Message{{Event: e, Topic: "wire.Order", Source: "shop/orders"}})
 	recs := kc.ReadAll(t, "wire.Order", 1, 10*time.Second)
 	if len(recs) != 1 {
 		t.Fatalf("read %d records, want 1", len(recs))
@@ -209,9 +207,7 @@ func TestNoLateWriteAfterOutage(t *testing.T) {
 	kc, p := withTopic(t, "late", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := p.Publish(ctx, []broker.Message{adaptertest.Msg("late", "k", 0)})[0]; err != nil {
-		t.Fatal(err)
-	}
+	adaptertest.PublishOK(ctx, t, p, []broker.Message{adaptertest.Msg("late", "k", 0)})
 	kc.Stop()
 	for round := 1; round <= 3; round++ {
 		dctx, dcancel := context.WithTimeout(context.Background(), 300*time.Millisecond)

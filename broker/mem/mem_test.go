@@ -228,9 +228,7 @@ func TestRecreateTopic(t *testing.T) {
 	b.RecreateTopic("t")
 	again := adaptertest.Msg("t", "a", 3)
 	again.Event.ID = held.Event.ID // the new topic's dedupe forgot the old one's ids
-	if err := b.Publish(ctx, []broker.Message{again})[0]; err != nil {
-		t.Fatal(err)
-	}
+	adaptertest.PublishOK(ctx, t, b, []broker.Message{again})
 	if err := ds[0].Ack(ctx); err != nil {
 		t.Fatalf("Ack of a delivery of the deleted topic: %v, want nil (settles nothing)", err)
 	}

@@ -37,11 +37,9 @@ func TestStockClientDecodes(t *testing.T) {
 	}
 	e := txbox.MustEvent("Order", "o-42", "OrderShipped", map[string]any{"carrier": "DHL", "note": "naïve"})
 	e.AggregateVersion = 7
-	e.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	e.Headers = map[string]string{"traceparent": adaptertest.TraceParent}
 	p := adaptertest.Open(t, mqttbroker.Open, raw, mqttbroker.Options{})
-	if err := p.Publish(ctx, []broker.Message{{Event: e, Topic: topic, Source: "billing"}})[0]; err != nil {
-		t.Fatal(err)
-	}
+	adaptertest.PublishOK(ctx, t, p, []broker.Message{{Event: e, Topic: topic, Source: "billing"}})
 	// ... then read it: topic, content type, user properties, payload.
 	out, err := exec.CommandContext(ctx, bin, append(args, "-C", "1", "-W", "10", "-F", "%t\n%C\n%P\n%p")...).Output()
 	if err != nil {

@@ -144,9 +144,7 @@ func TestRequireSubscribers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	lax := adaptertest.Open(t, mqttbroker.Open, url, mqttbroker.Options{})
-	if err := lax.Publish(ctx, []broker.Message{adaptertest.Msg(topic, "k", 0)})[0]; err != nil {
-		t.Fatal(err)
-	}
+	adaptertest.PublishOK(ctx, t, lax, []broker.Message{adaptertest.Msg(topic, "k", 0)})
 	if n := lax.NoSubscribers(); n != 1 {
 		t.Errorf("NoSubscribers() = %d, want 1", n)
 	}
@@ -175,17 +173,13 @@ func TestUnackedComesBackToTheSession(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	first, second := adaptertest.Msg(topic, "k", 0), adaptertest.Msg(topic, "k", 1)
-	if err := p.Publish(ctx, []broker.Message{first})[0]; err != nil {
-		t.Fatal(err)
-	}
+	adaptertest.PublishOK(ctx, t, p, []broker.Message{first})
 	ds, err := s.Receive(ctx, 10)
 	if err != nil || len(ds) != 1 || ds[0].Attempt() != 1 {
 		t.Fatalf("first receive: %d deliveries, %v", len(ds), err)
 	}
 	s.Close() // without Ack: as if the process died
-	if err := p.Publish(ctx, []broker.Message{second})[0]; err != nil {
-		t.Fatal(err)
-	}
+	adaptertest.PublishOK(ctx, t, p, []broker.Message{second})
 	s = adaptertest.Open(t, mqttbroker.OpenSubscriber, url, opts)
 	var got []string
 	adaptertest.Each(ctx, t, s, 2, func(d broker.Delivery, e txbox.Event) {

@@ -168,9 +168,7 @@ func TestConnectRefusedOnReconnectIsOutage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	m := adaptertest.Msg("x/y", "k", 0)
-	if err := p.Publish(ctx, []broker.Message{m})[0]; err != nil {
-		t.Fatal(err)
-	}
+	adaptertest.PublishOK(ctx, t, p, []broker.Message{m})
 	b.connack.Store(packets.ConnackBadUsernameOrPassword)
 	b.drop()
 	deadline := time.Now().Add(5 * time.Second)

@@ -227,14 +227,10 @@ func TestWireFormat(t *testing.T) {
 	rawURL, adm, exchange, prefix := setup(t)
 	adm.queue(t, exchange, prefix+".q", prefix+".#")
 	p := adaptertest.Open(t, rabbitmqbroker.Open, rawURL, rabbitmqbroker.Options{Exchange: exchange})
-	m := adaptertest.Msg(prefix+".Order.Created", "o-1", 7)
-	m.Event.AggregateVersion = 3
-	m.Event.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	m := adaptertest.Full(prefix+".Order.Created", "o-1", 7)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := p.Publish(ctx, []broker.Message{m})[0]; err != nil {
-		t.Fatal(err)
-	}
+	adaptertest.PublishOK(ctx, t, p, []broker.Message{m})
 	var got amqp.Delivery
 	adm.do(t, func(ch *amqp.Channel) error {
 		var ok bool
@@ -311,9 +307,7 @@ func TestNakRetryQueue(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	m := adaptertest.Msg(prefix+".Order.Created", "k", 0)
-	if err := p.Publish(ctx, []broker.Message{m})[0]; err != nil {
-		t.Fatal(err)
-	}
+	adaptertest.PublishOK(ctx, t, p, []broker.Message{m})
 	adaptertest.NakLadder(ctx, t, s, m, 100*time.Millisecond, 50*time.Millisecond, 0, -1)
 }
 
@@ -370,12 +364,10 @@ func TestStockClients(t *testing.T) {
 	publish := func(t *testing.T, queue string) broker.Message {
 		adm.queue(t, exchange, queue, queue)
 		m := adaptertest.Msg(queue, "o-1", 7)
-		m.Event.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+		m.Event.Headers = map[string]string{"traceparent": adaptertest.TraceParent}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := p.Publish(ctx, []broker.Message{m})[0]; err != nil {
-			t.Fatal(err)
-		}
+		adaptertest.PublishOK(ctx, t, p, []broker.Message{m})
 		return m
 	}
 	u, _ := url.Parse(rawURL)

@@ -128,14 +128,10 @@ func TestRedisCLI(t *testing.T) {
 	cli := testenv.Tool(t, "redis-cli")
 	p := adaptertest.Open(t, redisbroker.Open, rawURL, redisbroker.Options{})
 	stream := prefix + "Order"
-	m := adaptertest.Msg(stream, "o-1", 7)
-	m.Event.AggregateVersion = 3
-	m.Event.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	m := adaptertest.Full(stream, "o-1", 7)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := p.Publish(ctx, []broker.Message{m})[0]; err != nil {
-		t.Fatal(err)
-	}
+	adaptertest.PublishOK(ctx, t, p, []broker.Message{m})
 	out, err := exec.CommandContext(ctx, cli, "-u", rawURL, "--raw", "XRANGE", stream, "-", "+").CombinedOutput()
 	if err != nil {
 		t.Fatalf("redis-cli XRANGE: %v\n%s", err, out)
@@ -179,9 +175,7 @@ func TestNakDelays(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	m := adaptertest.Msg(stream, "k", 0)
-	if err := p.Publish(ctx, []broker.Message{m})[0]; err != nil {
-		t.Fatal(err)
-	}
+	adaptertest.PublishOK(ctx, t, p, []broker.Message{m})
 	adaptertest.NakLadder(ctx, t, s, m, 100*time.Millisecond, 900*time.Millisecond, 0, -1)
 	if n, err := adm.Exists(ctx, redisbroker.DelayedKey(stream, "g")).Result(); err != nil || n != 0 {
 		t.Errorf("delayed set left behind: %d, %v", n, err)
@@ -350,9 +344,7 @@ func TestStreamDeletedWhileSubscribed(t *testing.T) {
 		t.Fatalf("Receive on a deleted stream: %v, want ErrBrokerUnavailable", err)
 	}
 	m := adaptertest.Msg(stream, "k", 0)
-	if err := p.Publish(ctx, []broker.Message{m})[0]; err != nil {
-		t.Fatal(err)
-	}
+	adaptertest.PublishOK(ctx, t, p, []broker.Message{m})
 	if _, e := adaptertest.One(ctx, t, s); e.ID != m.Event.ID {
 		t.Fatalf("got %s, want %s", e.ID, m.Event.ID)
 	}

@@ -245,7 +245,7 @@ func TestHeadersAndBody(t *testing.T) {
 	defer srv.Close()
 	p := open(t, strings.Replace(srv.URL, "http://", "http://hook:pa55word@", 1), webhookbroker.Options{})
 	m := adaptertest.Msg("billing/Invoice", "inv \"7\" 100%", 1)
-	m.Event.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	m.Event.Headers = map[string]string{"traceparent": adaptertest.TraceParent}
 	if err := p.Publish(context.Background(), []broker.Message{m})[0]; err != nil {
 		t.Fatal(err)
 	}

@@ -29,3 +29,16 @@ func Unique(prefix string) string {
 func Msg(topic, key string, n int) broker.Message {
 	return broker.Message{Event: txbox.MustEvent("Order", key, "Created", map[string]int{"n": n}), Topic: topic, Source: "test"}
 }
+
+// TraceParent is a valid W3C traceparent, the extension attribute the
+// wire-format tests carry.
+const TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+// Full is Msg with every optional attribute set (an aggregate version, a
+// traceparent), for the tests of what a foreign consumer sees.
+func Full(topic, key string, n int) broker.Message {
+	m := Msg(topic, key, n)
+	m.Event.AggregateVersion = 3
+	m.Event.Headers = map[string]string{"traceparent": TraceParent}
+	return m
+}
