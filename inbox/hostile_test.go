@@ -218,7 +218,7 @@ func runHostileMessages(t *testing.T, h harness) {
 
 	testenv.Go(t, c.Run)
 
-	waitFor(t, 20*time.Second, "every good event processed and every hostile one parked", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "every good event processed and every hostile one parked", func() bool {
 		return c.Stats().Processed == int64(len(good)) && c.Stats().Undecodable == int64(len(want))
 	})
 	// Longer than any backoff: nothing comes back.

@@ -138,17 +138,6 @@ func (e *env) effectCounts() map[string]int {
 	return e.effects.Counts(e.t)
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // waitProgress waits until count reaches want, for as long as count keeps
 // growing: it fails when it did not grow for stall, or after limit. On a
 // loaded machine a fixed deadline measures the machine; a stall is the
@@ -213,22 +202,22 @@ func TestOneEventDeliveredFiveTimes(t *testing.T) {
 			return err == nil && info.CachedInfo().State.Msgs == n
 		}
 	}
-	waitFor(t, 10*time.Second, "first publish", streamHas(1))
+	testenv.WaitFor(t, 10*time.Second, "first publish", streamHas(1))
 	republish()
-	waitFor(t, 10*time.Second, "relay republish", streamHas(2))
+	testenv.WaitFor(t, 10*time.Second, "relay republish", streamHas(2))
 
 	c, stop := e.stoppableConsumer(inbox.Config{Name: "inventory", Subscriber: e.subscriber("inventory", 30*time.Second)}, e.applyEffect)
-	waitFor(t, 10*time.Second, "two deliveries", func() bool { return c.Stats().Processed+c.Stats().Duplicates == 2 })
+	testenv.WaitFor(t, 10*time.Second, "two deliveries", func() bool { return c.Stats().Processed+c.Stats().Duplicates == 2 })
 	stop()
 
 	// Replay the stream: a new durable consumer for the same inbox name
 	// starts from the first message again.
 	c2 := e.consumer(inbox.Config{Name: "inventory", Subscriber: e.subscriber("inventory-replay", 30*time.Second)}, e.applyEffect)
-	waitFor(t, 10*time.Second, "stream replay", func() bool { return c2.Stats().Duplicates == 2 })
+	testenv.WaitFor(t, 10*time.Second, "stream replay", func() bool { return c2.Stats().Duplicates == 2 })
 
 	republish()
-	waitFor(t, 10*time.Second, "third copy", streamHas(3))
-	waitFor(t, 10*time.Second, "five deliveries", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "third copy", streamHas(3))
+	testenv.WaitFor(t, 10*time.Second, "five deliveries", func() bool {
 		return c.Stats().Processed+c.Stats().Duplicates+c2.Stats().Processed+c2.Stats().Duplicates == 5
 	})
 	if got := e.effectCounts(); len(got) != 1 || got[ev.ID] != 1 {
@@ -261,7 +250,7 @@ func TestFailsTwiceThenSucceeds(t *testing.T) {
 			}
 			return nil
 		})
-	waitFor(t, 15*time.Second, "processed", func() bool { return c.Stats().Processed == 1 })
+	testenv.WaitFor(t, 15*time.Second, "processed", func() bool { return c.Stats().Processed == 1 })
 	if got := e.effectCounts(); got[ev.ID] != 1 {
 		t.Fatalf("effect applied %d times", got[ev.ID])
 	}
@@ -291,7 +280,7 @@ func TestAlwaysFailingIsParkedOthersFlowReplayApplies(t *testing.T) {
 			}
 			return e.applyEffect(ctx, tx, ev)
 		})
-	waitFor(t, 15*time.Second, "parked and the rest applied", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "parked and the rest applied", func() bool {
 		return c.Stats().Parked == 1 && c.Stats().Processed == 20
 	})
 	r := e.inboxRow("inventory", poison.ID)
@@ -310,7 +299,7 @@ func TestAlwaysFailingIsParkedOthersFlowReplayApplies(t *testing.T) {
 	if err != nil || !strings.Contains(out, "replay requested for 1") {
 		t.Fatalf("txbox inbox replay: %v\n%s", err, out)
 	}
-	waitFor(t, 10*time.Second, "replayed", func() bool { return c.Stats().Replayed == 1 })
+	testenv.WaitFor(t, 10*time.Second, "replayed", func() bool { return c.Stats().Replayed == 1 })
 	if got := e.effectCounts(); got[poison.ID] != 1 {
 		t.Fatalf("replayed event applied %d times", got[poison.ID])
 	}
@@ -327,7 +316,7 @@ func TestVersionGuardSkipsStale(t *testing.T) {
 	e.write(v5, v3, v6)
 	e.relay()
 	c := e.consumer(inbox.Config{Name: "inventory", Subscriber: e.subscriber("inventory", 30*time.Second), VersionGuard: true}, e.applyEffect)
-	waitFor(t, 10*time.Second, "three handled", func() bool { return c.Stats().Processed+c.Stats().Stale == 3 })
+	testenv.WaitFor(t, 10*time.Second, "three handled", func() bool { return c.Stats().Processed+c.Stats().Stale == 3 })
 	if c.Stats().Stale != 1 || c.Stats().Processed != 2 {
 		t.Fatalf("stale %d processed %d", c.Stats().Stale, c.Stats().Processed)
 	}
@@ -360,7 +349,7 @@ func TestUndecodableMessageParkedNotLost(t *testing.T) {
 	e.write(good)
 	e.relay()
 	c := e.consumer(inbox.Config{Name: "inventory", Subscriber: e.subscriber("inventory", 30*time.Second)}, e.applyEffect)
-	waitFor(t, 10*time.Second, "good event after the junk", func() bool { return c.Stats().Processed == 1 })
+	testenv.WaitFor(t, 10*time.Second, "good event after the junk", func() bool { return c.Stats().Processed == 1 })
 	if c.Stats().Undecodable != 2 {
 		t.Fatalf("undecodable %d", c.Stats().Undecodable)
 	}
@@ -394,7 +383,7 @@ func TestTwoConsumerNamesEachApplyOnce(t *testing.T) {
 			return err
 		})
 	}
-	waitFor(t, 20*time.Second, "both consumers done", func() bool { return counts["inventory"].Load() >= 200 && counts["billing"].Load() >= 200 })
+	testenv.WaitFor(t, 20*time.Second, "both consumers done", func() bool { return counts["inventory"].Load() >= 200 && counts["billing"].Load() >= 200 })
 	time.Sleep(200 * time.Millisecond)
 	got := e.effectCounts()
 	if len(got) != 400 {
@@ -459,7 +448,7 @@ func TestOrderedAppliesInVersionOrder(t *testing.T) {
 			mu.Unlock()
 			return e.applyEffect(ctx, tx, ev)
 		})
-	waitFor(t, 15*time.Second, "five applied", func() bool { return c.Stats().Processed == 5 })
+	testenv.WaitFor(t, 15*time.Second, "five applied", func() bool { return c.Stats().Processed == 5 })
 	mu.Lock()
 	defer mu.Unlock()
 	var o1 []string
@@ -507,7 +496,7 @@ func TestSharedTransactionSavepoints(t *testing.T) {
 			}
 			return nil
 		})
-	waitFor(t, 20*time.Second, "59 applied and one parked", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "59 applied and one parked", func() bool {
 		return c.Stats().Processed == 59 && c.Stats().Parked == 1
 	})
 	got := e.effectCounts()

@@ -14,6 +14,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/inbox"
+	"github.com/txbox/txbox/internal/testenv"
 )
 
 // An Ordered delivery whose predecessor is late is held; the broker hands
@@ -49,7 +50,7 @@ func TestOrderedHeldCopyReplacedWithoutChurn(t *testing.T) {
 		t.Logf("version 2 delivered %d times in %v while it waited", n, 4*ackWait)
 	}
 	e.write(orderUpdated("o-1", 1))
-	waitFor(t, 15*time.Second, "both applied", func() bool { return c.Stats().Processed == 2 })
+	testenv.WaitFor(t, 15*time.Second, "both applied", func() bool { return c.Stats().Processed == 2 })
 	for id, n := range e.effectCounts() {
 		if n != 1 {
 			t.Fatalf("%s applied %d times", id, n)

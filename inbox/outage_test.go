@@ -176,7 +176,7 @@ func handlerDatabaseOutage(t *testing.T, h harness, open func(t *testing.T, w *o
 		return w.apply(ctx, tx, ev)
 	})
 	before := w.publish(5)
-	waitFor(t, 15*time.Second, "the first events", func() bool { return w.c.Stats().Processed == 5 })
+	testenv.WaitFor(t, 15*time.Second, "the first events", func() bool { return w.c.Stats().Processed == 5 })
 	if w.databaseUp() != 1 {
 		t.Fatal("txbox_inbox_database_up is not 1 before the outage")
 	}
@@ -186,12 +186,12 @@ func handlerDatabaseOutage(t *testing.T, h harness, open func(t *testing.T, w *o
 	// Until every event met the outage more often than its attempts allow,
 	// or an attempt was spent on it (the failure the test is about).
 	const maxAttempts = 2
-	waitFor(t, 30*time.Second, "deliveries sent back past the attempts", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "deliveries sent back past the attempts", func() bool {
 		st := w.c.Stats()
 		return st.OutageWaits >= int64(len(during)*(maxAttempts+2)) || st.Failed > 0
 	})
 	if st := w.c.Stats(); st.Failed > 0 {
-		waitFor(t, 10*time.Second, "the outage to park the events", func() bool { return w.c.Stats().Parked == int64(len(during)) })
+		testenv.WaitFor(t, 10*time.Second, "the outage to park the events", func() bool { return w.c.Stats().Parked == int64(len(during)) })
 		t.Fatalf("the outage spent attempts: %d failed, %d of %d events parked", st.Failed, w.c.Stats().Parked, len(during))
 	}
 	if up := w.databaseUp(); up != 0 {
@@ -202,7 +202,7 @@ func handlerDatabaseOutage(t *testing.T, h harness, open func(t *testing.T, w *o
 	}
 	d.up()
 
-	waitFor(t, 30*time.Second, "every event after the outage", func() bool { return w.c.Stats().Processed == 20 })
+	testenv.WaitFor(t, 30*time.Second, "every event after the outage", func() bool { return w.c.Stats().Processed == 20 })
 	w.checkApplied(append(before, during...))
 	if up := w.databaseUp(); up != 1 {
 		t.Errorf("txbox_inbox_database_up = %v after the outage", up)
@@ -354,7 +354,7 @@ func handlerReportsUnavailable(t *testing.T, h harness) {
 				}
 				return nil
 			})
-			waitFor(t, 20*time.Second, "every event applied or parked", func() bool {
+			testenv.WaitFor(t, 20*time.Second, "every event applied or parked", func() bool {
 				st := w.c.Stats()
 				return st.Processed+st.Parked == 3
 			})
@@ -436,11 +436,11 @@ func TestConsumerDatabaseOutagePostgres(t *testing.T) {
 	w.start(1, w.apply)
 
 	before := w.publish(5)
-	waitFor(t, 15*time.Second, "the first events", func() bool { return w.c.Stats().Processed == 5 })
+	testenv.WaitFor(t, 15*time.Second, "the first events", func() bool { return w.c.Stats().Processed == 5 })
 	p.Cut()
 	begins := ci.count()
 	during := w.publish(15)
-	waitFor(t, 30*time.Second, "deliveries sent back", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "deliveries sent back", func() bool {
 		return w.c.Stats().OutageWaits >= int64(len(during)*4) || w.logLines("begin failed") > 0
 	})
 	if n := w.logLines("begin failed"); n > 0 {
@@ -451,7 +451,7 @@ func TestConsumerDatabaseOutagePostgres(t *testing.T) {
 	}
 	tried, waited := ci.count()-begins, w.c.Stats().OutageWaits
 	p.Restore()
-	waitFor(t, 30*time.Second, "every event after the outage", func() bool { return w.c.Stats().Processed == 20 })
+	testenv.WaitFor(t, 30*time.Second, "every event after the outage", func() bool { return w.c.Stats().Processed == 20 })
 	w.checkApplied(append(before, during...))
 	if tried*3 > int(waited) {
 		t.Errorf("%d transactions begun for %d deliveries sent back: the rest of a receive should go back untried", tried, waited)

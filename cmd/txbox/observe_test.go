@@ -159,17 +159,6 @@ func probe(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestRelayMetricsAcceptance is issue 18's acceptance: the built binary
 // drains a backlog to NATS while a test scrapes it: the backlog falls to 0,
 // the delivered counter matches the events, the oldest age returns to 0;
@@ -227,7 +216,7 @@ func TestRelayMetricsAcceptance(t *testing.T) {
 	// Drain, scraping as it goes.
 	var maxBacklog, maxAge float64
 	var last scrape
-	waitUntil(t, 60*time.Second, "the backlog to drain", func() bool {
+	testenv.WaitFor(t, 60*time.Second, "the backlog to drain", func() bool {
 		last, _ = scrapeURL(t, base+"/metrics")
 		maxBacklog = max(maxBacklog, last.value("txbox_outbox_backlog"))
 		maxAge = max(maxAge, last.value("txbox_outbox_oldest_pending_age_seconds"))
@@ -255,7 +244,7 @@ func TestRelayMetricsAcceptance(t *testing.T) {
 	// Broker down while idle: the relay's ping notices. Then events wait
 	// past --stall-after: ready still fails; the relay stays alive.
 	dest.Stop()
-	waitUntil(t, 20*time.Second, "/readyz to fail while idle", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "/readyz to fail while idle", func() bool {
 		code, body := probe(base + "/readyz")
 		return code == 503 && strings.Contains(body, "broker")
 	})
@@ -269,7 +258,7 @@ func TestRelayMetricsAcceptance(t *testing.T) {
 		t.Fatalf("/healthz failed while only the broker is down: %d", c)
 	}
 	dest.Start()
-	waitUntil(t, 30*time.Second, "/readyz to recover and the rest to be delivered", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "/readyz to recover and the rest to be delivered", func() bool {
 		code, _ := probe(base + "/readyz")
 		last, _ = scrapeURL(t, base+"/metrics")
 		return code == 200 && last.value("txbox_relay_published_total", "outcome", "delivered") == n+10 && last.value("txbox_outbox_backlog") == 0
@@ -289,7 +278,7 @@ func TestRelayMetricsAcceptance(t *testing.T) {
 	defer srv.Close()
 	var consumerScrape scrape
 	var consumerText []byte
-	waitUntil(t, 30*time.Second, "the consumer to process events", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the consumer to process events", func() bool {
 		consumerScrape, consumerText = scrapeURL(t, srv.URL)
 		return consumerScrape.value("txbox_inbox_processed_total", "consumer", "billing") > 100
 	})

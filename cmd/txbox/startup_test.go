@@ -43,7 +43,7 @@ func TestRelayWaitsForBrokerAtStart(t *testing.T) {
 					sc.value("txbox_relay_ready"), sc.value("txbox_relay_broker_up"), text)
 			}
 			checkMetricsText(t, pt, text)
-			waitUntil(t, 10*time.Second, "the database to be reached while the broker is not", func() bool {
+			testenv.WaitFor(t, 10*time.Second, "the database to be reached while the broker is not", func() bool {
 				sc, _ := scrapeURL(t, p.base+"/metrics")
 				return sc.value("txbox_relay_database_up") == 1
 			})
@@ -96,7 +96,7 @@ func TestRelayWaitsForDatabaseAtStart(t *testing.T) {
 					sc.value("txbox_relay_ready"), sc.value("txbox_relay_database_up"), text)
 			}
 			checkMetricsText(t, pt, text)
-			waitUntil(t, 10*time.Second, "/readyz to name the database's error", func() bool {
+			testenv.WaitFor(t, 10*time.Second, "/readyz to name the database's error", func() bool {
 				code, body := probe(p.base + "/readyz")
 				return code == 503 && strings.Contains(body, "database: not reached yet") && strings.Contains(body, "connection refused")
 			})
@@ -116,7 +116,7 @@ func TestRelayWaitsForDatabaseAtStart(t *testing.T) {
 			// The database going away later shows too, in the metrics alone,
 			// with no /readyz probe to make the relay look.
 			fw.stop()
-			waitUntil(t, 20*time.Second, "database_up and ready to fall to 0 once the database went away", func() bool {
+			testenv.WaitFor(t, 20*time.Second, "database_up and ready to fall to 0 once the database went away", func() bool {
 				sc, _ := scrapeURL(t, p.base+"/metrics")
 				return sc.value("txbox_relay_database_up") == 0 && sc.value("txbox_relay_ready") == 0
 			})
@@ -225,7 +225,7 @@ func replaceFlag(args []string, flag, v string) []string {
 
 func waitStored(t *testing.T, dest *scenario.Destination, id string) {
 	t.Helper()
-	waitUntil(t, 20*time.Second, "the event in the stream", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "the event in the stream", func() bool {
 		return slices.ContainsFunc(dest.Stored(t), func(s scenario.Seen) bool { return s.EventID == id })
 	})
 }
@@ -305,7 +305,7 @@ func (p *relayProcess) mustRun(t *testing.T) {
 func (p *relayProcess) waitReadyAndDelivered(t *testing.T, n float64) {
 	t.Helper()
 	var last scrape
-	waitUntil(t, 30*time.Second, "ready, database and broker up, the event delivered", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "ready, database and broker up, the event delivered", func() bool {
 		p.mustRun(t)
 		last, _ = scrapeURL(t, p.base+"/metrics")
 		return last.value("txbox_relay_ready") == 1 && last.value("txbox_relay_broker_up") == 1 && last.value("txbox_relay_database_up") == 1 &&
