@@ -19,6 +19,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/internal/defaults"
+	"github.com/txbox/txbox/broker/internal/halt"
 )
 
 // Options configure a Publisher. The zero value publishes to topics that
@@ -216,13 +217,9 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) (errs []
 	results := make(chan produced, len(msgs)) // promises never block, even after we return
 	pending := map[int]bool{}
 	sizes := make([]int, len(msgs))
-	var broken error
+	call := halt.New("kafka")
 	for i, m := range msgs {
-		if broken == nil && ctx.Err() != nil {
-			broken = txbox.Unavailable(fmt.Errorf("kafka: publish: %w", ctx.Err()))
-		}
-		if broken != nil {
-			errs[i] = broken
+		if call.Skip(ctx, errs, i) {
 			continue
 		}
 		rec, err := encode(m)
@@ -235,7 +232,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) (errs []
 		if err != nil {
 			errs[i] = err
 			if unreachable {
-				broken = err
+				call.Break(err)
 			}
 			continue
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/internal/defaults"
+	"github.com/txbox/txbox/broker/internal/halt"
 )
 
 // Options configure a Publisher. The zero value works.
@@ -232,13 +233,9 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error 
 		ret chan packets.ControlPacket
 	}
 	var window []sent
-	var broken error
+	call := halt.New("mqtt")
 	for i, m := range msgs {
-		if broken == nil && ctx.Err() != nil {
-			broken = txbox.Unavailable(fmt.Errorf("mqtt: publish: %w", ctx.Err()))
-		}
-		if broken != nil {
-			errs[i] = broken
+		if call.Skip(ctx, errs, i) {
 			continue
 		}
 		pb, err := p.encode(m)
@@ -251,16 +248,14 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error 
 		// and assigns the packet id; the PUBACK will be sent to ret.
 		if err := c.state.AddToSession(ctx, pb, ret); err != nil {
 			if errors.Is(err, session.ErrNoConnection) {
-				broken = txbox.Unavailable(fmt.Errorf("mqtt: publish: %w", errors.New("connection lost")))
+				errs[i] = call.Break(txbox.Unavailable(fmt.Errorf("mqtt: publish: %w", errors.New("connection lost"))))
 			} else {
-				broken = txbox.Unavailable(fmt.Errorf("mqtt: waiting for a free in-flight slot (the server's Receive Maximum): %w", err))
+				errs[i] = call.Break(txbox.Unavailable(fmt.Errorf("mqtt: waiting for a free in-flight slot (the server's Receive Maximum): %w", err)))
 			}
-			errs[i] = broken
 			continue
 		}
 		if _, err := pb.WriteTo(c.net); err != nil {
-			broken = txbox.Unavailable(fmt.Errorf("mqtt: send event %s: %w", m.Event.ID, err))
-			errs[i] = broken
+			errs[i] = call.Break(txbox.Unavailable(fmt.Errorf("mqtt: send event %s: %w", m.Event.ID, err)))
 			_ = c.cli.Disconnect(&paho.Disconnect{ReasonCode: 0}) // the write may have been partial
 			continue
 		}

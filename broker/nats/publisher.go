@@ -18,6 +18,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/internal/defaults"
+	"github.com/txbox/txbox/broker/internal/halt"
 )
 
 // Header names on the wire.
@@ -304,7 +305,7 @@ func (p *Publisher) publishEach(ctx context.Context, msgs []broker.Message) []er
 	}
 	var window []sent
 	lookups := map[string]error{}
-	var broken error
+	call := halt.New("nats")
 
 	// await fills in the result of the oldest message in flight and frees
 	// its slot; after ctx ends a helper frees the slot once jetstream
@@ -350,11 +351,7 @@ func (p *Publisher) publishEach(ctx context.Context, msgs []broker.Message) []er
 	}
 
 	for i, m := range msgs {
-		if broken == nil && ctx.Err() != nil {
-			broken = txbox.Unavailable(fmt.Errorf("nats: publish: %w", ctx.Err()))
-		}
-		if broken != nil {
-			errs[i] = broken
+		if call.Skip(ctx, errs, i) {
 			continue
 		}
 		nm, size, err := p.encode(m)
@@ -369,14 +366,12 @@ func (p *Publisher) publishEach(ctx context.Context, msgs []broker.Message) []er
 			await()
 			return true
 		}) {
-			broken = txbox.Unavailable(fmt.Errorf("nats: waiting for a free publish slot: %w", ctx.Err()))
-			errs[i] = broken
+			errs[i] = call.Break(txbox.Unavailable(fmt.Errorf("nats: waiting for a free publish slot: %w", ctx.Err())))
 			continue
 		}
 		if st := p.nc.Status(); st != nats.CONNECTED {
 			<-p.slots
-			broken = txbox.Unavailable(fmt.Errorf("nats: publish: %w", fmt.Errorf("connection is %s", st)))
-			errs[i] = broken
+			errs[i] = call.Break(txbox.Unavailable(fmt.Errorf("nats: publish: %w", fmt.Errorf("connection is %s", st))))
 			continue
 		}
 		f, err := p.js.PublishMsgAsync(nm, jetstream.WithRetryAttempts(0))
@@ -384,7 +379,7 @@ func (p *Publisher) publishEach(ctx context.Context, msgs []broker.Message) []er
 			<-p.slots
 			errs[i] = p.classify(ctx, nm.Subject, size, err, lookups)
 			if errors.Is(errs[i], txbox.ErrBrokerUnavailable) {
-				broken = errs[i]
+				call.Break(errs[i])
 			}
 			continue
 		}
