@@ -72,19 +72,12 @@ func sharedPublisher(t *testing.T, cfg jetstream.StreamConfig, opts natsbroker.O
 // binary it falls back locally to the shared server and that case is
 // skipped; under TXBOX_REQUIRE_SERVICES=1 the missing binary fails the test.
 func TestConformance(t *testing.T) {
-	var url string
-	var stop, start func(*testing.T)
-	if _, err := testenv.NATSBinary(); err != nil && !testenv.Required() {
-		t.Logf("own nats-server unavailable (%v): using the shared server; BrokerDown will be skipped", err)
-		url = testenv.URL(t, "TXBOX_TEST_NATS")
-	} else {
+	srv := adaptertest.OwnOrShared(t, "nats-server", testenv.NATSBinary, "TXBOX_TEST_NATS", func(t *testing.T) adaptertest.Server {
 		srv := testenv.StartNATS(t)
 		waitJetStream(t, srv.URL)
-		url = srv.URL
-		stop = func(*testing.T) { srv.Kill() }
-		start = func(*testing.T) { srv.Start() }
-	}
-	conformance(t, url, stop, start, "")
+		return adaptertest.Server{URL: srv.URL, Stop: func(*testing.T) { srv.Kill() }, Start: func(*testing.T) { srv.Start() }}
+	})
+	conformance(t, srv.URL, srv.Stop, srv.Start, "")
 }
 
 // conformance runs brokertest on the server at url. mode is the batch

@@ -56,17 +56,11 @@ func shared(t *testing.T) (string, *redis.Client, string) {
 // server (which keeps nothing on disk) and that case is skipped; under
 // TXBOX_REQUIRE_SERVICES=1 the missing binary fails the test.
 func TestConformance(t *testing.T) {
-	var rawURL string
-	var stop, start func(*testing.T)
-	if _, err := testenv.RedisBinary(); err != nil && !testenv.Required() {
-		t.Logf("own redis-server unavailable (%v): using the shared server; BrokerDown will be skipped", err)
-		rawURL = testenv.URL(t, "TXBOX_TEST_REDIS")
-	} else {
+	srv := adaptertest.OwnOrShared(t, "redis-server", testenv.RedisBinary, "TXBOX_TEST_REDIS", func(t *testing.T) adaptertest.Server {
 		srv := testenv.StartRedis(t)
-		rawURL = srv.URL
-		stop = func(*testing.T) { srv.Kill() }
-		start = func(*testing.T) { srv.Start() }
-	}
+		return adaptertest.Server{URL: srv.URL, Stop: func(*testing.T) { srv.Kill() }, Start: func(*testing.T) { srv.Start() }}
+	})
+	rawURL := srv.URL
 	adm := admin(t, rawURL)
 	run := adaptertest.Unique("bt:")
 	var n atomic.Int64
@@ -106,8 +100,8 @@ func TestConformance(t *testing.T) {
 			}
 		},
 		AckWait:     ackWait,
-		StopBroker:  stop,
-		StartBroker: start,
+		StopBroker:  srv.Stop,
+		StartBroker: srv.Start,
 		PublishRaw: func(ctx context.Context, t *testing.T, topic string, headers map[string]string, body []byte) {
 			var fields []any
 			for k, v := range headers {
