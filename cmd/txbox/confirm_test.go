@@ -57,6 +57,16 @@ func insertDead(t *testing.T, conn *pgx.Conn, outbox string, lastErrors ...strin
 	return ids
 }
 
+// insertParked writes a DEAD inbox row of consumer inventory, as a
+// consumer that gave up on the event would leave it.
+func insertParked(t *testing.T, conn *pgx.Conn, inbox, eventID, lastError string) {
+	t.Helper()
+	if _, err := conn.Exec(context.Background(), `INSERT INTO `+inbox+` (event_id, consumer_name, event_type, status, retry_count, error_message)
+		VALUES ($1, 'inventory', 'OrderPlaced', 'DEAD', 5, $2)`, eventID, lastError); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func countDead(t *testing.T, conn *pgx.Conn, outbox string) int {
 	t.Helper()
 	var n int

@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -14,10 +13,7 @@ func TestInboxStatusFilterAndUnknownConsumer(t *testing.T) {
 	_, flags, conn, _ := cliTables(t)
 	inbox := flags[len(flags)-1]
 	id := txbox.NewID()
-	if _, err := conn.Exec(context.Background(), `INSERT INTO `+inbox+` (event_id, consumer_name, event_type, status, retry_count, error_message)
-		VALUES ($1, 'inventory', 'OrderPlaced', 'DEAD', 5, 'boom')`, id); err != nil {
-		t.Fatal(err)
-	}
+	insertParked(t, conn, inbox, id, "boom")
 	with := func(args ...string) []string { return append(args, flags...) }
 	for _, st := range []string{"dead", "Dead", "DEAD", "all", ""} {
 		out, code := run(t, nil, with("inbox", "list", "--status", st)...)

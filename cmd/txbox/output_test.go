@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -18,10 +17,7 @@ func TestListingsEscapeAndPrintJSON(t *testing.T) {
 	_, flags, conn, outbox := cliTables(t)
 	inbox := flags[len(flags)-1]
 	ids := insertDead(t, conn, outbox, "\x1b[31mRED\x1b[0m and \u202eright-to-left")
-	if _, err := conn.Exec(context.Background(), `INSERT INTO `+inbox+` (event_id, consumer_name, event_type, status, error_message)
-		VALUES ($1, 'inventory', 'E', 'DEAD', $2)`, ids[0], "\x1b]0;pwned\x07 title"); err != nil {
-		t.Fatal(err)
-	}
+	insertParked(t, conn, inbox, ids[0], "\x1b]0;pwned\x07 title")
 	with := func(args ...string) []string { return append(args, flags...) }
 	for _, c := range [][]string{{"dead", "list"}, {"inbox", "list"}} {
 		out, code := run(t, nil, with(c...)...)
