@@ -25,11 +25,13 @@ import (
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/storetest"
 )
 
+// harness is a store of one dialect, with the *sql.DB its inbox is
+// reached through.
 type harness interface {
-	Open(t *testing.T) store.Store
-	Begin(t *testing.T, s store.Store) (store.Tx, func() error, func() error)
+	storetest.Harness
 	SQLDB(t *testing.T, s store.Store) *sql.DB
 }
 
