@@ -43,15 +43,7 @@ func TestConformanceAtomicBatch(t *testing.T) {
 // returns its JetStream context with a context ending after d.
 func jetStreamAt(t *testing.T, url string, d time.Duration) (jetstream.JetStream, context.Context) {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testenv.JetStream(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return js, ctx

@@ -32,11 +32,7 @@ func sharedStream(t *testing.T, cfg jetstream.StreamConfig) (string, string) {
 	if len(cfg.Subjects) == 0 {
 		cfg.Subjects = []string{prefix + ".>"}
 	}
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, _ := jetstream.New(nc)
+	js := testenv.JetStream(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := js.CreateStream(ctx, cfg); err != nil {
@@ -46,7 +42,6 @@ func sharedStream(t *testing.T, cfg jetstream.StreamConfig) (string, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = js.DeleteStream(ctx, cfg.Name)
-		nc.Close()
 	})
 	return url, prefix
 }
@@ -392,15 +387,7 @@ func TestReceiveWaitsForFirstMessage(t *testing.T) {
 // an open port does not mean JetStream is ready.
 func waitJetStream(t *testing.T, url string) {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.Timeout(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testenv.JetStream(t, url, nats.Timeout(2*time.Second))
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
