@@ -6,6 +6,7 @@ import (
 	"time"
 
 	membroker "github.com/txbox/txbox/broker/mem"
+	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
 )
 
@@ -13,7 +14,7 @@ import (
 // the first few (the relay's start-up), sorted.
 func (s *countingStore) gaps(t *testing.T, n int) []time.Duration {
 	t.Helper()
-	waitFor(t, 20*time.Second, "enough claims", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "enough claims", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return len(s.starts) >= n+3

@@ -13,6 +13,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
+	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
@@ -114,7 +115,7 @@ func (c *commitLog) watch(cl store.Claim, err error) (store.Claim, error) {
 // to claim, then checks first-delivery order and the commits.
 func (c *commitLog) drained(t *testing.T, r *relay.Relay, b *membroker.Broker, n int, d time.Duration) drainStats {
 	t.Helper()
-	waitFor(t, d, "the backlog delivered", func() bool { return distinct(b.Messages()) == n && claimable(t, c.Store) == 0 })
+	testenv.WaitFor(t, d, "the backlog delivered", func() bool { return distinct(b.Messages()) == n && claimable(t, c.Store) == 0 })
 	checkOrder(t, b.Messages(), n)
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
+	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
 )
 
@@ -43,7 +44,7 @@ func TestMiscountingPublisherReleasesTheClaim(t *testing.T) {
 			write(t, s, evs...)
 			r, _, _ := run(t, relay.Config{Store: s, Publisher: p, Claims: relay.ClaimMode(claims), Lease: 30 * time.Second,
 				BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
-			waitFor(t, 10*time.Second, "all six delivered", func() bool { return len(b.Messages()) >= 6 })
+			testenv.WaitFor(t, 10*time.Second, "all six delivered", func() bool { return len(b.Messages()) >= 6 })
 			if r.Stats().Retried == 0 {
 				t.Fatal("the miscounted round was not recorded as a retry")
 			}

@@ -74,7 +74,7 @@ func TestMetricsAndProgress(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Metrics: prom.NewRelayMetrics(reg), Logger: log, BatchSize: 50,
 		MetricsInterval: 20 * time.Millisecond, ProgressEvery: 50 * time.Millisecond})
-	waitFor(t, 10*time.Second, "backlog 0 and all delivered", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "backlog 0 and all delivered", func() bool {
 		return gauge(t, reg, "txbox_relay_published_total", "outcome", "delivered") == 300 &&
 			gauge(t, reg, "txbox_outbox_backlog", "status", "pending") == 0 &&
 			gauge(t, reg, "txbox_outbox_oldest_pending_age_seconds") == 0
@@ -98,7 +98,7 @@ func TestMetricsAndProgress(t *testing.T) {
 	if err != nil || len(lint) > 0 {
 		t.Fatalf("metric lint: %v %v", err, lint)
 	}
-	waitFor(t, 5*time.Second, "a progress line", func() bool { return strings.Contains(logs.String(), `"msg":"relay progress"`) })
+	testenv.WaitFor(t, 5*time.Second, "a progress line", func() bool { return strings.Contains(logs.String(), `"msg":"relay progress"`) })
 	line := ""
 	for _, l := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(l, "relay progress") {
@@ -139,7 +139,7 @@ func TestReadyFailsWhileStalled(t *testing.T) {
 	write(t, s, txbox.MustEvent("Order", "o1", "Created", nil))
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: down{membroker.New(membroker.Options{})}, StallAfter: 300 * time.Millisecond,
 		MetricsInterval: 20 * time.Millisecond, BackoffBase: time.Hour, BackoffMax: time.Hour})
-	waitFor(t, 5*time.Second, "not ready: broker", func() bool {
+	testenv.WaitFor(t, 5*time.Second, "not ready: broker", func() bool {
 		err := r.Ready(context.Background())
 		return errors.Is(err, relay.ErrNotReady) && strings.Contains(err.Error(), "broker")
 	})
@@ -179,7 +179,7 @@ func TestEventLogLinesNameTheEvent(t *testing.T) {
 	write(t, s, ev)
 	var logs testenv.SyncBuffer
 	run(t, relay.Config{Store: s, Publisher: b, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
-	waitFor(t, 5*time.Second, "the DEAD line", func() bool { return strings.Contains(logs.String(), "event is DEAD") })
+	testenv.WaitFor(t, 5*time.Second, "the DEAD line", func() bool { return strings.Contains(logs.String(), "event is DEAD") })
 	for _, kv := range []string{`"event_id":"` + ev.ID + `"`, `"aggregate_type":"Order"`, `"aggregate_id":"o-7"`, `"event_type":"Created"`} {
 		if !strings.Contains(logs.String(), kv) {
 			t.Fatalf("DEAD line lacks %s:\n%s", kv, logs.String())
@@ -211,10 +211,10 @@ func TestIdleRelayPingsItsBroker(t *testing.T) {
 	}
 	down := fmt.Errorf("%w: connection refused", txbox.ErrBrokerUnavailable)
 	p.err.Store(&down)
-	waitFor(t, 5*time.Second, "not ready: broker", func() bool {
+	testenv.WaitFor(t, 5*time.Second, "not ready: broker", func() bool {
 		err := r.Ready(context.Background())
 		return errors.Is(err, relay.ErrNotReady) && strings.Contains(err.Error(), "broker")
 	})
 	p.err.Store(nil)
-	waitFor(t, 5*time.Second, "ready again", func() bool { return r.Ready(context.Background()) == nil })
+	testenv.WaitFor(t, 5*time.Second, "ready again", func() bool { return r.Ready(context.Background()) == nil })
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
+	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
 )
@@ -139,7 +140,7 @@ func TestPipelinedFailureInTheMiddle(t *testing.T) {
 				t.FailNow()
 			}
 			run(t, cfg)
-			waitFor(t, 15*time.Second, "all 10 SENT after the retry", func() bool {
+			testenv.WaitFor(t, 15*time.Second, "all 10 SENT after the retry", func() bool {
 				st, _ := s.Stats(ctx)
 				return st.Counts[txbox.StatusSent] == 10
 			})

@@ -10,6 +10,7 @@ import (
 	"github.com/txbox/txbox"
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/internal/storeenv"
+	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
 )
@@ -56,7 +57,7 @@ func TestRefusedMarkIsIsolated(t *testing.T) {
 			b := membroker.New(membroker.Options{})
 			r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Claims: relay.ClaimMode(c.claims), MaxAttempts: 3,
 				BackoffBase: 20 * time.Millisecond, BackoffMax: 40 * time.Millisecond})
-			waitFor(t, 15*time.Second, "11 sent and the refused row DEAD", func() bool {
+			testenv.WaitFor(t, 15*time.Second, "11 sent and the refused row DEAD", func() bool {
 				st, _ := s.Stats(ctx)
 				return st.Counts[txbox.StatusSent] == 11 && st.Counts[txbox.StatusDead] == 1
 			})

@@ -123,17 +123,6 @@ func run(t *testing.T, cfg relay.Config) (*relay.Relay, context.CancelFunc, chan
 	return r, cancel, done
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // eachClaims runs fn once per claim mode on PostgreSQL: transaction-held
 // claims (auto, the default there) and leases written into the rows.
 func eachClaims(t *testing.T, fn func(t *testing.T, claims relay.ClaimMode)) {
@@ -168,7 +157,7 @@ func testDeliversInAggregateOrder(t *testing.T, claims relay.ClaimMode) {
 	}
 	write(t, s, evs...)
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, BatchSize: 50, Claims: claims})
-	waitFor(t, 20*time.Second, "600 published", func() bool { return len(b.Messages()) >= 600 })
+	testenv.WaitFor(t, 20*time.Second, "600 published", func() bool { return len(b.Messages()) >= 600 })
 	last := map[string]int{}
 	pos := map[string]int{}
 	for i, e := range evs {
@@ -184,7 +173,7 @@ func testDeliversInAggregateOrder(t *testing.T, claims relay.ClaimMode) {
 			t.Fatalf("topic %q source %q", m.Topic, m.Source)
 		}
 	}
-	waitFor(t, 5*time.Second, "all SENT", func() bool {
+	testenv.WaitFor(t, 5*time.Second, "all SENT", func() bool {
 		st, _ := s.Stats(context.Background())
 		return st.Counts[txbox.StatusSent] == 600
 	})
@@ -209,8 +198,8 @@ func testFailingAggregateBlocksOnlyItself(t *testing.T, claims relay.ClaimMode) 
 	}
 	write(t, s, evs...)
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: f, BackoffBase: 50 * time.Millisecond, BackoffMax: 100 * time.Millisecond, MaxAttempts: 1000, Claims: claims})
-	waitFor(t, 10*time.Second, "good aggregates delivered", func() bool { return len(b.Messages()) == 5 })
-	waitFor(t, 10*time.Second, "several retries of the bad head", func() bool { return r.Stats().Retried >= 3 })
+	testenv.WaitFor(t, 10*time.Second, "good aggregates delivered", func() bool { return len(b.Messages()) == 5 })
+	testenv.WaitFor(t, 10*time.Second, "several retries of the bad head", func() bool { return r.Stats().Retried >= 3 })
 	for _, m := range b.Messages() {
 		if m.Event.AggregateID == "bad" {
 			t.Fatal("event of the failing aggregate published")
@@ -229,7 +218,7 @@ func testFailingAggregateBlocksOnlyItself(t *testing.T, claims relay.ClaimMode) 
 	f.mu.Lock()
 	f.fail = nil
 	f.mu.Unlock()
-	waitFor(t, 10*time.Second, "bad aggregate drained", func() bool { return len(b.Messages()) == 10 })
+	testenv.WaitFor(t, 10*time.Second, "bad aggregate drained", func() bool { return len(b.Messages()) == 10 })
 	var order []string
 	for _, m := range b.Messages() {
 		if m.Event.AggregateID == "bad" {
@@ -257,8 +246,8 @@ func testPermanentErrorGoesDead(t *testing.T, claims relay.ClaimMode) {
 		t.Fatal(err)
 	}
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, MaxAttempts: 10, Claims: claims})
-	waitFor(t, 10*time.Second, "two delivered", func() bool { return len(b.Messages()) == 2 })
-	waitFor(t, 5*time.Second, "two dead", func() bool { return r.Stats().Dead == 2 })
+	testenv.WaitFor(t, 10*time.Second, "two delivered", func() bool { return len(b.Messages()) == 2 })
+	testenv.WaitFor(t, 5*time.Second, "two dead", func() bool { return r.Stats().Dead == 2 })
 	dead, _ := s.List(ctx, store.Filter{Status: txbox.StatusDead})
 	if len(dead) != 2 {
 		t.Fatalf("dead: %d", len(dead))
@@ -285,7 +274,7 @@ func testGivesUpAfterMaxAttempts(t *testing.T, claims relay.ClaimMode) {
 	e := txbox.MustEvent("Order", "o-1", "E", nil)
 	write(t, s, e)
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: f, MaxAttempts: 3, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, Claims: claims})
-	waitFor(t, 10*time.Second, "dead after 3 attempts", func() bool { return r.Stats().Dead == 1 })
+	testenv.WaitFor(t, 10*time.Second, "dead after 3 attempts", func() bool { return r.Stats().Dead == 1 })
 	recs, _ := s.List(context.Background(), store.Filter{EventIDs: []string{e.ID}})
 	if recs[0].Status != txbox.StatusDead || recs[0].RetryCount != 3 || !strings.Contains(recs[0].LastError, "after 3 attempts") {
 		t.Fatalf("%+v", recs[0])
@@ -312,7 +301,7 @@ func testShutdownReleases(t *testing.T, claims relay.ClaimMode) {
 	}
 	write(t, s, evs...)
 	_, cancel, done := run(t, relay.Config{Store: s, Publisher: f, BatchSize: 40, Claims: claims})
-	waitFor(t, 5*time.Second, "publishing started", func() bool { return f.calls.Load() > 0 })
+	testenv.WaitFor(t, 5*time.Second, "publishing started", func() bool { return f.calls.Load() > 0 })
 	inFlight, _ := s.Stats(context.Background())
 	switch leased := inFlight.Counts[txbox.StatusProcessing]; {
 	case claims == relay.ClaimLease && leased == 0:
@@ -419,7 +408,7 @@ func testWakeup(t *testing.T, claims relay.ClaimMode) {
 		t.Fatal("listener did not start")
 	}
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, PollInterval: 10 * time.Second, Wakeup: wake, Claims: claims})
-	waitFor(t, 5*time.Second, "the relay's first (empty) claim", func() bool { return r.Stats().IdleWaits >= 1 })
+	testenv.WaitFor(t, 5*time.Second, "the relay's first (empty) claim", func() bool { return r.Stats().IdleWaits >= 1 })
 	w := outbox.NewWriter(s.Dialect(), outbox.WithWakeup())
 	for i := range 5 {
 		start := time.Now()
@@ -429,14 +418,14 @@ func testWakeup(t *testing.T, claims relay.ClaimMode) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 2*time.Second, "delivery woken by NOTIFY", func() bool { return len(b.Messages()) == i+1 })
+		testenv.WaitFor(t, 2*time.Second, "delivery woken by NOTIFY", func() bool { return len(b.Messages()) == i+1 })
 		if d := time.Since(start); d > time.Second {
 			t.Fatalf("delivery took %v: the relay waited for its poll", d)
 		}
 		// Once the batch has ended the relay claims again, finds nothing and
 		// idles; a row written before that claim would be found by it,
 		// wake-up or not, so the next write waits for the idle.
-		waitFor(t, 5*time.Second, "the relay idle again", func() bool { return r.Stats().IdleWaits >= int64(i)+2 })
+		testenv.WaitFor(t, 5*time.Second, "the relay idle again", func() bool { return r.Stats().IdleWaits >= int64(i)+2 })
 	}
 	// Without the wake-up option nothing notifies: the relay waits its poll.
 	plain := outbox.NewWriter(s.Dialect())

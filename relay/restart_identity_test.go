@@ -9,6 +9,7 @@ import (
 	"github.com/txbox/txbox"
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/internal/storeenv"
+	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/outbox"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
@@ -44,8 +45,8 @@ func TestRestartIdentityUnderRunningRelay(t *testing.T) {
 				return evs
 			}
 			writeStore(t, h, s, batch(1)...)
-			waitFor(t, 10*time.Second, "first 20 delivered", func() bool { return len(b.Messages()) >= 20 })
-			waitFor(t, 5*time.Second, "first 20 marked", func() bool {
+			testenv.WaitFor(t, 10*time.Second, "first 20 delivered", func() bool { return len(b.Messages()) >= 20 })
+			testenv.WaitFor(t, 5*time.Second, "first 20 marked", func() bool {
 				st, _ := s.Stats(ctx)
 				return st.Counts[txbox.StatusSent] == 20
 			})
@@ -58,7 +59,7 @@ func TestRestartIdentityUnderRunningRelay(t *testing.T) {
 			}
 			errsBefore := r.Stats().Errors
 			writeStore(t, h, s, batch(2)...)
-			waitFor(t, 10*time.Second, "20 more delivered and marked", func() bool {
+			testenv.WaitFor(t, 10*time.Second, "20 more delivered and marked", func() bool {
 				st, _ := s.Stats(ctx)
 				return st.Counts[txbox.StatusSent] == 40
 			})

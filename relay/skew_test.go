@@ -11,6 +11,7 @@ import (
 	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/internal/storeenv"
+	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
 )
@@ -48,7 +49,7 @@ func TestSkewedBacklogDrainsWithoutPolling(t *testing.T) {
 				b := membroker.New(membroker.Options{})
 				r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Claims: relay.ClaimMode(c.claims),
 					PollInterval: time.Hour, Lease: time.Hour})
-				waitFor(t, 30*time.Second, "the backlog delivered, marked, and the relay idle", func() bool {
+				testenv.WaitFor(t, 30*time.Second, "the backlog delivered, marked, and the relay idle", func() bool {
 					st, _ := s.Stats(ctx)
 					return st.Counts[txbox.StatusSent] == total && r.Stats().IdleWaits > 0
 				})

@@ -10,6 +10,7 @@ import (
 	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/internal/storeenv"
+	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -41,7 +42,7 @@ func TestTwoRelaysSplitAggregates(t *testing.T) {
 			rb, _, _ := run(t, cfg(b, bb))
 			// Both relays are members before the backlog exists (Run joins
 			// before its first claim).
-			waitFor(t, 5*time.Second, "both relays claiming", func() bool {
+			testenv.WaitFor(t, 5*time.Second, "both relays claiming", func() bool {
 				return ra.Stats().IdleWaits > 0 && rb.Stats().IdleWaits > 0
 			})
 			const aggs, per = 40, 30
@@ -50,7 +51,7 @@ func TestTwoRelaysSplitAggregates(t *testing.T) {
 				evs = append(evs, txbox.MustEvent("Order", fmt.Sprintf("o-%d", i%aggs), "E", map[string]int{"i": i}))
 			}
 			writeStore(t, storeenv.Postgres{}, a, evs...)
-			waitFor(t, 30*time.Second, "the backlog delivered", func() bool {
+			testenv.WaitFor(t, 30*time.Second, "the backlog delivered", func() bool {
 				st, _ := a.Stats(ctx)
 				return st.Counts[txbox.StatusSent] == aggs*per
 			})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/txbox/txbox"
 	membroker "github.com/txbox/txbox/broker/mem"
+	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/outbox"
 	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/relay"
@@ -37,7 +38,7 @@ func TestPublishSpansFollowTheWriter(t *testing.T) {
 	writeCtx(context.Background(), t, s, evs[2])
 	b := membroker.New(membroker.Options{})
 	run(t, relay.Config{Store: s, Publisher: b, Tracer: otel.NewTracer(tp)})
-	waitFor(t, 10*time.Second, "3 messages", func() bool { return len(b.Messages()) == 3 })
+	testenv.WaitFor(t, 10*time.Second, "3 messages", func() bool { return len(b.Messages()) == 3 })
 
 	var publish []tracetest.SpanStub
 	for _, sp := range exp.GetSpans() {

@@ -9,6 +9,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
+	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/store/postgres/cdc"
 )
 
@@ -66,7 +67,7 @@ func TestLargeTransactionInParts(t *testing.T) {
 	e.write(false, evs...)
 
 	// The first two parts are delivered and archived while the third waits.
-	waitFor(t, 20*time.Second, "first parts archived", func() bool { return e.countSent() >= 20 })
+	testenv.WaitFor(t, 20*time.Second, "first parts archived", func() bool { return e.countSent() >= 20 })
 	if got := e.countSent(); got >= n {
 		t.Fatalf("%d of %d rows archived while the broker holds the rest", got, n)
 	}
@@ -81,13 +82,13 @@ func TestLargeTransactionInParts(t *testing.T) {
 		t.Fatal("relay did not stop")
 	}
 	r = e.start(slot, g, small)
-	waitFor(t, 20*time.Second, "every event", func() bool { f, _ := firsts(g.Messages()); return len(f) == n })
+	testenv.WaitFor(t, 20*time.Second, "every event", func() bool { f, _ := firsts(g.Messages()); return len(f) == n })
 	got, dups := firsts(g.Messages())
 	checkOrder(t, got, counts)
 	if dups == 0 {
 		t.Errorf("no event published again after a stop in the middle of a transaction")
 	}
-	waitFor(t, 10*time.Second, "rows archived", func() bool { return e.countRows("PENDING") == 0 })
+	testenv.WaitFor(t, 10*time.Second, "rows archived", func() bool { return e.countRows("PENDING") == 0 })
 	if s := e.countSent(); s != n {
 		t.Errorf("archive holds %d rows, want %d", s, n)
 	}

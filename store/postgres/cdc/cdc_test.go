@@ -12,6 +12,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
+	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/store/postgres/cdc"
 	"github.com/txbox/txbox/telemetry/prom"
 )
@@ -40,7 +41,7 @@ func TestCommitOrderRowsAndMessages(t *testing.T) {
 			want = append(want, y.ID)
 		}
 	}
-	waitFor(t, 20*time.Second, "every event", func() bool { f, _ := firsts(b.Messages()); return len(f) >= len(want) })
+	testenv.WaitFor(t, 20*time.Second, "every event", func() bool { f, _ := firsts(b.Messages()); return len(f) >= len(want) })
 	got, dups := firsts(b.Messages())
 	for i := range want {
 		if got[i].Event.ID != want[i] {
@@ -57,7 +58,7 @@ func TestCommitOrderRowsAndMessages(t *testing.T) {
 	if err := r.r.Ready(context.Background()); err != nil {
 		t.Errorf("Ready: %v", err)
 	}
-	waitFor(t, 10*time.Second, "rows archived", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "rows archived", func() bool {
 		return e.countRows("PENDING") == 0
 	})
 	rows := 0
@@ -92,13 +93,13 @@ func TestRestartResumes(t *testing.T) {
 	r := e.start(slot, b, nil)
 	e.write(false, ev("x", 1))
 	e.write(true, ev("x", 2))
-	waitFor(t, 20*time.Second, "3 events", func() bool { f, _ := firsts(b.Messages()); return len(f) == 3 })
+	testenv.WaitFor(t, 20*time.Second, "3 events", func() bool { f, _ := firsts(b.Messages()); return len(f) == 3 })
 	r.stop(t)
 	for i := 3; i < 10; i++ {
 		e.write(i%2 == 0, ev("x", i))
 	}
 	r = e.start(slot, b, nil)
-	waitFor(t, 20*time.Second, "10 events", func() bool { f, _ := firsts(b.Messages()); return len(f) == 10 })
+	testenv.WaitFor(t, 20*time.Second, "10 events", func() bool { f, _ := firsts(b.Messages()); return len(f) == 10 })
 	got, _ := firsts(b.Messages())
 	checkOrder(t, got, map[string]int{"x": 10})
 	r.stop(t)
@@ -121,8 +122,8 @@ func TestPermanentFailureGoesDead(t *testing.T) {
 	e.write(true, big("q", -1))
 	e.write(false, ev("p", 1))
 	e.write(true, ev("q", 0))
-	waitFor(t, 20*time.Second, "3 deliverable events", func() bool { f, _ := firsts(b.Messages()); return len(f) == 3 })
-	waitFor(t, 10*time.Second, "2 DEAD rows", func() bool { return e.countRows("DEAD") == 2 })
+	testenv.WaitFor(t, 20*time.Second, "3 deliverable events", func() bool { f, _ := firsts(b.Messages()); return len(f) == 3 })
+	testenv.WaitFor(t, 10*time.Second, "2 DEAD rows", func() bool { return e.countRows("DEAD") == 2 })
 	var lastErr string
 	var withID int
 	if err := e.s.Pool().QueryRow(context.Background(), `SELECT min(last_error), count(*) FILTER (WHERE id > 0) FROM `+e.s.Tables().Outbox+` WHERE status = 'DEAD'`).Scan(&lastErr, &withID); err != nil {
@@ -143,7 +144,7 @@ func TestBrokerDownAndUp(t *testing.T) {
 	b := membroker.New(membroker.Options{})
 	r := e.start(e.slot(), b, nil)
 	e.write(false, ev("d", 0))
-	waitFor(t, 20*time.Second, "first event", func() bool { return len(b.Messages()) == 1 })
+	testenv.WaitFor(t, 20*time.Second, "first event", func() bool { return len(b.Messages()) == 1 })
 	b.SetDown(true)
 	for i := 1; i < 20; i++ {
 		e.write(i%2 == 0, ev("d", i), ev("e", i))
@@ -156,7 +157,7 @@ func TestBrokerDownAndUp(t *testing.T) {
 		t.Errorf("%d PENDING rows while down, want 20 (nothing archived before the broker confirmed)", n)
 	}
 	b.SetDown(false)
-	waitFor(t, 30*time.Second, "39 events", func() bool { f, _ := firsts(b.Messages()); return len(f) == 39 })
+	testenv.WaitFor(t, 30*time.Second, "39 events", func() bool { f, _ := firsts(b.Messages()); return len(f) == 39 })
 	got, _ := firsts(b.Messages())
 	next := map[string]int{"d": 0, "e": 1}
 	for _, m := range got {
@@ -180,16 +181,16 @@ func TestStandbyTakesOver(t *testing.T) {
 	b := membroker.New(membroker.Options{})
 	first := e.start(slot, b, nil)
 	e.write(false, ev("s", 0))
-	waitFor(t, 20*time.Second, "first relay delivering", func() bool { return len(b.Messages()) == 1 })
+	testenv.WaitFor(t, 20*time.Second, "first relay delivering", func() bool { return len(b.Messages()) == 1 })
 	second := e.startAs(slot, b, nil, true)
 	time.Sleep(800 * time.Millisecond) // the standby tries and is refused
 	e.write(true, ev("s", 1))
-	waitFor(t, 20*time.Second, "event 1", func() bool { f, _ := firsts(b.Messages()); return len(f) == 2 })
+	testenv.WaitFor(t, 20*time.Second, "event 1", func() bool { f, _ := firsts(b.Messages()); return len(f) == 2 })
 	first.stop(t)
 	for i := 2; i < 12; i++ {
 		e.write(i%2 == 0, ev("s", i))
 	}
-	waitFor(t, 30*time.Second, "the standby delivering", func() bool { f, _ := firsts(b.Messages()); return len(f) == 12 })
+	testenv.WaitFor(t, 30*time.Second, "the standby delivering", func() bool { f, _ := firsts(b.Messages()); return len(f) == 12 })
 	got, _ := firsts(b.Messages())
 	checkOrder(t, got, map[string]int{"s": 12})
 	second.stop(t)
@@ -204,7 +205,7 @@ func TestSlotLeftBehindIsReported(t *testing.T) {
 	b := membroker.New(membroker.Options{})
 	r := e.start(left, b, nil)
 	e.write(false, ev("l", 0))
-	waitFor(t, 20*time.Second, "first event", func() bool { return len(b.Messages()) == 1 && e.countRows("PENDING") == 0 })
+	testenv.WaitFor(t, 20*time.Second, "first event", func() bool { return len(b.Messages()) == 1 && e.countRows("PENDING") == 0 })
 	r.stop(t)
 	for i := 1; i < 50; i++ {
 		e.write(false, ev("l", i))
@@ -284,14 +285,14 @@ func TestCutBetweenPublishAndConfirmRepublishes(t *testing.T) {
 	k := &killer{Broker: membroker.New(membroker.Options{}), e: e, slot: slot}
 	r := e.start(slot, k, nil)
 	e.write(false, ev("k", 0))
-	waitFor(t, 20*time.Second, "first event", func() bool { return len(k.Messages()) == 1 })
+	testenv.WaitFor(t, 20*time.Second, "first event", func() bool { return len(k.Messages()) == 1 })
 	k.cut.Store(true) // every publish from now on cuts the walsender once more
 	e.write(false, ev("k", 1), ev("k", 2))
 	e.write(true, ev("k", 3))
-	waitFor(t, 20*time.Second, "a republished copy", func() bool { _, dups := firsts(k.Messages()); return dups > 0 })
+	testenv.WaitFor(t, 20*time.Second, "a republished copy", func() bool { _, dups := firsts(k.Messages()); return dups > 0 })
 	k.cut.Store(false)
 	e.write(false, ev("k", 4))
-	waitFor(t, 30*time.Second, "5 events", func() bool { f, _ := firsts(k.Messages()); return len(f) == 5 })
+	testenv.WaitFor(t, 30*time.Second, "5 events", func() bool { f, _ := firsts(k.Messages()); return len(f) == 5 })
 	got, dups := firsts(k.Messages())
 	checkOrder(t, got, map[string]int{"k": 5})
 	t.Logf("%d copies republished with their ids", dups)

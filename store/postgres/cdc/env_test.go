@@ -105,7 +105,7 @@ func (e *env) start(slot string, pub broker.Publisher, tweak func(*cdc.Config)) 
 // waitActive waits until a relay reads the slot.
 func (e *env) waitActive(slot string) {
 	e.t.Helper()
-	waitFor(e.t, 20*time.Second, "slot "+slot+" active", func() bool {
+	testenv.WaitFor(e.t, 20*time.Second, "slot "+slot+" active", func() bool {
 		var active bool
 		_ = e.s.Pool().QueryRow(context.Background(), `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active)
 		return active
@@ -132,7 +132,7 @@ func (e *env) startAs(slot string, pub broker.Publisher, tweak func(*cdc.Config)
 		// Tableless events exist only in the log: one written before the
 		// slot reached its consistent point is in no slot. Wait until the
 		// relay reads its slot.
-		waitFor(e.t, 60*time.Second, "relay reading "+slot, r.Reading)
+		testenv.WaitFor(e.t, 60*time.Second, "relay reading "+slot, r.Reading)
 	}
 	e.t.Cleanup(func() {
 		cancel()
@@ -173,18 +173,6 @@ func seq(m broker.Message) (string, int) {
 	}
 	_ = json.Unmarshal(m.Event.Payload, &p)
 	return p.Agg, p.N
-}
-
-// waitFor polls cond until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // countRows counts outbox rows by status.

@@ -52,7 +52,7 @@ func TestPostgresCrashAndRestart(t *testing.T) {
 	writeSome(600)
 	// Crash with work in hand: the broker refuses for a while, so the
 	// relay holds events it has read from the log but not delivered.
-	waitFor(t, 30*time.Second, "the first events delivered", func() bool { return len(b.Messages()) > 0 })
+	testenv.WaitFor(t, 30*time.Second, "the first events delivered", func() bool { return len(b.Messages()) > 0 })
 	b.SetDown(true)
 	writeSome(100)
 	time.Sleep(300 * time.Millisecond)
@@ -61,13 +61,13 @@ func TestPostgresCrashAndRestart(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	srv.Start()
 	b.SetDown(false)
-	waitFor(t, 30*time.Second, "the pool reconnecting", func() bool { return pool.Ping(ctx) == nil })
+	testenv.WaitFor(t, 30*time.Second, "the pool reconnecting", func() bool { return pool.Ping(ctx) == nil })
 	writeSome(300)
 	total := 0
 	for _, n := range counts {
 		total += n
 	}
-	waitFor(t, 90*time.Second, "every event after the crash", func() bool { f, _ := firsts(b.Messages()); return len(f) >= total })
+	testenv.WaitFor(t, 90*time.Second, "every event after the crash", func() bool { f, _ := firsts(b.Messages()); return len(f) >= total })
 	got, dups := firsts(b.Messages())
 	if len(got) != total {
 		t.Fatalf("%d distinct events delivered, want %d", len(got), total)
@@ -80,6 +80,6 @@ func TestPostgresCrashAndRestart(t *testing.T) {
 	if dups == 0 && delivered > 0 {
 		t.Logf("no event was read twice: the slot's position had been saved up to what was delivered")
 	}
-	waitFor(t, 30*time.Second, "rows archived", func() bool { return e.countRows("PENDING") == 0 })
+	testenv.WaitFor(t, 30*time.Second, "rows archived", func() bool { return e.countRows("PENDING") == 0 })
 	r.stop(t)
 }
