@@ -401,8 +401,19 @@ func (d *MariaDB) locked(ctx context.Context, sel string, change func(tx *sql.Tx
 // (InnoDB's OPTIMIZE TABLE is a table copy, online, with short exclusive
 // metadata locks at its start and end): MariaDB's VACUUM FULL.
 func (d *MariaDB) optimize(ctx context.Context) (string, error) {
+	// A session of its own whose lock waits are short: a wait that times
+	// out is tried again (dbFault) instead of holding the schedule for
+	// innodb_lock_wait_timeout's 50 s.
+	conn, err := d.Prod.Conn(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SET SESSION innodb_lock_wait_timeout = 10, lock_wait_timeout = 10`); err != nil {
+		return "", err
+	}
 	var notes []string
-	err := each(ctx, d.Prod, `OPTIMIZE TABLE outbox_event, outbox_event_sent`, func(r *sql.Rows) error {
+	err = each(ctx, conn, `OPTIMIZE TABLE outbox_event, outbox_event_sent`, func(r *sql.Rows) error {
 		var tbl, op, typ, text string
 		if err := r.Scan(&tbl, &op, &typ, &text); err != nil {
 			return err

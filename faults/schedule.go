@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/txbox/txbox/internal/testenv"
@@ -133,7 +134,7 @@ func Inject(ctx context.Context, w *World, faults []Fault, logf func(string, ...
 		case HandlerDBDown:
 			note = handlerDBDown(w, f.For)
 		default:
-			note, err = w.DB.Fault(ctx, f, done[f.Kind])
+			note, err = dbFault(ctx, w, f, done[f.Kind])
 			if errors.Is(err, errNotHere) {
 				note, err = w.Broker.Fault(ctx, f)
 			}
@@ -165,4 +166,31 @@ func linkDown(first, second *testenv.Proxy, arg int, down func(*testenv.Proxy), 
 	down(p)
 	time.Sleep(d)
 	p.Restore()
+}
+
+// dbFault injects a database fault, trying again (up to four times, a
+// second apart) when the database refused it for locks the relays and
+// consumers hold: a lock wait timeout or a deadlock, after which the
+// statement took no effect. On a loaded machine such waits are likelier,
+// and a run must not fall short of a fault for it.
+func dbFault(ctx context.Context, w *World, f Fault, n int) (string, error) {
+	for attempt := 1; ; attempt++ {
+		note, err := w.DB.Fault(ctx, f, n)
+		if err == nil || attempt == 4 || !contended(err) {
+			return note, err
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// contended says err is a lock wait timeout or a deadlock (MariaDB 1205 and
+// 1213, PostgreSQL 55P03 and 40P01).
+func contended(err error) bool {
+	s := err.Error()
+	for _, m := range []string{"Lock wait timeout exceeded", "Deadlock found", "deadlock detected", "55P03", "40P01"} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
 }
