@@ -16,14 +16,15 @@ import (
 )
 
 // countingStore counts the claims that reach the store, of either kind,
-// records when each started, and makes each take at least delay (the
-// claim cadence tests, cadence_test.go).
+// records when each started and ended, and makes each take at least delay
+// (the claim cadence tests, cadence_test.go).
 type countingStore struct {
 	*postgres.Store
 	claims atomic.Int64
 	delay  time.Duration
 	mu     sync.Mutex
 	starts []time.Time
+	ends   []time.Time
 }
 
 func (c *countingStore) started() {
@@ -34,19 +35,50 @@ func (c *countingStore) started() {
 	time.Sleep(c.delay)
 }
 
+func (c *countingStore) ended() {
+	c.mu.Lock()
+	c.ends = append(c.ends, time.Now())
+	c.mu.Unlock()
+}
+
 func (c *countingStore) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
 	c.started()
+	defer c.ended()
 	return c.Store.ClaimTx(ctx, limit)
 }
 
 func (c *countingStore) ClaimTxChained(ctx context.Context, limit int) (store.ChainedClaim, error) {
 	c.started()
+	defer c.ended()
 	return c.Store.ClaimTxChained(ctx, limit)
 }
 
 func (c *countingStore) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Record, error) {
 	c.started()
+	defer c.ended()
 	return c.Store.Claim(ctx, req)
+}
+
+// waitsAfter returns the relay's first n waits between claims (from a
+// claim's end to the next one's start) among the claims started after t,
+// waiting up to d for them. The claims' own time is left out, so a loaded
+// machine's slow claims do not count as waiting.
+func (c *countingStore) waitsAfter(t time.Time, n int, d time.Duration) []time.Duration {
+	deadline := time.Now().Add(d)
+	for {
+		c.mu.Lock()
+		var waits []time.Duration
+		for i := range c.starts {
+			if c.starts[i].After(t) && i+1 < len(c.starts) && i < len(c.ends) {
+				waits = append(waits, c.starts[i+1].Sub(c.ends[i]))
+			}
+		}
+		c.mu.Unlock()
+		if len(waits) >= n || time.Now().After(deadline) {
+			return waits[:min(n, len(waits))]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // claimsOver counts the claims the store sees during d.
@@ -95,11 +127,19 @@ func testIdleBackOff(t *testing.T, claims relay.ClaimMode) {
 			t.Fatalf("event %d after an idle spell took %v, want at most IdlePollMax %v + 300ms", i, d, idleMax)
 		}
 		// Delivering set the wait back to PollInterval: the claims that
-		// follow come after waits of 10, 20, 40, 80, 160 ms, 4 or 5 in the
-		// next 300 ms (3 with slow claims on a loaded machine) where a
-		// relay still at the cap would claim once at most.
-		if n := s.claimsOver(300 * time.Millisecond); n < 3 {
-			t.Fatalf("after a delivery the relay claimed %d times in 300ms: its wait was not set back to PollInterval %v", n, poll)
+		// follow come after waits of 10, 20, 40 ms (or the end of the
+		// delivering batch), where a relay still at the cap would wait
+		// 400 ms each time. The waits, not a count of claims in a fixed
+		// window: on a loaded machine one claim can take longer than that
+		// window.
+		waits := s.waitsAfter(start, 3, 5*time.Second)
+		if len(waits) < 3 {
+			t.Fatalf("after a delivery the relay claimed %d more times in 5 s", len(waits)+1)
+		}
+		for _, w := range waits {
+			if w >= idleMax/2 {
+				t.Fatalf("after a delivery the relay waited %v between claims: its wait was not set back to PollInterval %v (waits %v)", w, poll, waits)
+			}
 		}
 		time.Sleep(1500 * time.Millisecond) // back at the cap
 	}
