@@ -167,7 +167,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, req store.ClaimRequest) (
 		ids[i] = p.id
 	}
 	in, args := inList(ids, []any{req.LeaseFor.Microseconds()})
-	rows, err = tx.QueryContext(ctx, s.q.withIDs("lock.sql", in), args...)
+	rows, err = tx.QueryContext(ctx, s.q.lock.With(in), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +206,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, req store.ClaimRequest) (
 		ids = append(ids, f.id)
 	}
 	in, args = inList(ids, []any{req.Lease, sqlTime(until.t)})
-	if _, err := tx.ExecContext(ctx, s.q.withIDs("lease.sql", in), args...); err != nil {
+	if _, err := tx.ExecContext(ctx, s.q.lease.With(in), args...); err != nil {
 		return nil, err
 	}
 	out := make([]store.Record, len(final))

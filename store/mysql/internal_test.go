@@ -241,7 +241,7 @@ func TestQueryPlans(t *testing.T) {
 		{"heads", s.q.heads, []any{10}, []string{"unsent_idx", "aggregate_unsent_idx"}},
 		{"between", s.q.between, []any{1, 100}, []string{"unsent_idx"}},
 		{"runs", runQ, runArgs, []string{"aggregate_unsent_idx"}},
-		{"lock", s.q.withIDs("lock.sql", "1, 2"), []any{1000}, []string{"PRIMARY"}},
+		{"lock", s.q.lock.With("1, 2"), []any{1000}, []string{"PRIMARY"}},
 		{"inbox replays", sqlinbox.ListQuery(s.inboxTable(), replayWhere, replays), replayArgs, nil}, // monitor_idx or cleanup_idx: both range on status
 		{"inbox cleanup", s.q.inboxCleanup, []any{"PROCESSED", 1000, 10}, []string{"cleanup_idx"}},
 		{"inbox counts", sqlinbox.CountsQuery(s.inboxTable()), nil, []string{"monitor_idx"}},

@@ -24,7 +24,7 @@ func (s *Store) MarkSent(ctx context.Context, lease string, ids []int64) (int64,
 	ids = sortedUnique(ids)
 	if s.opts.DeleteSent {
 		in, args := inList(ids, nil)
-		n, err := s.exec(ctx, s.q.withIDs("mark_sent_delete.sql", in), append(args, lease)...)
+		n, err := s.exec(ctx, s.q.markSentDelete.With(in), append(args, lease)...)
 		if err != nil {
 			return 0, fmt.Errorf("mysql: mark sent: %w", refused(err))
 		}
@@ -34,7 +34,7 @@ func (s *Store) MarkSent(ctx context.Context, lease string, ids []int64) (int64,
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		// Lock and fence first: only the rows still held by this lease move.
 		in, args := inList(ids, nil)
-		rows, err := tx.QueryContext(ctx, s.q.withIDs("mark_sent_lock.sql", in), append(args, lease)...)
+		rows, err := tx.QueryContext(ctx, s.q.markSentLock.With(in), append(args, lease)...)
 		if err != nil {
 			return err
 		}
@@ -56,10 +56,10 @@ func (s *Store) MarkSent(ctx context.Context, lease string, ids []int64) (int64,
 			return nil
 		}
 		in, args = inList(held, nil)
-		if _, err := tx.ExecContext(ctx, s.q.withIDs("mark_sent_archive.sql", in), args...); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q.markSentArchive.With(in), args...); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, s.q.withIDs("mark_sent_remove.sql", in), args...)
+		_, err = tx.ExecContext(ctx, s.q.markSentRemove.With(in), args...)
 		return err
 	})
 	if err != nil {
@@ -110,7 +110,7 @@ func (s *Store) Release(ctx context.Context, lease string, ids []int64) (int64, 
 		return 0, nil
 	}
 	in, args := inList(sortedUnique(ids), nil)
-	n, err := s.exec(ctx, s.q.withIDs("release.sql", in), append(args, lease)...)
+	n, err := s.exec(ctx, s.q.release.With(in), append(args, lease)...)
 	if err != nil {
 		return 0, fmt.Errorf("mysql: release: %w", err)
 	}

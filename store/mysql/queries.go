@@ -46,15 +46,17 @@ type sqlArgs struct {
 	Sent   string // archive of delivered rows
 	Inbox  string
 	Schema string
-	// Per call: the placeholders of an id list ("?, ?"), a filter's WHERE
-	// clause (without the keyword), List's order, limit and index hint,
-	// and which tables List and Count read.
+	// Per call: the placeholders of an id list ("?, ?", spliced in where
+	// newQueries put sqltemplate.Hole), a filter's WHERE clause (without
+	// the keyword), List's order, limit and index hint, and which tables
+	// List and Count read.
 	IDs, Where, Order, Limit, Hint string
 	Hot, Archive                   bool
 }
 
 // queries holds this dialect's SQL, rendered once per table name; the
-// statements that take an id list or a filter are rendered per call.
+// statements that take an id list are spliced per call, those that take a
+// filter rendered per call.
 type queries struct {
 	args    sqlArgs // the table names, for the statements rendered per call
 	table   string
@@ -62,6 +64,10 @@ type queries struct {
 	heads   string
 	between string
 	run     string // one head's run; runQuery joins one per head
+	// The relay's statements on an id list, its placeholders (inList)
+	// spliced in per call.
+	lock, lease, release                                          sqltemplate.Spliced
+	markSentDelete, markSentLock, markSentArchive, markSentRemove sqltemplate.Spliced
 	// Per row of MarkFailed.
 	markDead  string
 	markRetry string
@@ -85,6 +91,9 @@ type queries struct {
 
 func newQueries(t sqlArgs) queries {
 	r := func(file string) string { return queryTemplates.Render(file, t) }
+	ids := t
+	ids.IDs = sqltemplate.Hole
+	sp := func(file string) sqltemplate.Spliced { return queryTemplates.Splice(file, ids) }
 	return queries{
 		args:              t,
 		table:             t.Table,
@@ -92,6 +101,13 @@ func newQueries(t sqlArgs) queries {
 		heads:             r("heads.sql"),
 		between:           r("between.sql"),
 		run:               r("run.sql"),
+		lock:              sp("lock.sql"),
+		lease:             sp("lease.sql"),
+		release:           sp("release.sql"),
+		markSentDelete:    sp("mark_sent_delete.sql"),
+		markSentLock:      sp("mark_sent_lock.sql"),
+		markSentArchive:   sp("mark_sent_archive.sql"),
+		markSentRemove:    sp("mark_sent_remove.sql"),
 		markDead:          r("mark_dead.sql"),
 		markRetry:         r("mark_retry.sql"),
 		stats:             r("stats.sql"),
@@ -110,14 +126,6 @@ func newQueries(t sqlArgs) queries {
 		migrationRecord:   r("migration_record.sql"),
 		indexExists:       r("index_exists.sql"),
 	}
-}
-
-// withIDs is the statement of file for an id list, ids its placeholders
-// (inList).
-func (q queries) withIDs(file, ids string) string {
-	a := q.args
-	a.IDs = ids
-	return queryTemplates.Render(file, a)
 }
 
 // filtered is the statement of file (count, replay, purge) for the rows

@@ -102,6 +102,7 @@ func collect(rows *sql.Rows) ([]store.Record, error) {
 // inList renders "?, ?, ?" for n values and appends them to args.
 func inList[T any](vals []T, args []any) (string, []any) {
 	var b strings.Builder
+	b.Grow(3 * len(vals))
 	for i, v := range vals {
 		if i > 0 {
 			b.WriteString(", ")

@@ -27,8 +27,8 @@ func TestSQLGolden(t *testing.T) {
 		stmts := append(sqlgolden.Fields(q, "table", "sent"), sqlgolden.Fields(newInboxQueries(s.inboxTable()))...)
 		stmts = append(stmts, sqlgolden.Inbox(s.inboxTable(), sqlstore.QuestionMark)...)
 		stmts = append(stmts, sqlgolden.Statement{Name: "runQuery (two heads)", SQL: runs})
-		for _, file := range []string{"lock.sql", "lease.sql", "mark_sent_delete.sql", "mark_sent_lock.sql", "mark_sent_archive.sql", "mark_sent_remove.sql", "release.sql"} {
-			stmts = append(stmts, sqlgolden.Statement{Name: file + " (two ids)", SQL: q.withIDs(file, ids)})
+		for _, st := range idStatements(q) {
+			stmts = append(stmts, sqlgolden.Statement{Name: st.file + " (two ids)", SQL: st.sql.With(ids)})
 		}
 		return append(stmts, []sqlgolden.Statement{
 			{Name: "list (filtered, both tables)", SQL: q.list(where, "id", sqlgolden.Filter.Limit, "", true, true)},

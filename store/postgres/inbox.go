@@ -118,7 +118,7 @@ func (d Dialect) InboxInsertProcessed(ctx context.Context, tx store.Tx, consumer
 			args = append(args, e.ID, e.Type, e.AggregateType, e.AggregateID, e.AggregateVersion, nullTime(e.OccurredAt))
 		}
 		var js string
-		if err := tx.QueryRow(ctx, q.batch("inbox_insert_batch.sql", rows.String(), ""), args...).Scan(&js); err != nil {
+		if err := tx.QueryRow(ctx, q.inboxInsertBatch.With(rows.String()), args...).Scan(&js); err != nil {
 			return nil, fmt.Errorf("postgres: inbox insert: %w", err)
 		}
 		var ids []string
@@ -164,7 +164,7 @@ func (d Dialect) InboxForget(ctx context.Context, tx store.Tx, consumer string, 
 			ids.WriteString(ph(i + 2))
 			args = append(args, id)
 		}
-		if _, err := tx.Exec(ctx, q.batch("inbox_forget.sql", "", ids.String()), args...); err != nil {
+		if _, err := tx.Exec(ctx, q.inboxForget.With(ids.String()), args...); err != nil {
 			return fmt.Errorf("postgres: inbox forget: %w", err)
 		}
 	}

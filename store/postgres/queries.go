@@ -140,7 +140,8 @@ type stmtArgs struct {
 	Archive             bool
 	TableParam          string
 	// Inbox: whether a claimed row is written PROCESSED at once, the VALUES
-	// rows of a batch (processedRow), the placeholders of an id list.
+	// rows of a batch (processedRow), the placeholders of an id list
+	// (sqltemplate.Hole in the statements rendered once, spliced per call).
 	Processed bool
 	Rows, IDs string
 	Channel   string // LISTEN's channel, quoted
@@ -278,12 +279,17 @@ type inboxQueries struct {
 	inboxFail            string
 	versionRaise         string
 	versionRead          string
+	// The batch statements: inbox_insert_batch.sql with the VALUES rows
+	// spliced in per call, inbox_forget.sql with the id placeholders.
+	inboxInsertBatch, inboxForget sqltemplate.Spliced
 }
 
 func newInboxQueries(inbox string) inboxQueries {
 	a := stmtArgs{Inbox: inbox, InboxKey: inboxKey}
 	processed := a
 	processed.Processed = true
+	rows, ids := a, a
+	rows.Rows, ids.IDs = sqltemplate.Hole, sqltemplate.Hole
 	r := queryTemplates.Render
 	return inboxQueries{
 		args:                 a,
@@ -296,15 +302,9 @@ func newInboxQueries(inbox string) inboxQueries {
 		inboxFail:            r("inbox_fail.sql", a),
 		versionRaise:         r("version_raise.sql", a),
 		versionRead:          r("version_read.sql", a),
+		inboxInsertBatch:     queryTemplates.Splice("inbox_insert_batch.sql", rows),
+		inboxForget:          queryTemplates.Splice("inbox_forget.sql", ids),
 	}
-}
-
-// batch is inbox_insert_batch.sql with the VALUES rows, or
-// inbox_forget.sql with the id placeholders.
-func (q inboxQueries) batch(file, rows, ids string) string {
-	a := q.args
-	a.Rows, a.IDs = rows, ids
-	return queryTemplates.Render(file, a)
 }
 
 // inboxSQL is the inbox statements of one Dialect's tables: a Dialect may be

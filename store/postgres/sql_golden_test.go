@@ -83,8 +83,8 @@ func TestSQLGoldenStatements(t *testing.T) {
 			{Name: "count (filtered, outbox table)", SQL: st.filtered("count.sql", where, false, "")},
 			{Name: "replay (filtered)", SQL: st.filtered("replay.sql", where, false, ph(len(args)+1))},
 			{Name: "purge (filtered)", SQL: st.filtered("purge.sql", where, false, "")},
-			{Name: "inboxInsertBatch (two events)", SQL: in.batch("inbox_insert_batch.sql", rows, "")},
-			{Name: "inboxForget (two events)", SQL: in.batch("inbox_forget.sql", "", "$2, $3")},
+			{Name: "inboxInsertBatch (two events)", SQL: in.inboxInsertBatch.With(rows)},
+			{Name: "inboxForget (two events)", SQL: in.inboxForget.With("$2, $3")},
 			{Name: "listen", SQL: listenSQL(`"outbox_event_wakeup"`)},
 		}...), nil
 	})
