@@ -7,31 +7,12 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/outbox"
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/storetest"
 )
 
-// Beginner begins a transaction on a store: every harness here does, as
-// storetest.Harness does.
-type Beginner interface {
-	Begin(t *testing.T, s store.Store) (tx store.Tx, commit, rollback func() error)
-}
-
-// InTx runs fn in a transaction of h's on s and commits it; an error of fn
-// rolls it back and fails the test, as a failed commit does.
-func InTx(t *testing.T, h Beginner, s store.Store, fn func(store.Tx) error) {
+// Write commits events to s's outbox in one transaction of h's
+// (storetest.InTx), as a producer would.
+func Write(t *testing.T, h storetest.Beginner, s store.Store, events ...txbox.Event) {
 	t.Helper()
-	tx, commit, rollback := h.Begin(t, s)
-	if err := fn(tx); err != nil {
-		_ = rollback()
-		t.Fatal(err)
-	}
-	if err := commit(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// Write commits events to s's outbox in one transaction of h's, as a
-// producer would.
-func Write(t *testing.T, h Beginner, s store.Store, events ...txbox.Event) {
-	t.Helper()
-	InTx(t, h, s, func(tx store.Tx) error { return outbox.NewWriter(s.Dialect()).Add(context.Background(), tx, events...) })
+	storetest.InTx(t, h, s, func(tx store.Tx) error { return outbox.NewWriter(s.Dialect()).Add(context.Background(), tx, events...) })
 }

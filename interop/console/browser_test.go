@@ -86,7 +86,7 @@ func operatorNight(t *testing.T, h harness, chrome string) {
 	}
 	storeenv.Write(t, h, s, backlog...)
 	parked := txbox.MustEvent("Invoice", "inv-9", "InvoiceIssued", map[string]any{"invoice": 9, "amount": "12.50"})
-	storeenv.InTx(t, h, s, func(tx store.Tx) error {
+	storetest.InTx(t, h, s, func(tx store.Tx) error {
 		_, _, err := s.Dialect().(store.InboxDialect).InboxFail(ctx, tx, "billing", parked, "handler: ledger account 4711 closed", 1, txbox.StatusRetry)
 		return err
 	})

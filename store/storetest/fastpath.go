@@ -65,7 +65,7 @@ func testInboxAcquireProcessed(t *testing.T, h Harness, d store.InboxDialect, a 
 	}
 
 	retry := ev("b", 1)
-	inTx(t, h, s, func(tx store.Tx) error {
+	InTx(t, h, s, func(tx store.Tx) error {
 		_, _, err := d.InboxFail(ctx, tx, "c1", retry, "boom", 5, txbox.StatusRetry)
 		return err
 	})
@@ -77,7 +77,7 @@ func testInboxAcquireProcessed(t *testing.T, h Harness, d store.InboxDialect, a 
 	}
 
 	parked := ev("c", 1)
-	inTx(t, h, s, func(tx store.Tx) error {
+	InTx(t, h, s, func(tx store.Tx) error {
 		_, _, err := d.InboxFail(ctx, tx, "c1", parked, "always", 1, txbox.StatusRetry)
 		return err
 	})
@@ -101,14 +101,14 @@ func testInboxInsertProcessed(t *testing.T, h Harness, d store.InboxDialect, a s
 	ctx := context.Background()
 	done, retry := ev("done", 1), ev("retry", 1)
 	acquire(t, h, s, d, "c1", done, txbox.StatusProcessed)
-	inTx(t, h, s, func(tx store.Tx) error {
+	InTx(t, h, s, func(tx store.Tx) error {
 		_, _, err := d.InboxFail(ctx, tx, "c1", retry, "boom", 5, txbox.StatusRetry)
 		return err
 	})
 	x, y := ev("x", 1), ev("y", 1)
 	batch := []txbox.Event{x, done, y, x, retry}
 	var fresh []bool
-	inTx(t, h, s, func(tx store.Tx) error {
+	InTx(t, h, s, func(tx store.Tx) error {
 		var err error
 		if fresh, err = b.InboxInsertProcessed(ctx, tx, "c1", batch); err != nil {
 			return err

@@ -53,7 +53,7 @@ func testBadBytesInLastError(t *testing.T, h Harness) {
 func testInboxBadBytesInError(t *testing.T, h Harness, d store.InboxDialect, a store.InboxAdmin, s store.Store) {
 	e := ev("a", 1)
 	var parked bool
-	inTx(t, h, s, func(tx store.Tx) error {
+	InTx(t, h, s, func(tx store.Tx) error {
 		var err error
 		_, parked, err = d.InboxFail(context.Background(), tx, "c1", e, badBytes, 1, txbox.StatusRetry)
 		return err

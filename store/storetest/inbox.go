@@ -38,24 +38,11 @@ func RunInbox(t *testing.T, h Harness) {
 	}
 }
 
-// inTx runs fn in a transaction and commits it.
-func inTx(t *testing.T, h Harness, s store.Store, fn func(tx store.Tx) error) {
-	t.Helper()
-	tx, commit, rollback := h.Begin(t, s)
-	if err := fn(tx); err != nil {
-		_ = rollback()
-		t.Fatal(err)
-	}
-	if err := commit(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func acquire(t *testing.T, h Harness, s store.Store, d store.InboxDialect, consumer string, e txbox.Event, done txbox.Status) (store.InboxState, int) {
 	t.Helper()
 	var st store.InboxState
 	var n int
-	inTx(t, h, s, func(tx store.Tx) error {
+	InTx(t, h, s, func(tx store.Tx) error {
 		var err error
 		if st, n, err = d.InboxAcquire(context.Background(), tx, consumer, e); err != nil || done == "" {
 			return err
@@ -113,7 +100,7 @@ func testInboxFailRetry(t *testing.T, h Harness, d store.InboxDialect, a store.I
 	for i := 1; i <= 2; i++ {
 		var attempts int
 		var parked bool
-		inTx(t, h, s, func(tx store.Tx) error {
+		InTx(t, h, s, func(tx store.Tx) error {
 			var err error
 			attempts, parked, err = d.InboxFail(context.Background(), tx, "c1", e, "boom", 5, txbox.StatusRetry)
 			return err
@@ -143,7 +130,7 @@ func testInboxParkReplay(t *testing.T, h Harness, d store.InboxDialect, a store.
 	e.Headers = map[string]string{"traceparent": "00-abc-def-01"}
 	for i := 1; i <= 3; i++ {
 		var parked bool
-		inTx(t, h, s, func(tx store.Tx) error {
+		InTx(t, h, s, func(tx store.Tx) error {
 			var err error
 			_, parked, err = d.InboxFail(ctx, tx, "c1", e, "always", 3, txbox.StatusRetry)
 			return err
@@ -176,7 +163,7 @@ func testInboxParkReplay(t *testing.T, h Harness, d store.InboxDialect, a store.
 	}
 	// A replay that fails again goes back to REPLAY, not RETRY: no broker
 	// message will bring it back.
-	inTx(t, h, s, func(tx store.Tx) error {
+	InTx(t, h, s, func(tx store.Tx) error {
 		_, _, err := d.InboxFail(ctx, tx, "c1", e, "still", 3, txbox.StatusReplay)
 		return err
 	})
@@ -188,7 +175,7 @@ func testInboxParkReplay(t *testing.T, h Harness, d store.InboxDialect, a store.
 	}
 	// Undecodable parked messages are kept but never replayed.
 	junk := txbox.Event{ID: "raw-1", Type: store.UndecodableType, AggregateType: "unknown", AggregateID: "x", Payload: []byte(`{"body":"\\u00ff"}`)}
-	inTx(t, h, s, func(tx store.Tx) error {
+	InTx(t, h, s, func(tx store.Tx) error {
 		_, _, err := d.InboxFail(ctx, tx, "c1", junk, "undecodable", 1, txbox.StatusRetry)
 		return err
 	})
@@ -203,7 +190,7 @@ func testInboxFailAfterProcessed(t *testing.T, h Harness, d store.InboxDialect, 
 	// A slow second delivery failed after the first one committed: its
 	// failure must not reopen the processed row.
 	var attempts int
-	inTx(t, h, s, func(tx store.Tx) error {
+	InTx(t, h, s, func(tx store.Tx) error {
 		var err error
 		attempts, _, err = d.InboxFail(context.Background(), tx, "c1", e, "late", 3, txbox.StatusRetry)
 		return err
@@ -217,7 +204,7 @@ func testInboxVersion(t *testing.T, h Harness, d store.InboxDialect, a store.Inb
 	check := func(v int64) (int64, bool) {
 		var last int64
 		var ok bool
-		inTx(t, h, s, func(tx store.Tx) error {
+		InTx(t, h, s, func(tx store.Tx) error {
 			var err error
 			last, ok, err = d.InboxVersion(context.Background(), tx, "c1", "Order", "o-1", v)
 			return err
@@ -247,7 +234,7 @@ func testInboxVersion(t *testing.T, h Harness, d store.InboxDialect, a store.Inb
 	}
 	// Per consumer and per aggregate.
 	var ok bool
-	inTx(t, h, s, func(tx store.Tx) error {
+	InTx(t, h, s, func(tx store.Tx) error {
 		var err error
 		_, ok, err = d.InboxVersion(context.Background(), tx, "c2", "Order", "o-1", 1)
 		return err
@@ -257,7 +244,7 @@ func testInboxVersion(t *testing.T, h Harness, d store.InboxDialect, a store.Inb
 	}
 	e := ev("a", 1)
 	acquire(t, h, s, d, "c1", e, "")
-	inTx(t, h, s, func(tx store.Tx) error {
+	InTx(t, h, s, func(tx store.Tx) error {
 		if _, _, err := d.InboxAcquire(context.Background(), tx, "c1", e); err != nil {
 			return err
 		}
@@ -290,7 +277,7 @@ func testInboxCleanup(t *testing.T, h Harness, d store.InboxDialect, a store.Inb
 		acquire(t, h, s, d, "c1", ev("a", i), txbox.StatusProcessed)
 	}
 	parked := ev("b", 1)
-	inTx(t, h, s, func(tx store.Tx) error {
+	InTx(t, h, s, func(tx store.Tx) error {
 		_, _, err := d.InboxFail(ctx, tx, "c1", parked, "x", 1, txbox.StatusRetry)
 		return err
 	})
