@@ -13,12 +13,7 @@ import (
 // next look below the floor (an hour here, a minute by default).
 func TestFloorFollowsRestartIdentity(t *testing.T) {
 	s := floorStore(t, time.Hour, nil)
-	writeRows(t, s, "a", 200)
-	for len(drainOnce(t, s, 100)) > 0 {
-	}
-	if !churnUntil(t, s, 10*time.Second, func() bool { return postgres.Floor(s) > 100 }) {
-		t.Fatalf("the floor did not rise: %d", postgres.Floor(s))
-	}
+	raiseFloor(t, s)
 	ctx := context.Background()
 	if _, err := s.Pool().Exec(ctx, `TRUNCATE `+s.Tables().Outbox+` RESTART IDENTITY`); err != nil {
 		t.Fatal(err)
@@ -42,14 +37,8 @@ func TestFloorFollowsRestartIdentity(t *testing.T) {
 // claim after it must start at the aggregate's first row.
 func TestFloorFollowsRestartIdentityKeepingBacklog(t *testing.T) {
 	s := floorStore(t, time.Hour, nil)
-	writeRows(t, s, "a", 200)
-	for len(drainOnce(t, s, 100)) > 0 {
-	}
-	if !churnUntil(t, s, 10*time.Second, func() bool { return postgres.Floor(s) > 100 }) {
-		t.Fatalf("the floor did not rise: %d", postgres.Floor(s))
-	}
-	for len(drainOnce(t, s, 100)) > 0 {
-	}
+	raiseFloor(t, s)
+	drainAll(t, s)
 	floor := postgres.Floor(s)
 	writeRows(t, s, "k", int(floor)+50)
 	ctx := context.Background()

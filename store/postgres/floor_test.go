@@ -53,6 +53,24 @@ func drainOnce(t *testing.T, s *postgres.Store, limit int) []store.Record {
 	return recs
 }
 
+// drainAll claims and marks sent until no row is left.
+func drainAll(t *testing.T, s *postgres.Store) {
+	t.Helper()
+	for len(drainOnce(t, s, 100)) > 0 {
+	}
+}
+
+// raiseFloor writes 200 rows of the aggregate "a", delivers them, and
+// churns until the floor has passed the first 100 of them.
+func raiseFloor(t *testing.T, s *postgres.Store) {
+	t.Helper()
+	writeRows(t, s, "a", 200)
+	drainAll(t, s)
+	if !churnUntil(t, s, 10*time.Second, func() bool { return postgres.Floor(s) > 100 }) {
+		t.Fatalf("the floor did not rise past 100: %d", postgres.Floor(s))
+	}
+}
+
 // churn keeps claiming (and writing a row now and then) for d, so the floor
 // gets every chance to advance.
 func churn(t *testing.T, s *postgres.Store, d time.Duration) {
@@ -81,8 +99,7 @@ func churnUntil(t *testing.T, s *postgres.Store, d time.Duration, done func() bo
 func TestFloorAdvances(t *testing.T) {
 	s := floorStore(t, time.Hour, nil)
 	writeRows(t, s, "a", 500)
-	for len(drainOnce(t, s, 100)) > 0 {
-	}
+	drainAll(t, s)
 	churnUntil(t, s, 10*time.Second, func() bool { return postgres.Floor(s) > 500 })
 	var next int64
 	if err := s.Pool().QueryRow(context.Background(), `SELECT max(id) FROM `+s.Tables().Outbox+`_sent`).Scan(&next); err != nil {
@@ -130,8 +147,7 @@ func lateRow(t *testing.T, start func(context.Context, *postgres.Store, pgx.Tx) 
 	s := floorStore(t, time.Hour, nil)
 	ctx := context.Background()
 	writeRows(t, s, "early", 50)
-	for len(drainOnce(t, s, 100)) > 0 {
-	}
+	drainAll(t, s)
 	tx, err := s.Pool().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -195,13 +211,7 @@ func TestFloorRescanFindsStrayRow(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	s := floorStore(t, 200*time.Millisecond, log)
 	ctx := context.Background()
-	writeRows(t, s, "a", 200)
-	for len(drainOnce(t, s, 100)) > 0 {
-	}
-	churnUntil(t, s, 10*time.Second, func() bool { return postgres.Floor(s) > 100 })
-	if f := postgres.Floor(s); f <= 100 {
-		t.Fatalf("floor %d did not advance", f)
-	}
+	raiseFloor(t, s)
 	var stray int64
 	if err := s.Pool().QueryRow(ctx, `INSERT INTO `+s.Tables().Outbox+` (id, event_id, aggregate_type, aggregate_id, event_type, payload)
 		VALUES (-1, $1, 'T', 'stray', 'E', '{}') RETURNING id`, txbox.NewID()).Scan(&stray); err != nil {
@@ -231,8 +241,7 @@ func TestFloorOffWithCachedSequence(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeRows(t, s, "a", 300)
-	for len(drainOnce(t, s, 100)) > 0 {
-	}
+	drainAll(t, s)
 	churn(t, s, 150*time.Millisecond)
 	if f := postgres.Floor(s); f > 0 {
 		t.Fatalf("floor %d with a cached sequence, want none", f)
