@@ -1,10 +1,15 @@
 package sqlstore
 
-import "database/sql"
+// Rows is what *sql.Rows and pgx.Rows have in common.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
 
-// Collect reads every row with scan and closes rows.
-func Collect[T any](rows *sql.Rows, scan func(row interface{ Scan(...any) error }) (T, error)) ([]T, error) {
-	defer rows.Close()
+// Collect reads every row with scan. The caller closes rows (Close differs
+// between database/sql and pgx).
+func Collect[T any](rows Rows, scan func(row interface{ Scan(...any) error }) (T, error)) ([]T, error) {
 	var out []T
 	for rows.Next() {
 		v, err := scan(rows)

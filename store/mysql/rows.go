@@ -96,6 +96,7 @@ func scanRecord(row interface{ Scan(...any) error }, extra ...any) (store.Record
 }
 
 func collect(rows *sql.Rows) ([]store.Record, error) {
+	defer rows.Close()
 	return sqlstore.Collect(rows, func(row interface{ Scan(...any) error }) (store.Record, error) { return scanRecord(row) })
 }
 

@@ -188,15 +188,7 @@ func scanRecord(row pgx.Row, extra ...any) (store.Record, error) {
 
 func collect(rows pgx.Rows) ([]store.Record, error) {
 	defer rows.Close()
-	var out []store.Record
-	for rows.Next() {
-		r, err := scanRecord(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return sqlstore.Collect(rows, func(row interface{ Scan(...any) error }) (store.Record, error) { return scanRecord(row) })
 }
 
 func (s *Store) MarkSent(ctx context.Context, lease string, ids []int64) (int64, error) {

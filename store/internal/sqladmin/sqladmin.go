@@ -6,15 +6,12 @@ package sqladmin
 
 import (
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 )
 
 // Rows is what *sql.Rows and pgx.Rows have in common.
-type Rows interface {
-	Next() bool
-	Scan(dest ...any) error
-	Err() error
-}
+type Rows = sqlstore.Rows
 
 // StatusCounts reads rows of (status, count), adding up the counts of a
 // status that comes twice (a hot table and its archive) and leaving out
