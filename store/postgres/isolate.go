@@ -46,7 +46,10 @@ func (c *txClaim) isolate(ctx context.Context, sent []int64, failures []store.Fa
 	}
 	// The rows were free for a moment: take back those no one else took.
 	// This store's other claims leave them alone (they are still in held).
-	ids := append(append([]int64{}, sent...), failureIDs(failures)...)
+	ids := append(make([]int64, 0, len(sent)+len(failures)), sent...)
+	for _, f := range failures {
+		ids = append(ids, f.ID)
+	}
 	rows, err := conn.Query(ctx, c.s.q.relock, ids)
 	if err != nil {
 		return err
@@ -100,12 +103,4 @@ func (c *txClaim) underSavepoint(ctx context.Context, q string, args ...any) err
 	}
 	_, err := conn.Exec(ctx, "RELEASE SAVEPOINT txbox_mark")
 	return err
-}
-
-func failureIDs(fs []store.Failure) []int64 {
-	out := make([]int64, len(fs))
-	for i, f := range fs {
-		out[i] = f.ID
-	}
-	return out
 }
