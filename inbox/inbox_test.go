@@ -21,8 +21,6 @@ import (
 	"github.com/txbox/txbox/internal/scenario"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
-	"github.com/txbox/txbox/outbox"
-	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
@@ -42,11 +40,8 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	s := storeenv.OpenPostgres(t, postgres.Options{})
+	s := storeenv.MigratedPostgres(t, postgres.Options{})
 	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	e := &env{t: t, s: s, effects: storeenv.NewEffects(t, s, storeenv.Postgres{}.SQLDB(t, s)), url: testenv.URL(t, "TXBOX_TEST_NATS")}
 	e.prefix = "ib" + strings.ReplaceAll(txbox.NewID()[24:], "-", "")
 	e.stream = strings.ToUpper(e.prefix)
@@ -62,12 +57,7 @@ func (e *env) topic() broker.Topic { return broker.Topic(e.prefix + ".{aggregate
 
 func (e *env) write(evs ...txbox.Event) {
 	e.t.Helper()
-	err := pgx.BeginFunc(context.Background(), e.s.Pool(), func(tx pgx.Tx) error {
-		return pgxtx.Add(context.Background(), tx, outbox.NewWriter(e.s.Dialect()), evs...)
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	storeenv.Write(e.t, storeenv.Postgres{}, e.s, evs...)
 }
 
 // relay runs an in-process relay into the stream until the test ends.
@@ -369,11 +359,7 @@ func TestUndecodableMessageParkedNotLost(t *testing.T) {
 
 func TestTwoConsumerNamesEachApplyOnce(t *testing.T) {
 	e := newEnv(t)
-	var evs []txbox.Event
-	for i := range 200 {
-		evs = append(evs, txbox.MustEvent("Order", fmt.Sprintf("o-%d", i%10), "OrderCreated", nil))
-	}
-	e.write(evs...)
+	e.write(testenv.Backlog(200, 10, "OrderCreated")...)
 	e.relay()
 	counts := map[string]*atomic.Int32{"inventory": {}, "billing": {}}
 	for name, n := range counts {
@@ -475,10 +461,7 @@ func TestOrderedAppliesInVersionOrder(t *testing.T) {
 // that always fails is parked; the others commit once each.
 func TestSharedTransactionSavepoints(t *testing.T) {
 	e := newEnv(t)
-	var evs []txbox.Event
-	for i := range 60 {
-		evs = append(evs, txbox.MustEvent("Order", fmt.Sprintf("o-%d", i), "OrderCreated", nil))
-	}
+	evs := testenv.Backlog(60, 60, "OrderCreated")
 	flaky, poison := evs[10], evs[20]
 	e.write(evs...)
 	e.relay()

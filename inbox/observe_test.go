@@ -27,10 +27,7 @@ import (
 // event names the event.
 func TestConsumerMetricsAndLogs(t *testing.T) {
 	ctx := context.Background()
-	s := storeenv.OpenPostgres(t, postgres.Options{})
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := storeenv.MigratedPostgres(t, postgres.Options{})
 	b := membroker.New(membroker.Options{})
 	good, bad := txbox.MustEvent("Order", "o1", "Created", nil), txbox.MustEvent("Order", "o2", "Broken", nil)
 	_ = b.Publish(ctx, []broker.Message{{Event: good, Topic: "t"}, {Event: good, Topic: "t"}, {Event: bad, Topic: "t"}})

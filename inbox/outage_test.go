@@ -423,9 +423,7 @@ func TestConsumerDatabaseOutagePostgres(t *testing.T) {
 			_, _ = direct.Pool().Exec(context.Background(), `DROP TABLE IF EXISTS `+tb)
 		}
 	})
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	storeenv.Migrated(t, s)
 	db := stdlib.OpenDBFromPool(s.Pool())
 	t.Cleanup(func() { db.Close() })
 	// The effects table is reached directly too, so that it is dropped

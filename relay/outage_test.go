@@ -37,12 +37,7 @@ func (c *counting) Publish(ctx context.Context, msgs []broker.Message) []error {
 // them in write order.
 func outageBacklog(t *testing.T, s *postgres.Store, typ string, n int, aggs ...string) []txbox.Event {
 	t.Helper()
-	var evs []txbox.Event
-	for i := range n {
-		for _, a := range aggs {
-			evs = append(evs, txbox.MustEvent(typ, a, "E", map[string]int{"i": i}))
-		}
-	}
+	evs := testenv.Interleaved(typ, n, aggs...)
 	write(t, s, evs...)
 	return evs
 }
@@ -72,27 +67,14 @@ func checkRows(t *testing.T, s store.Store, evs []txbox.Event, when string) {
 // follows write order within its aggregate, and every one was delivered.
 func checkFirstOrder(t *testing.T, got []broker.Message, evs []txbox.Event) {
 	t.Helper()
-	pos := map[string]int{}
-	for i, e := range evs {
-		pos[e.ID] = i
-	}
-	seen := map[string]bool{}
-	last := map[string]int{}
-	for _, m := range got {
-		p, ours := pos[m.Event.ID]
-		if !ours || seen[m.Event.ID] {
-			continue
-		}
-		seen[m.Event.ID] = true
-		if prev, ok := last[m.Event.AggregateID]; ok && p < prev {
-			t.Fatalf("aggregate %s: event #%d first delivered after #%d", m.Event.AggregateID, p, prev)
-		}
-		last[m.Event.AggregateID] = p
-	}
-	if len(seen) != len(evs) {
-		t.Fatalf("%d of %d events delivered", len(seen), len(evs))
+	if n, _ := testenv.FirstOrder(t, "delivered", evs, got, messageKey); n != len(evs) {
+		t.Fatalf("%d of %d events delivered", n, len(evs))
 	}
 }
+
+// messageKey is a message's event id and aggregate id, for
+// testenv.FirstOrder.
+func messageKey(m broker.Message) (string, string) { return m.Event.ID, m.Event.AggregateID }
 
 func countLines(logs string, msg string) int {
 	return strings.Count(logs, `"msg":"`+msg)
@@ -199,15 +181,7 @@ func testMissingDestination(t *testing.T, claims relay.ClaimMode) {
 	// Invoices and orders in one transaction, so the first claim holds
 	// both topics: with invoices alone nothing would tell a missing
 	// destination from a broker that is down.
-	var invoices, orders []txbox.Event
-	for i := range 3 {
-		for _, a := range []string{"i1", "i2"} {
-			invoices = append(invoices, txbox.MustEvent("Invoice", a, "E", map[string]int{"i": i}))
-		}
-		for _, a := range []string{"o1", "o2"} {
-			orders = append(orders, txbox.MustEvent("Order", a, "E", map[string]int{"i": i}))
-		}
-	}
+	invoices, orders := testenv.Interleaved("Invoice", 3, "i1", "i2"), testenv.Interleaved("Order", 3, "o1", "o2")
 	write(t, s, append(append([]txbox.Event{}, invoices...), orders...)...)
 	testenv.WaitFor(t, 5*time.Second, "orders delivered past the missing destination", func() bool { return len(b.Messages()) >= len(orders) })
 	testenv.WaitFor(t, 5*time.Second, "readiness to name the destination", func() bool {
