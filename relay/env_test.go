@@ -15,6 +15,7 @@ import (
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
+	"github.com/txbox/txbox/store/storetest"
 )
 
 // The relay tests' harness: stores on fresh tables, writes, a relay running
@@ -124,27 +125,21 @@ func claimable(t *testing.T, s store.Store) int {
 	return len(recs)
 }
 
-// storeHarness opens a store of one dialect on fresh tables and begins
-// transactions on it, as the storeenv harnesses do.
-type storeHarness interface {
-	storeenv.Beginner
-	Open(t *testing.T) store.Store
-}
-
 // backend is a store a relay test runs on and the claim mode it runs in.
 type backend struct {
-	name, claims string
-	h            storeHarness
+	name   string
+	claims relay.ClaimMode
+	h      storetest.Harness
 }
 
 // backends are the stores of the tests that hold for every dialect:
 // PostgreSQL with transaction-held claims and with leases, MariaDB, SQLite.
 func backends() []backend {
 	return []backend{
-		{"postgres-tx", "auto", storeenv.Postgres{}},
-		{"postgres-lease", "lease", storeenv.Postgres{}},
-		{"mariadb", "auto", storeenv.MySQL{}},
-		{"sqlite", "auto", storeenv.SQLite{}},
+		{"postgres-tx", relay.ClaimAuto, storeenv.Postgres{}},
+		{"postgres-lease", relay.ClaimLease, storeenv.Postgres{}},
+		{"mariadb", relay.ClaimAuto, storeenv.MySQL{}},
+		{"sqlite", relay.ClaimAuto, storeenv.SQLite{}},
 	}
 }
 

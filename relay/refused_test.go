@@ -34,7 +34,7 @@ func TestRefusedMarkIsIsolated(t *testing.T) {
 			c.exec(t, s, refuse(s, bad))
 			storeenv.Write(t, c.h, s, evs...)
 			b := membroker.New(membroker.Options{})
-			r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Claims: relay.ClaimMode(c.claims), MaxAttempts: 3,
+			r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Claims: c.claims, MaxAttempts: 3,
 				BackoffBase: 20 * time.Millisecond, BackoffMax: 40 * time.Millisecond})
 			testenv.WaitFor(t, 15*time.Second, "11 sent and the refused row DEAD", func() bool {
 				st, _ := s.Stats(ctx)
@@ -75,7 +75,7 @@ func TestRestartIdentityUnderRunningRelay(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := c.open(t)
 			b := membroker.New(membroker.Options{})
-			r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Claims: relay.ClaimMode(c.claims), BatchSize: 10})
+			r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Claims: c.claims, BatchSize: 10})
 			batch := func(round int) []txbox.Event {
 				var evs []txbox.Event
 				for i := range 20 {

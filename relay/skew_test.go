@@ -30,7 +30,7 @@ func TestSkewedBacklogDrainsWithoutPolling(t *testing.T) {
 				s := c.open(t)
 				storeenv.Write(t, c.h, s, testenv.Backlog(total, aggs, "E")...)
 				b := membroker.New(membroker.Options{})
-				r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Claims: relay.ClaimMode(c.claims),
+				r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Claims: c.claims,
 					PollInterval: time.Hour, Lease: time.Hour})
 				testenv.WaitFor(t, 30*time.Second, "the backlog delivered, marked, and the relay idle", func() bool {
 					st, _ := s.Stats(ctx)
