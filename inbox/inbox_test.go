@@ -128,6 +128,19 @@ func (e *env) effectCounts() map[string]int {
 	return e.effects.Counts(e.t)
 }
 
+// appliedOnce fails the test unless every effect was applied exactly once,
+// and returns the effects' counts.
+func (e *env) appliedOnce() map[string]int {
+	e.t.Helper()
+	got := e.effectCounts()
+	for id, n := range got {
+		if n != 1 {
+			e.t.Fatalf("%s applied %d times", id, n)
+		}
+	}
+	return got
+}
+
 // waitProgress waits until count reaches want, for as long as count keeps
 // growing: it fails when it did not grow for stall, or after limit. On a
 // loaded machine a fixed deadline measures the machine; a stall is the
@@ -371,14 +384,9 @@ func TestTwoConsumerNamesEachApplyOnce(t *testing.T) {
 	}
 	testenv.WaitFor(t, 20*time.Second, "both consumers done", func() bool { return counts["inventory"].Load() >= 200 && counts["billing"].Load() >= 200 })
 	time.Sleep(200 * time.Millisecond)
-	got := e.effectCounts()
+	got := e.appliedOnce()
 	if len(got) != 400 {
 		t.Fatalf("%d effects, want 200 per consumer", len(got))
-	}
-	for id, n := range got {
-		if n != 1 {
-			t.Fatalf("%s applied %d times", id, n)
-		}
 	}
 	ic, err := e.s.InboxCounts(context.Background())
 	if err != nil || ic["inventory"][txbox.StatusProcessed] != 200 || ic["billing"][txbox.StatusProcessed] != 200 {
@@ -449,11 +457,7 @@ func TestOrderedAppliesInVersionOrder(t *testing.T) {
 	if c.Stats().Gaps == 0 || c.Stats().Stale != 0 {
 		t.Fatalf("gaps %d stale %d", c.Stats().Gaps, c.Stats().Stale)
 	}
-	for id, n := range e.effectCounts() {
-		if n != 1 {
-			t.Fatalf("%s applied %d times", id, n)
-		}
-	}
+	e.appliedOnce()
 }
 
 // TxBatch: many deliveries in one transaction, each under a savepoint. A
@@ -482,14 +486,9 @@ func TestSharedTransactionSavepoints(t *testing.T) {
 	testenv.WaitFor(t, 20*time.Second, "59 applied and one parked", func() bool {
 		return c.Stats().Processed == 59 && c.Stats().Parked == 1
 	})
-	got := e.effectCounts()
+	got := e.appliedOnce()
 	if len(got) != 59 || got[poison.ID] != 0 || got[flaky.ID] != 1 {
 		t.Fatalf("effects: %d rows, poison %d, flaky %d", len(got), got[poison.ID], got[flaky.ID])
-	}
-	for id, n := range got {
-		if n != 1 {
-			t.Fatalf("%s applied %d times", id, n)
-		}
 	}
 	if r := e.inboxRow("inventory", flaky.ID); r.Status != txbox.StatusProcessed || r.RetryCount != 2 {
 		t.Fatalf("flaky row: %+v", r)
