@@ -16,6 +16,7 @@ import (
 	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/inbox"
+	"github.com/txbox/txbox/internal/promtest"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/store/postgres"
@@ -46,19 +47,7 @@ func TestConsumerMetricsAndLogs(t *testing.T) {
 	}
 	stop := testenv.Go(t, c.Run)
 	defer stop()
-	count := func(name string) float64 {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == name {
-				return mf.GetMetric()[0].GetCounter().GetValue()
-			}
-		}
-		t.Fatalf("no metric %s", name)
-		return 0
-	}
+	count := func(name string) float64 { return promtest.Value(t, reg, name) }
 	deadline := time.Now().Add(10 * time.Second)
 	for count("txbox_inbox_parked_total") < 1 || count("txbox_inbox_processed_total")+count("txbox_inbox_duplicates_total") < 2 {
 		if time.Now().After(deadline) {

@@ -15,6 +15,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
+	"github.com/txbox/txbox/internal/promtest"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
@@ -105,7 +106,7 @@ func testBrokerOutage(t *testing.T, claims relay.ClaimMode) {
 		err := r.Ready(context.Background())
 		return err != nil && strings.Contains(err.Error(), "broker: outage")
 	})
-	if up := gauge(t, reg, "txbox_relay_broker_up"); up != 0 {
+	if up := promtest.Value(t, reg, "txbox_relay_broker_up"); up != 0 {
 		t.Fatalf("txbox_relay_broker_up = %v during the outage", up)
 	}
 	start := c.calls.Load()
@@ -123,7 +124,7 @@ func testBrokerOutage(t *testing.T, claims relay.ClaimMode) {
 	if st := r.Stats(); st.Dead != 0 || st.Retried != 0 || st.Deferred == 0 {
 		t.Fatalf("dead %d, retried %d, deferred %d: want only deferrals", st.Dead, st.Retried, st.Deferred)
 	}
-	if d := gauge(t, reg, "txbox_relay_published_total", "outcome", "deferred"); d == 0 {
+	if d := promtest.Value(t, reg, "txbox_relay_published_total", "outcome", "deferred"); d == 0 {
 		t.Fatal("txbox_relay_published_total{outcome=deferred} stayed 0")
 	}
 	back := time.Now()
@@ -146,7 +147,7 @@ func testBrokerOutage(t *testing.T, claims relay.ClaimMode) {
 			t.Fatalf("%s delivered with retry_count %d", rec.EventID, rec.RetryCount)
 		}
 	}
-	if up := gauge(t, reg, "txbox_relay_broker_up"); up != 1 {
+	if up := promtest.Value(t, reg, "txbox_relay_broker_up"); up != 1 {
 		t.Fatalf("txbox_relay_broker_up = %v after the outage", up)
 	}
 	l := logs.String()
@@ -188,7 +189,7 @@ func testMissingDestination(t *testing.T, claims relay.ClaimMode) {
 		err := r.Ready(context.Background())
 		return err != nil && strings.Contains(err.Error(), `"outbox.Invoice.E"`)
 	})
-	if n := gauge(t, reg, "txbox_relay_destinations_down"); n != 1 {
+	if n := promtest.Value(t, reg, "txbox_relay_destinations_down"); n != 1 {
 		t.Fatalf("txbox_relay_destinations_down = %v, want 1", n)
 	}
 	end := time.Now().Add(time.Second)
