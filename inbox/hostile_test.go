@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"maps"
 	"strings"
 	"sync"
@@ -21,37 +19,7 @@ import (
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/store"
-	"github.com/txbox/txbox/store/storetest"
 )
-
-// harness is a store of one dialect for the inbox, on fresh tables.
-type harness interface {
-	storetest.Harness
-	SQLDB(t *testing.T, s store.Store) *sql.DB
-}
-
-func openInboxStore(t *testing.T, h harness) (store.Store, *sql.DB) {
-	t.Helper()
-	s := h.Open(t)
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return s, h.SQLDB(t, s)
-}
-
-// sqlInbox is s's inbox through db: handlers get a *sql.Tx, whatever the
-// store (the PostgreSQL one through pgx's stdlib driver).
-func sqlInbox(t *testing.T, s store.Store, db *sql.DB) store.InboxStore[*sql.Tx] {
-	t.Helper()
-	is, err := store.SQLInbox(db, s.(interface {
-		store.Store
-		store.InboxAdmin
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return is
-}
 
 // withDialect is an inbox store whose inbox SQL is d.
 type withDialect struct {
@@ -81,21 +49,6 @@ func (a *applied) get() map[string]int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return maps.Clone(a.n)
-}
-
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// counting counts deliveries, to tell a parked message from one that keeps
-// coming back.
-type counting struct {
-	broker.Subscriber
-	n atomic.Int64
-}
-
-func (c *counting) Receive(ctx context.Context, max int) ([]broker.Delivery, error) {
-	ds, err := c.Subscriber.Receive(ctx, max)
-	c.n.Add(int64(len(ds)))
-	return ds, err
 }
 
 // ceHeaders is the wire form of a good event, as mem's Publish makes it.
@@ -273,31 +226,6 @@ func runHostileMessages(t *testing.T, h harness) {
 			t.Errorf("%s: parked with %q, want the reason %q", p.msg.name, r.ErrorMessage, p.msg.reason)
 		}
 	}
-}
-
-// fake is a delivery with a broker message id of the test's choosing.
-type fake struct {
-	ev      txbox.Event
-	err     error
-	raw     broker.RawMessage
-	ackErr  error
-	acked   bool
-	nakedIn time.Duration
-	settled int
-}
-
-func (f *fake) Event() (txbox.Event, error) { return f.ev, f.err }
-func (f *fake) Raw() broker.RawMessage      { return f.raw }
-func (f *fake) Attempt() int                { return 1 }
-func (f *fake) Ack(context.Context) error {
-	f.settled++
-	f.acked = f.ackErr == nil
-	return f.ackErr
-}
-func (f *fake) Nak(_ context.Context, d time.Duration) error {
-	f.settled++
-	f.nakedIn = d
-	return nil
 }
 
 func TestUnusableBrokerIDParkedOncePostgres(t *testing.T) { unusableBrokerID(t, storeenv.Postgres{}) }

@@ -21,8 +21,6 @@ import (
 	"github.com/txbox/txbox/internal/scenario"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
-	"github.com/txbox/txbox/outbox"
-	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
@@ -42,11 +40,8 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	s := storeenv.OpenPostgres(t, postgres.Options{})
+	s := storeenv.MigratedPostgres(t, postgres.Options{})
 	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	e := &env{t: t, s: s, effects: storeenv.NewEffects(t, s, storeenv.Postgres{}.SQLDB(t, s)), url: testenv.URL(t, "TXBOX_TEST_NATS")}
 	e.prefix = "ib" + strings.ReplaceAll(txbox.NewID()[24:], "-", "")
 	e.stream = strings.ToUpper(e.prefix)
@@ -62,12 +57,7 @@ func (e *env) topic() broker.Topic { return broker.Topic(e.prefix + ".{aggregate
 
 func (e *env) write(evs ...txbox.Event) {
 	e.t.Helper()
-	err := pgx.BeginFunc(context.Background(), e.s.Pool(), func(tx pgx.Tx) error {
-		return pgxtx.Add(context.Background(), tx, outbox.NewWriter(e.s.Dialect()), evs...)
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	storeenv.Write(e.t, storeenv.Postgres{}, e.s, evs...)
 }
 
 // relay runs an in-process relay into the stream until the test ends.
@@ -136,6 +126,19 @@ func orderUpdated(agg string, v int64) txbox.Event {
 func (e *env) effectCounts() map[string]int {
 	e.t.Helper()
 	return e.effects.Counts(e.t)
+}
+
+// appliedOnce fails the test unless every effect was applied exactly once,
+// and returns the effects' counts.
+func (e *env) appliedOnce() map[string]int {
+	e.t.Helper()
+	got := e.effectCounts()
+	for id, n := range got {
+		if n != 1 {
+			e.t.Fatalf("%s applied %d times", id, n)
+		}
+	}
+	return got
 }
 
 // waitProgress waits until count reaches want, for as long as count keeps
@@ -369,11 +372,7 @@ func TestUndecodableMessageParkedNotLost(t *testing.T) {
 
 func TestTwoConsumerNamesEachApplyOnce(t *testing.T) {
 	e := newEnv(t)
-	var evs []txbox.Event
-	for i := range 200 {
-		evs = append(evs, txbox.MustEvent("Order", fmt.Sprintf("o-%d", i%10), "OrderCreated", nil))
-	}
-	e.write(evs...)
+	e.write(testenv.Backlog(200, 10, "OrderCreated")...)
 	e.relay()
 	counts := map[string]*atomic.Int32{"inventory": {}, "billing": {}}
 	for name, n := range counts {
@@ -385,14 +384,9 @@ func TestTwoConsumerNamesEachApplyOnce(t *testing.T) {
 	}
 	testenv.WaitFor(t, 20*time.Second, "both consumers done", func() bool { return counts["inventory"].Load() >= 200 && counts["billing"].Load() >= 200 })
 	time.Sleep(200 * time.Millisecond)
-	got := e.effectCounts()
+	got := e.appliedOnce()
 	if len(got) != 400 {
 		t.Fatalf("%d effects, want 200 per consumer", len(got))
-	}
-	for id, n := range got {
-		if n != 1 {
-			t.Fatalf("%s applied %d times", id, n)
-		}
 	}
 	ic, err := e.s.InboxCounts(context.Background())
 	if err != nil || ic["inventory"][txbox.StatusProcessed] != 200 || ic["billing"][txbox.StatusProcessed] != 200 {
@@ -463,11 +457,7 @@ func TestOrderedAppliesInVersionOrder(t *testing.T) {
 	if c.Stats().Gaps == 0 || c.Stats().Stale != 0 {
 		t.Fatalf("gaps %d stale %d", c.Stats().Gaps, c.Stats().Stale)
 	}
-	for id, n := range e.effectCounts() {
-		if n != 1 {
-			t.Fatalf("%s applied %d times", id, n)
-		}
-	}
+	e.appliedOnce()
 }
 
 // TxBatch: many deliveries in one transaction, each under a savepoint. A
@@ -475,10 +465,7 @@ func TestOrderedAppliesInVersionOrder(t *testing.T) {
 // that always fails is parked; the others commit once each.
 func TestSharedTransactionSavepoints(t *testing.T) {
 	e := newEnv(t)
-	var evs []txbox.Event
-	for i := range 60 {
-		evs = append(evs, txbox.MustEvent("Order", fmt.Sprintf("o-%d", i), "OrderCreated", nil))
-	}
+	evs := testenv.Backlog(60, 60, "OrderCreated")
 	flaky, poison := evs[10], evs[20]
 	e.write(evs...)
 	e.relay()
@@ -499,14 +486,9 @@ func TestSharedTransactionSavepoints(t *testing.T) {
 	testenv.WaitFor(t, 20*time.Second, "59 applied and one parked", func() bool {
 		return c.Stats().Processed == 59 && c.Stats().Parked == 1
 	})
-	got := e.effectCounts()
+	got := e.appliedOnce()
 	if len(got) != 59 || got[poison.ID] != 0 || got[flaky.ID] != 1 {
 		t.Fatalf("effects: %d rows, poison %d, flaky %d", len(got), got[poison.ID], got[flaky.ID])
-	}
-	for id, n := range got {
-		if n != 1 {
-			t.Fatalf("%s applied %d times", id, n)
-		}
 	}
 	if r := e.inboxRow("inventory", flaky.ID); r.Status != txbox.StatusProcessed || r.RetryCount != 2 {
 		t.Fatalf("flaky row: %+v", r)

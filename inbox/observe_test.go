@@ -16,6 +16,7 @@ import (
 	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/inbox"
+	"github.com/txbox/txbox/internal/promtest"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/store/postgres"
@@ -27,10 +28,7 @@ import (
 // event names the event.
 func TestConsumerMetricsAndLogs(t *testing.T) {
 	ctx := context.Background()
-	s := storeenv.OpenPostgres(t, postgres.Options{})
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := storeenv.MigratedPostgres(t, postgres.Options{})
 	b := membroker.New(membroker.Options{})
 	good, bad := txbox.MustEvent("Order", "o1", "Created", nil), txbox.MustEvent("Order", "o2", "Broken", nil)
 	_ = b.Publish(ctx, []broker.Message{{Event: good, Topic: "t"}, {Event: good, Topic: "t"}, {Event: bad, Topic: "t"}})
@@ -49,19 +47,7 @@ func TestConsumerMetricsAndLogs(t *testing.T) {
 	}
 	stop := testenv.Go(t, c.Run)
 	defer stop()
-	count := func(name string) float64 {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == name {
-				return mf.GetMetric()[0].GetCounter().GetValue()
-			}
-		}
-		t.Fatalf("no metric %s", name)
-		return 0
-	}
+	count := func(name string) float64 { return promtest.Value(t, reg, name) }
 	deadline := time.Now().Add(10 * time.Second)
 	for count("txbox_inbox_parked_total") < 1 || count("txbox_inbox_processed_total")+count("txbox_inbox_duplicates_total") < 2 {
 		if time.Now().After(deadline) {

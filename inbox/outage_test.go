@@ -24,6 +24,7 @@ import (
 	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/inbox"
+	"github.com/txbox/txbox/internal/promtest"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/store"
@@ -106,17 +107,7 @@ func (w *outageWorld) row(id string) store.InboxRow {
 // databaseUp reads txbox_inbox_database_up from the consumer's registry.
 func (w *outageWorld) databaseUp() float64 {
 	w.t.Helper()
-	mfs, err := w.reg.Gather()
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "txbox_inbox_database_up" {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	w.t.Fatal("txbox_inbox_database_up not registered")
-	return -1
+	return promtest.Value(w.t, w.reg, "txbox_inbox_database_up")
 }
 
 // logLines counts the log lines whose message is msg.
@@ -423,9 +414,7 @@ func TestConsumerDatabaseOutagePostgres(t *testing.T) {
 			_, _ = direct.Pool().Exec(context.Background(), `DROP TABLE IF EXISTS `+tb)
 		}
 	})
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	storeenv.Migrated(t, s)
 	db := stdlib.OpenDBFromPool(s.Pool())
 	t.Cleanup(func() { db.Close() })
 	// The effects table is reached directly too, so that it is dropped

@@ -17,6 +17,7 @@ import (
 	"github.com/txbox/txbox"
 	natsbroker "github.com/txbox/txbox/broker/nats"
 	"github.com/txbox/txbox/inbox"
+	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -112,18 +113,10 @@ func (e *env) assertExactlyOnce(want int) {
 	}
 }
 
-func backlog(n, aggs int) []txbox.Event {
-	evs := make([]txbox.Event, n)
-	for i := range evs {
-		evs[i] = txbox.MustEvent("Order", fmt.Sprintf("o-%d", i%aggs), "OrderCreated", map[string]int{"i": i})
-	}
-	return evs
-}
-
 func TestConsumerSIGKILLedDuring10kRun(t *testing.T) {
 	e := newEnv(t)
 	const n = 10000
-	evs := backlog(n, 200)
+	evs := testenv.Backlog(n, 200, "OrderCreated")
 	for i := 0; i < n; i += 2000 {
 		e.write(evs[i : i+2000]...)
 	}
@@ -161,7 +154,7 @@ func TestConsumerSIGKILLedDuring10kRun(t *testing.T) {
 func TestTwoProcessesShareOneDurableConsumer(t *testing.T) {
 	e := newEnv(t)
 	const n = 4000
-	evs := backlog(n, 100)
+	evs := testenv.Backlog(n, 100, "OrderCreated")
 	e.write(evs...)
 	e.relay()
 	e.startChild("inventory", "inventory")

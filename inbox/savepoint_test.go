@@ -44,11 +44,7 @@ type pipelineEnv struct {
 }
 
 func newPipelineEnv(t *testing.T) *pipelineEnv {
-	s := storeenv.OpenPostgres(t, postgres.Options{})
-	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := storeenv.MigratedPostgres(t, postgres.Options{})
 	e := &pipelineEnv{t: t, s: s, effects: storeenv.NewEffects(t, s, storeenv.Postgres{}.SQLDB(t, s)), stmt: map[string]func() (string, []any){}}
 	c, err := New(s, Config{Name: "pipe", Subscriber: membroker.New(membroker.Options{}).Subscribe("pipe"),
 		TxBatch: 100, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond,

@@ -190,12 +190,3 @@ func mixedBatch(t *testing.T, h harness, usePgx bool) {
 		})
 	}
 }
-
-// storeOrSQL is the store itself when it begins *sql.Tx inbox transactions
-// (MySQL, SQLite), else the store through database/sql (PostgreSQL).
-func storeOrSQL(t *testing.T, s store.Store, db *sql.DB) store.InboxStore[*sql.Tx] {
-	if is, ok := s.(store.InboxStore[*sql.Tx]); ok {
-		return is
-	}
-	return sqlInbox(t, s, db)
-}

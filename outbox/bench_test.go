@@ -76,11 +76,8 @@ func BenchmarkAddNoDB(b *testing.B) {
 // Commit latency dominates; for throughput under concurrency see
 // bench/write.go. Skips when PostgreSQL (TXBOX_TEST_POSTGRES) is missing.
 func BenchmarkPgxtxAdd(b *testing.B) {
-	s := storeenv.OpenPostgres(b, postgres.Options{Logger: slog.New(slog.DiscardHandler)})
+	s := storeenv.MigratedPostgres(b, postgres.Options{Logger: slog.New(slog.DiscardHandler)})
 	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
 	table := s.Tables().Qualified(s.Tables().Outbox)
 	run := func(b *testing.B, add func(tx pgx.Tx, o benchOrder) error) {
 		b.ReportAllocs()

@@ -11,39 +11,28 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/internal/testenv"
+	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/outbox"
 	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
 
+// openPG returns a migrated PostgreSQL store on fresh tables, with an
+// orders table (orders(s)) for the business writes beside the events.
 func openPG(t *testing.T) *postgres.Store {
 	t.Helper()
-	url := testenv.URL(t, "TXBOX_TEST_POSTGRES")
+	s := storeenv.MigratedPostgres(t, postgres.Options{})
 	ctx := context.Background()
-	sfx := txbox.NewID()[24:]
-	s, err := postgres.Open(ctx, url, postgres.Options{Tables: store.Tables{Outbox: "ob_" + sfx, Inbox: "ib_" + sfx}})
-	if err != nil {
+	if _, err := s.Pool().Exec(ctx, `CREATE TABLE `+orders(s)+` (id TEXT PRIMARY KEY, amount INT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Pool().Exec(ctx, `CREATE TABLE orders_`+sfx+` (id TEXT PRIMARY KEY, amount INT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, tbl := range []string{"ob_" + sfx, "ob_" + sfx + "_migrations", "orders_" + sfx} {
-			_, _ = s.Pool().Exec(context.Background(), "DROP TABLE IF EXISTS "+tbl)
-		}
-		s.Close()
-	})
+	t.Cleanup(func() { _, _ = s.Pool().Exec(context.Background(), "DROP TABLE IF EXISTS "+orders(s)) })
 	return s
 }
 
 func orders(s *postgres.Store) string {
-	return "orders_" + strings.TrimPrefix(s.Tables().Outbox, "ob_")
+	return "orders_" + s.Tables().Outbox
 }
 
 func pending(t *testing.T, s *postgres.Store) []store.Record {

@@ -213,12 +213,7 @@ func (w *watched) Abort() {
 // their ids.
 func writeLearn(t *testing.T, s *postgres.Store, log *commitLog, aggs []string, per int) int {
 	t.Helper()
-	var evs []txbox.Event
-	for i := range per {
-		for _, a := range aggs {
-			evs = append(evs, txbox.MustEvent("Order", a, "E", map[string]int{"i": i}))
-		}
-	}
+	evs := testenv.Interleaved("Order", per, aggs...)
 	write(t, s, evs...)
 	recs, err := s.List(context.Background(), store.Filter{Limit: len(evs) + 1})
 	if err != nil {

@@ -2,12 +2,10 @@ package relay_test
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/internal/testenv"
@@ -37,11 +35,7 @@ func TestMiscountingPublisherReleasesTheClaim(t *testing.T) {
 			b := membroker.New(membroker.Options{})
 			p := &lying{Publisher: b}
 			p.lies.Store(2)
-			var evs []txbox.Event
-			for i := range 6 {
-				evs = append(evs, txbox.MustEvent("Order", fmt.Sprintf("o-%d", i%3), "E", map[string]int{"i": i}))
-			}
-			write(t, s, evs...)
+			write(t, s, testenv.Backlog(6, 3, "E")...)
 			r, _, _ := run(t, relay.Config{Store: s, Publisher: p, Claims: relay.ClaimMode(claims), Lease: 30 * time.Second,
 				BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
 			testenv.WaitFor(t, 10*time.Second, "all six delivered", func() bool { return len(b.Messages()) >= 6 })

@@ -16,47 +16,11 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
+	"github.com/txbox/txbox/internal/promtest"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/telemetry/prom"
 )
-
-func gauge(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metric:
-		for _, m := range mf.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
-						found = true
-					}
-				}
-				if !found {
-					continue metric
-				}
-			}
-			switch {
-			case m.Gauge != nil:
-				return m.Gauge.GetValue()
-			case m.Counter != nil:
-				return m.Counter.GetValue()
-			case m.Histogram != nil:
-				return float64(m.Histogram.GetSampleCount())
-			}
-		}
-	}
-	t.Fatalf("metric %s%v not found", name, labels)
-	return 0
-}
 
 // TestMetricsAndProgress: a relay with a registry counts what it delivered,
 // samples the backlog down to 0, logs progress while it works with the
@@ -75,17 +39,17 @@ func TestMetricsAndProgress(t *testing.T) {
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Metrics: prom.NewRelayMetrics(reg), Logger: log, BatchSize: 50,
 		MetricsInterval: 20 * time.Millisecond, ProgressEvery: 50 * time.Millisecond})
 	testenv.WaitFor(t, 10*time.Second, "backlog 0 and all delivered", func() bool {
-		return gauge(t, reg, "txbox_relay_published_total", "outcome", "delivered") == 300 &&
-			gauge(t, reg, "txbox_outbox_backlog", "status", "pending") == 0 &&
-			gauge(t, reg, "txbox_outbox_oldest_pending_age_seconds") == 0
+		return promtest.Value(t, reg, "txbox_relay_published_total", "outcome", "delivered") == 300 &&
+			promtest.Value(t, reg, "txbox_outbox_backlog", "status", "pending") == 0 &&
+			promtest.Value(t, reg, "txbox_outbox_oldest_pending_age_seconds") == 0
 	})
-	if n := gauge(t, reg, "txbox_relay_commit_to_publish_seconds"); n != 300 {
+	if n := promtest.Value(t, reg, "txbox_relay_commit_to_publish_seconds"); n != 300 {
 		t.Fatalf("commit-to-publish observations %v, want 300", n)
 	}
-	if n := gauge(t, reg, "txbox_relay_claim_rows"); n < 6 {
+	if n := promtest.Value(t, reg, "txbox_relay_claim_rows"); n < 6 {
 		t.Fatalf("claims with rows %v, want >= 6 (300 rows, batch 50)", n)
 	}
-	if gauge(t, reg, "txbox_relay_broker_up") != 1 || gauge(t, reg, "txbox_relay_ready") != 1 {
+	if promtest.Value(t, reg, "txbox_relay_broker_up") != 1 || promtest.Value(t, reg, "txbox_relay_ready") != 1 {
 		t.Fatal("broker_up or ready not 1")
 	}
 	if err := r.Alive(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
+	"github.com/txbox/txbox/internal/promtest"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
@@ -37,12 +38,7 @@ func (c *counting) Publish(ctx context.Context, msgs []broker.Message) []error {
 // them in write order.
 func outageBacklog(t *testing.T, s *postgres.Store, typ string, n int, aggs ...string) []txbox.Event {
 	t.Helper()
-	var evs []txbox.Event
-	for i := range n {
-		for _, a := range aggs {
-			evs = append(evs, txbox.MustEvent(typ, a, "E", map[string]int{"i": i}))
-		}
-	}
+	evs := testenv.Interleaved(typ, n, aggs...)
 	write(t, s, evs...)
 	return evs
 }
@@ -72,27 +68,14 @@ func checkRows(t *testing.T, s store.Store, evs []txbox.Event, when string) {
 // follows write order within its aggregate, and every one was delivered.
 func checkFirstOrder(t *testing.T, got []broker.Message, evs []txbox.Event) {
 	t.Helper()
-	pos := map[string]int{}
-	for i, e := range evs {
-		pos[e.ID] = i
-	}
-	seen := map[string]bool{}
-	last := map[string]int{}
-	for _, m := range got {
-		p, ours := pos[m.Event.ID]
-		if !ours || seen[m.Event.ID] {
-			continue
-		}
-		seen[m.Event.ID] = true
-		if prev, ok := last[m.Event.AggregateID]; ok && p < prev {
-			t.Fatalf("aggregate %s: event #%d first delivered after #%d", m.Event.AggregateID, p, prev)
-		}
-		last[m.Event.AggregateID] = p
-	}
-	if len(seen) != len(evs) {
-		t.Fatalf("%d of %d events delivered", len(seen), len(evs))
+	if n, _ := testenv.FirstOrder(t, "delivered", evs, got, messageKey); n != len(evs) {
+		t.Fatalf("%d of %d events delivered", n, len(evs))
 	}
 }
+
+// messageKey is a message's event id and aggregate id, for
+// testenv.FirstOrder.
+func messageKey(m broker.Message) (string, string) { return m.Event.ID, m.Event.AggregateID }
 
 func countLines(logs string, msg string) int {
 	return strings.Count(logs, `"msg":"`+msg)
@@ -123,7 +106,7 @@ func testBrokerOutage(t *testing.T, claims relay.ClaimMode) {
 		err := r.Ready(context.Background())
 		return err != nil && strings.Contains(err.Error(), "broker: outage")
 	})
-	if up := gauge(t, reg, "txbox_relay_broker_up"); up != 0 {
+	if up := promtest.Value(t, reg, "txbox_relay_broker_up"); up != 0 {
 		t.Fatalf("txbox_relay_broker_up = %v during the outage", up)
 	}
 	start := c.calls.Load()
@@ -141,7 +124,7 @@ func testBrokerOutage(t *testing.T, claims relay.ClaimMode) {
 	if st := r.Stats(); st.Dead != 0 || st.Retried != 0 || st.Deferred == 0 {
 		t.Fatalf("dead %d, retried %d, deferred %d: want only deferrals", st.Dead, st.Retried, st.Deferred)
 	}
-	if d := gauge(t, reg, "txbox_relay_published_total", "outcome", "deferred"); d == 0 {
+	if d := promtest.Value(t, reg, "txbox_relay_published_total", "outcome", "deferred"); d == 0 {
 		t.Fatal("txbox_relay_published_total{outcome=deferred} stayed 0")
 	}
 	back := time.Now()
@@ -164,7 +147,7 @@ func testBrokerOutage(t *testing.T, claims relay.ClaimMode) {
 			t.Fatalf("%s delivered with retry_count %d", rec.EventID, rec.RetryCount)
 		}
 	}
-	if up := gauge(t, reg, "txbox_relay_broker_up"); up != 1 {
+	if up := promtest.Value(t, reg, "txbox_relay_broker_up"); up != 1 {
 		t.Fatalf("txbox_relay_broker_up = %v after the outage", up)
 	}
 	l := logs.String()
@@ -199,22 +182,14 @@ func testMissingDestination(t *testing.T, claims relay.ClaimMode) {
 	// Invoices and orders in one transaction, so the first claim holds
 	// both topics: with invoices alone nothing would tell a missing
 	// destination from a broker that is down.
-	var invoices, orders []txbox.Event
-	for i := range 3 {
-		for _, a := range []string{"i1", "i2"} {
-			invoices = append(invoices, txbox.MustEvent("Invoice", a, "E", map[string]int{"i": i}))
-		}
-		for _, a := range []string{"o1", "o2"} {
-			orders = append(orders, txbox.MustEvent("Order", a, "E", map[string]int{"i": i}))
-		}
-	}
+	invoices, orders := testenv.Interleaved("Invoice", 3, "i1", "i2"), testenv.Interleaved("Order", 3, "o1", "o2")
 	write(t, s, append(append([]txbox.Event{}, invoices...), orders...)...)
 	testenv.WaitFor(t, 5*time.Second, "orders delivered past the missing destination", func() bool { return len(b.Messages()) >= len(orders) })
 	testenv.WaitFor(t, 5*time.Second, "readiness to name the destination", func() bool {
 		err := r.Ready(context.Background())
 		return err != nil && strings.Contains(err.Error(), `"outbox.Invoice.E"`)
 	})
-	if n := gauge(t, reg, "txbox_relay_destinations_down"); n != 1 {
+	if n := promtest.Value(t, reg, "txbox_relay_destinations_down"); n != 1 {
 		t.Fatalf("txbox_relay_destinations_down = %v, want 1", n)
 	}
 	end := time.Now().Add(time.Second)

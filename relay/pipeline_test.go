@@ -59,11 +59,7 @@ func TestPipelinedRunsOneAggregate(t *testing.T) {
 	for _, pipelines := range []bool{true, false} {
 		t.Run(fmt.Sprint("pipelines=", pipelines), func(t *testing.T) {
 			s := openPG(t)
-			var evs []txbox.Event
-			for i := range 50 {
-				evs = append(evs, txbox.MustEvent("Order", "o-1", "E", map[string]int{"i": i}))
-			}
-			write(t, s, evs...)
+			write(t, s, testenv.Backlog(50, 1, "E")...)
 			b := membroker.New(membroker.Options{})
 			p := &calls{Publisher: b, pipelines: pipelines}
 			r, err := relay.New(relay.Config{Store: s, Publisher: p})
@@ -96,10 +92,7 @@ func TestPipelinedFailureInTheMiddle(t *testing.T) {
 		t.Run(fmt.Sprint("broker-stores-later=", storeAll), func(t *testing.T) {
 			ctx := context.Background()
 			s := openPG(t)
-			var evs []txbox.Event
-			for i := range 10 {
-				evs = append(evs, txbox.MustEvent("Order", "o-1", "E", map[string]int{"i": i}))
-			}
+			evs := testenv.Backlog(10, 1, "E")
 			write(t, s, evs...)
 			b := membroker.New(membroker.Options{})
 			var p broker.Publisher = &calls{Publisher: b, pipelines: true}
@@ -116,7 +109,7 @@ func TestPipelinedFailureInTheMiddle(t *testing.T) {
 			if n, err := r.RunOnce(ctx); n != 10 || err != nil {
 				t.Fatalf("RunOnce: %d, %v", n, err)
 			}
-			recs, err := s.List(ctx, store.Filter{AggregateID: "o-1", Limit: 100})
+			recs, err := s.List(ctx, store.Filter{AggregateID: "o-0", Limit: 100})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -140,10 +133,7 @@ func TestPipelinedFailureInTheMiddle(t *testing.T) {
 				t.FailNow()
 			}
 			run(t, cfg)
-			testenv.WaitFor(t, 15*time.Second, "all 10 SENT after the retry", func() bool {
-				st, _ := s.Stats(ctx)
-				return st.Counts[txbox.StatusSent] == 10
-			})
+			waitSent(t, s, 10, 15*time.Second, "all 10 SENT after the retry")
 			if !storeAll {
 				checkOrder(t, b.Messages(), 10)
 			}

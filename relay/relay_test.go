@@ -5,15 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/outbox"
@@ -23,127 +20,6 @@ import (
 	"github.com/txbox/txbox/store/postgres"
 )
 
-func openPG(t *testing.T) *postgres.Store {
-	t.Helper()
-	url := testenv.URL(t, "TXBOX_TEST_POSTGRES")
-	ctx := context.Background()
-	sfx := txbox.NewID()[24:]
-	tb := store.Tables{Outbox: "rl_" + sfx, Inbox: "rli_" + sfx}
-	s, err := postgres.Open(ctx, url, postgres.Options{Tables: tb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// Bounded: a claim's transaction a failed test left open must not
-		// hang the package on the drop.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		for _, tbl := range []string{tb.Outbox, tb.Outbox + "_migrations"} {
-			_, _ = s.Pool().Exec(ctx, "DROP TABLE IF EXISTS "+tbl)
-		}
-		s.Close()
-	})
-	return s
-}
-
-func write(t *testing.T, s *postgres.Store, evs ...txbox.Event) {
-	t.Helper()
-	ctx := context.Background()
-	tx, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pgxtx.Add(ctx, tx, outbox.NewWriter(s.Dialect()), evs...); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// faulty fails every publish of the aggregates in fail, and of the topics
-// in failTopic, with err (nil: an outage of the way out, as an adapter
-// reports it) and delegates the rest.
-type faulty struct {
-	broker.Publisher
-	mu        sync.Mutex
-	fail      map[string]bool
-	failTopic map[string]bool
-	err       error
-	delay     time.Duration
-	calls     atomic.Int64
-}
-
-func (f *faulty) Publish(ctx context.Context, msgs []broker.Message) []error {
-	f.calls.Add(1)
-	if f.delay > 0 {
-		select {
-		case <-time.After(f.delay):
-		case <-ctx.Done():
-		}
-	}
-	var pass []broker.Message
-	var idx []int
-	errs := make([]error, len(msgs))
-	f.mu.Lock()
-	for i, m := range msgs {
-		if f.fail[m.Event.AggregateID] || f.failTopic[m.Topic] {
-			errs[i] = f.err
-			if errs[i] == nil {
-				errs[i] = fmt.Errorf("%w: injected", txbox.ErrBrokerUnavailable)
-			}
-			continue
-		}
-		pass = append(pass, m)
-		idx = append(idx, i)
-	}
-	f.mu.Unlock()
-	for j, err := range f.Publisher.Publish(ctx, pass) {
-		errs[idx[j]] = err
-	}
-	return errs
-}
-
-func run(t *testing.T, cfg relay.Config) (*relay.Relay, context.CancelFunc, chan struct{}) {
-	t.Helper()
-	if cfg.PollInterval == 0 {
-		cfg.PollInterval = 10 * time.Millisecond
-	}
-	r, err := relay.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = r.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return r, cancel, done
-}
-
-// eachClaims runs fn once per claim mode on PostgreSQL: transaction-held
-// claims (auto, the default there) and leases written into the rows.
-func eachClaims(t *testing.T, fn func(t *testing.T, claims relay.ClaimMode)) {
-	for _, m := range []relay.ClaimMode{relay.ClaimAuto, relay.ClaimLease} {
-		t.Run(string(m), func(t *testing.T) { fn(t, m) })
-	}
-}
-
-// claimable claims, as another relay would, every row it could take now and
-// returns how many it got. A row still held, by a lease in the row or by the
-// lock of a claim's transaction left open, is not among them. The probe's
-// own lease keeps what it took: call it last, or on rows nobody else may get.
-func claimable(t *testing.T, s store.Store) int {
-	t.Helper()
-	recs, err := s.Claim(context.Background(), store.ClaimRequest{Lease: "probe-" + txbox.NewID(), Limit: 1000, LeaseFor: time.Minute})
-	if err != nil {
-		t.Fatalf("probe claim: %v", err)
-	}
-	return len(recs)
-}
-
 func TestDeliversEverythingInAggregateOrder(t *testing.T) {
 	eachClaims(t, testDeliversInAggregateOrder)
 }
@@ -151,10 +27,7 @@ func TestDeliversEverythingInAggregateOrder(t *testing.T) {
 func testDeliversInAggregateOrder(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
 	b := membroker.New(membroker.Options{})
-	var evs []txbox.Event
-	for i := range 600 {
-		evs = append(evs, txbox.MustEvent("Order", fmt.Sprintf("o-%d", i%7), "OrderUpdated", map[string]int{"i": i}))
-	}
+	evs := testenv.Backlog(600, 7, "OrderUpdated")
 	write(t, s, evs...)
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, BatchSize: 50, Claims: claims})
 	testenv.WaitFor(t, 20*time.Second, "600 published", func() bool { return len(b.Messages()) >= 600 })
@@ -173,10 +46,7 @@ func testDeliversInAggregateOrder(t *testing.T, claims relay.ClaimMode) {
 			t.Fatalf("topic %q source %q", m.Topic, m.Source)
 		}
 	}
-	testenv.WaitFor(t, 5*time.Second, "all SENT", func() bool {
-		st, _ := s.Stats(context.Background())
-		return st.Counts[txbox.StatusSent] == 600
-	})
+	waitSent(t, s, 600, 5*time.Second, "all SENT")
 	if got := r.Stats().Published; got != 600 {
 		t.Fatalf("published counter %d", got)
 	}
@@ -295,11 +165,7 @@ func testShutdownReleases(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
 	b := membroker.New(membroker.Options{})
 	f := &faulty{Publisher: b, delay: 300 * time.Millisecond}
-	var evs []txbox.Event
-	for i := range 40 {
-		evs = append(evs, txbox.MustEvent("Order", "hot", "E", map[string]int{"i": i}))
-	}
-	write(t, s, evs...)
+	write(t, s, testenv.Backlog(40, 1, "E")...)
 	_, cancel, done := run(t, relay.Config{Store: s, Publisher: f, BatchSize: 40, Claims: claims})
 	testenv.WaitFor(t, 5*time.Second, "publishing started", func() bool { return f.calls.Load() > 0 })
 	inFlight, _ := s.Stats(context.Background())
@@ -339,15 +205,11 @@ func testLeaseDeadlineReleases(t *testing.T, claims relay.ClaimMode) {
 	s := openPG(t)
 	b := membroker.New(membroker.Options{})
 	f := &faulty{Publisher: b, delay: 150 * time.Millisecond}
-	var evs []txbox.Event
 	// A round takes 150 ms; the publish timeout leaves a loaded machine
 	// ten times that, so no round fails and only the lease's end stops the
 	// lane: 60 rounds cannot fit in a 4 s lease.
 	const deep = 60
-	for i := range deep {
-		evs = append(evs, txbox.MustEvent("Order", "hot", "E", map[string]int{"i": i}))
-	}
-	write(t, s, evs...)
+	write(t, s, testenv.Backlog(deep, 1, "E")...)
 	r, err := relay.New(relay.Config{Store: s, Publisher: f, BatchSize: deep, Lease: 4 * time.Second, PublishTimeout: 1500 * time.Millisecond, Claims: claims})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
-	"github.com/txbox/txbox/store"
 )
 
 // A backlog crowded onto few aggregates drains without waiting for a poll:
@@ -24,30 +23,14 @@ import (
 // worker's empty claim slept the whole poll interval and this timed out.
 func TestSkewedBacklogDrainsWithoutPolling(t *testing.T) {
 	const total = 600
-	for _, c := range []struct {
-		name, claims string
-		h            txHarness
-		open         func(t *testing.T) store.Store
-	}{
-		{"postgres-tx", "auto", storeenv.Postgres{}, func(t *testing.T) store.Store { return storeenv.Postgres{}.Open(t) }},
-		{"postgres-lease", "lease", storeenv.Postgres{}, func(t *testing.T) store.Store { return storeenv.Postgres{}.Open(t) }},
-		{"mariadb", "auto", storeenv.MySQL{}, func(t *testing.T) store.Store { return storeenv.MySQL{}.Open(t) }},
-		{"sqlite", "auto", storeenv.SQLite{}, func(t *testing.T) store.Store { return storeenv.SQLite{}.Open(t) }},
-	} {
+	for _, c := range backends() {
 		for _, aggs := range []int{1, 10} {
 			t.Run(fmt.Sprintf("%s/%d-aggregates", c.name, aggs), func(t *testing.T) {
 				ctx := context.Background()
 				s := c.open(t)
-				if err := s.Migrate(ctx); err != nil {
-					t.Fatal(err)
-				}
-				var evs []txbox.Event
-				for i := range total {
-					evs = append(evs, txbox.MustEvent("Order", fmt.Sprintf("o-%d", i%aggs), "E", map[string]int{"i": i}))
-				}
-				writeStore(t, c.h, s, evs...)
+				storeenv.Write(t, c.h, s, testenv.Backlog(total, aggs, "E")...)
 				b := membroker.New(membroker.Options{})
-				r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Claims: relay.ClaimMode(c.claims),
+				r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Claims: c.claims,
 					PollInterval: time.Hour, Lease: time.Hour})
 				testenv.WaitFor(t, 30*time.Second, "the backlog delivered, marked, and the relay idle", func() bool {
 					st, _ := s.Stats(ctx)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/internal/storeenv"
@@ -22,11 +21,7 @@ import (
 func TestTwoRelaysSplitAggregates(t *testing.T) {
 	for _, noSplit := range []bool{false, true} {
 		t.Run(fmt.Sprintf("NoSplit=%v", noSplit), func(t *testing.T) {
-			ctx := context.Background()
-			a := storeenv.OpenPostgres(t, postgres.Options{NoSplit: noSplit})
-			if err := a.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
+			a := storeenv.MigratedPostgres(t, postgres.Options{NoSplit: noSplit})
 			b, err := postgres.New(a.Pool(), postgres.Options{Tables: a.Tables(), NoSplit: noSplit})
 			if err != nil {
 				t.Fatal(err)
@@ -46,15 +41,8 @@ func TestTwoRelaysSplitAggregates(t *testing.T) {
 				return ra.Stats().IdleWaits > 0 && rb.Stats().IdleWaits > 0
 			})
 			const aggs, per = 40, 30
-			var evs []txbox.Event
-			for i := range aggs * per {
-				evs = append(evs, txbox.MustEvent("Order", fmt.Sprintf("o-%d", i%aggs), "E", map[string]int{"i": i}))
-			}
-			writeStore(t, storeenv.Postgres{}, a, evs...)
-			testenv.WaitFor(t, 30*time.Second, "the backlog delivered", func() bool {
-				st, _ := a.Stats(ctx)
-				return st.Counts[txbox.StatusSent] == aggs*per
-			})
+			storeenv.Write(t, storeenv.Postgres{}, a, testenv.Backlog(aggs*per, aggs, "E")...)
+			waitSent(t, a, aggs*per, 30*time.Second, "the backlog delivered")
 			byA, byB := map[string]bool{}, map[string]bool{}
 			for _, m := range ba.Messages() {
 				byA[m.Event.AggregateID] = true

@@ -18,8 +18,6 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/storeenv"
-	"github.com/txbox/txbox/outbox"
-	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/mysql"
 	"github.com/txbox/txbox/store/postgres"
@@ -42,12 +40,8 @@ func TestWrappersKeepOptionalInterfaces(t *testing.T) {
 			t.Fatalf("%s not found in the sources (found %v)", want, slices.Sorted(maps.Keys(ifaces)))
 		}
 	}
-	ctx := context.Background()
 	t.Run("postgres", func(t *testing.T) {
-		s := storeenv.OpenPostgres(t, postgres.Options{})
-		if err := s.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
+		s := storeenv.MigratedPostgres(t, postgres.Options{})
 		// The store the relay ships with has them all: this test is about
 		// them.
 		for _, name := range []string{"store.TxClaimer", "store.ChainClaimer", "store.Splitter", "store.BacklogSampler", "store.Counter", "store.InboxAdmin"} {
@@ -55,27 +49,17 @@ func TestWrappersKeepOptionalInterfaces(t *testing.T) {
 				t.Fatalf("the PostgreSQL store has no %s", name)
 			}
 		}
-		w := outbox.NewWriter(s.Dialect())
 		for i := range 8 {
-			ev := txbox.MustEvent("Order", "o"+string(rune('a'+i)), "Created", map[string]any{"i": i})
-			if err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error { return pgxtx.Add(ctx, tx, w, ev) }); err != nil {
-				t.Fatal(err)
-			}
+			storeenv.Write(t, storeenv.Postgres{}, s, txbox.MustEvent("Order", "o"+string(rune('a'+i)), "Created", map[string]any{"i": i}))
 		}
 		checkStore[pgx.Tx](t, ifaces, s)
 	})
 	t.Run("mysql", func(t *testing.T) {
-		s := storeenv.OpenMySQL(t, mysql.Options{})
-		if err := s.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
+		s := storeenv.Migrated(t, storeenv.OpenMySQL(t, mysql.Options{}))
 		checkStore[*sql.Tx](t, ifaces, s)
 	})
 	t.Run("sqlite", func(t *testing.T) {
-		s := storeenv.OpenSQLite(t, sqlite.Options{})
-		if err := s.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
+		s := storeenv.Migrated(t, storeenv.OpenSQLite(t, sqlite.Options{}))
 		checkStore[*sql.Tx](t, ifaces, s)
 	})
 }
@@ -101,31 +85,15 @@ func checkStore[T any](t *testing.T, ifaces map[string][]string, s store.Store) 
 		if got, want := signature(ws, storeInterfaces), signature(s, storeInterfaces); got != want {
 			t.Errorf("%s: %T has %s, the store %s", wr.name, ws, got, want)
 		}
-		if txc, ok := s.(store.TxClaimer); ok {
-			inner, err := txc.ClaimTx(ctx, 1)
-			if err != nil || len(inner.Records()) != 1 {
-				t.Fatalf("claim: %v", err)
-			}
-			outer, err := ws.(store.TxClaimer).ClaimTx(ctx, 1)
-			if err != nil || len(outer.Records()) != 1 {
-				t.Fatalf("%s: claim: %v", wr.name, err)
-			}
-			compare(t, ifaces, wr.name+" ClaimTx", inner, outer)
-			inner.Abort()
-			outer.Abort()
+		if _, ok := s.(store.TxClaimer); ok {
+			compareClaims(t, ifaces, wr.name, "ClaimTx", s, ws, func(s store.Store) (store.Claim, error) {
+				return s.(store.TxClaimer).ClaimTx(ctx, 1)
+			})
 		}
-		if cc, ok := s.(store.ChainClaimer); ok {
-			inner, err := cc.ClaimTxChained(ctx, 1)
-			if err != nil || len(inner.Records()) != 1 {
-				t.Fatalf("chained claim: %v", err)
-			}
-			outer, err := ws.(store.ChainClaimer).ClaimTxChained(ctx, 1)
-			if err != nil || len(outer.Records()) != 1 {
-				t.Fatalf("%s: chained claim: %v", wr.name, err)
-			}
-			compare(t, ifaces, wr.name+" ClaimTxChained", inner, outer)
-			inner.Abort()
-			outer.Abort()
+		if _, ok := s.(store.ChainClaimer); ok {
+			compareClaims(t, ifaces, wr.name, "ClaimTxChained", s, ws, func(s store.Store) (store.Claim, error) {
+				return s.(store.ChainClaimer).ClaimTxChained(ctx, 1)
+			})
 		}
 	}
 	st := s.(store.InboxStore[T])
@@ -134,6 +102,24 @@ func checkStore[T any](t *testing.T, ifaces map[string][]string, s store.Store) 
 	if got, want := signature(wd, dialectInterfaces), signature(d, dialectInterfaces); got != want {
 		t.Errorf("NoInbox: the inbox dialect %T has %s, the store's %s", wd, got, want)
 	}
+}
+
+// compareClaims claims one row through s and through its wrapper ws (named
+// wrapper) with claim (the claim method named method), compares the two
+// claims' interfaces, and aborts both.
+func compareClaims(t *testing.T, ifaces map[string][]string, wrapper, method string, s, ws store.Store, claim func(store.Store) (store.Claim, error)) {
+	t.Helper()
+	inner, err := claim(s)
+	if err != nil || len(inner.Records()) != 1 {
+		t.Fatalf("%s: %v", method, err)
+	}
+	outer, err := claim(ws)
+	if err != nil || len(outer.Records()) != 1 {
+		t.Fatalf("%s: %s: %v", wrapper, method, err)
+	}
+	compare(t, ifaces, wrapper+" "+method, inner, outer)
+	inner.Abort()
+	outer.Abort()
 }
 
 // compare fails the test for every declared interface that one of inner

@@ -54,11 +54,8 @@ type hostileRow struct {
 const everyDB = "*"
 
 func hostileRows(t *testing.T, st scenario.Store) {
-	s := st.Open(t)
+	s := storeenv.Migrated(t, st.Open(t))
 	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	d := brokerenv.NATS{}.Setup(t)
 	db := st.SQLDB(t, s)
 	dialect := s.Dialect().Name()

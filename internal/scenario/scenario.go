@@ -108,10 +108,7 @@ func Run(t *testing.T, st Store, br Broker) {
 
 func migrated(t *testing.T, st Store) store.Store {
 	t.Helper()
-	s := st.Open(t)
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
+	s := storeenv.Migrated(t, st.Open(t))
 	if isCDC(st) {
 		migrateCDC(t, s)
 	}
@@ -211,28 +208,7 @@ func waitStored(t *testing.T, d *Destination, want []txbox.Event, timeout time.D
 // write order, and returns the number of extra copies.
 func checkOrder(t *testing.T, what string, seen []Seen, written []txbox.Event) int {
 	t.Helper()
-	pos := map[string]int{}
-	for i, e := range written {
-		pos[e.ID] = i
-	}
-	first := map[string]bool{}
-	last := map[string]int{}
-	extra := 0
-	for _, s := range seen {
-		p, ok := pos[s.EventID]
-		if !ok {
-			continue
-		}
-		if first[s.EventID] {
-			extra++
-			continue
-		}
-		first[s.EventID] = true
-		if prev, ok := last[s.AggregateID]; ok && p < prev {
-			t.Fatalf("%s: ORDER VIOLATION in aggregate %s: event #%d arrived after #%d", what, s.AggregateID, p, prev)
-		}
-		last[s.AggregateID] = p
-	}
+	_, extra := testenv.FirstOrder(t, what, written, seen, func(s Seen) (string, string) { return s.EventID, s.AggregateID })
 	return extra
 }
 
