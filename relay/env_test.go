@@ -152,7 +152,7 @@ func (b backend) open(t *testing.T) store.Store {
 // exec runs one statement on s in a transaction of b's and commits it.
 func (b backend) exec(t *testing.T, s store.Store, stmt string) {
 	t.Helper()
-	storeenv.InTx(t, b.h, s, func(tx store.Tx) error {
+	storetest.InTx(t, b.h, s, func(tx store.Tx) error {
 		_, err := tx.Exec(context.Background(), stmt)
 		return err
 	})
