@@ -62,7 +62,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -97,19 +96,6 @@ type clientConfig struct {
 	name           string
 	connectTimeout time.Duration
 	edit           func(*redis.Options) // the caller's ClientOptions
-	log            *slog.Logger         // gets go-redis's log
-}
-
-// dial is the start of Open and OpenSubscriber: it sets the options'
-// defaults, then routes go-redis's log to the options' logger and connects
-// as they say (config reads them once the defaults are set).
-func dial(ctx context.Context, withDefaults func() error, config func() clientConfig) (*redis.Client, error) {
-	if err := withDefaults(); err != nil {
-		return nil, err
-	}
-	c := config()
-	routeLibraryLogs(c.log)
-	return connect(ctx, c)
 }
 
 // connect makes the client and checks the server within ctx.

@@ -73,9 +73,11 @@ var _ broker.Publisher = (*Publisher)(nil)
 // reported with txbox.ErrBrokerUnavailable, a bad URL or refused
 // credentials with a *txbox.ConfigError.
 func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
-	rdb, err := dial(ctx, opts.withDefaults, func() clientConfig {
-		return clientConfig{url: url, name: opts.Name, connectTimeout: opts.ConnectTimeout, edit: opts.ClientOptions, log: opts.Logger}
-	})
+	if err := opts.withDefaults(); err != nil {
+		return nil, err
+	}
+	routeLibraryLogs(opts.Logger)
+	rdb, err := connect(ctx, clientConfig{url: url, name: opts.Name, connectTimeout: opts.ConnectTimeout, edit: opts.ClientOptions})
 	if err != nil {
 		return nil, err
 	}

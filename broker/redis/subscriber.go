@@ -89,9 +89,11 @@ var _ broker.Subscriber = (*Subscriber)(nil)
 // (and the stream, if missing) unless it exists. A key that is not a
 // stream is a *txbox.ConfigError; other errors are as for Open.
 func OpenSubscriber(ctx context.Context, url string, opts SubscriberOptions) (*Subscriber, error) {
-	rdb, err := dial(ctx, opts.withDefaults, func() clientConfig {
-		return clientConfig{url: url, name: opts.Name, connectTimeout: opts.ConnectTimeout, edit: opts.ClientOptions, log: opts.Logger}
-	})
+	if err := opts.withDefaults(); err != nil {
+		return nil, err
+	}
+	routeLibraryLogs(opts.Logger)
+	rdb, err := connect(ctx, clientConfig{url: url, name: opts.Name, connectTimeout: opts.ConnectTimeout, edit: opts.ClientOptions})
 	if err != nil {
 		return nil, err
 	}
