@@ -132,25 +132,19 @@ func newInbox(g *globals) *cobra.Command {
 }
 
 type inboxRowJSON struct {
-	EventID     string            `json:"event_id"`
-	Consumer    string            `json:"consumer_name"`
-	EventType   string            `json:"event_type"`
-	Status      string            `json:"status"`
-	RetryCount  int               `json:"retry_count"`
-	ReceivedAt  time.Time         `json:"received_at"`
-	ProcessedAt *time.Time        `json:"processed_at,omitempty"`
-	Error       string            `json:"error_message,omitempty"`
-	Aggregate   string            `json:"aggregate,omitempty"`
-	Version     int64             `json:"aggregate_version,omitempty"`
-	Headers     map[string]string `json:"headers,omitempty"`
-	Payload     json.RawMessage   `json:"payload,omitempty"`
+	EventID  string `json:"event_id"`
+	Consumer string `json:"consumer_name"`
+	adminview.InboxState
+	Aggregate string            `json:"aggregate,omitempty"`
+	Version   int64             `json:"aggregate_version,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	Payload   json.RawMessage   `json:"payload,omitempty"`
 }
 
 func inboxJSON(rows []store.InboxRow) []inboxRowJSON {
 	out := make([]inboxRowJSON, len(rows))
 	for i, r := range rows {
-		out[i] = inboxRowJSON{EventID: r.EventID, Consumer: r.ConsumerName, EventType: r.EventType, Status: string(r.Status),
-			RetryCount: r.RetryCount, ReceivedAt: r.ReceivedAt, ProcessedAt: r.ProcessedAt, Error: r.ErrorMessage,
+		out[i] = inboxRowJSON{EventID: r.EventID, Consumer: r.ConsumerName, InboxState: adminview.InboxStateOf(r),
 			Version: r.Event.AggregateVersion, Headers: r.Event.Headers, Payload: adminview.RawJSON(r.Event.Payload)}
 		if r.Event.AggregateType != "" {
 			out[i].Aggregate = r.Event.AggregateType + "/" + r.Event.AggregateID
