@@ -1,9 +1,11 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 
 	"github.com/txbox/txbox"
 )
@@ -56,24 +58,24 @@ func (c *Console) apiOverview(w http.ResponseWriter, r *http.Request) {
 	c.answer(w, r, v, err)
 }
 
-func (c *Console) apiDead(w http.ResponseWriter, r *http.Request) {
-	q, err := c.parseDead(r.URL.Query())
+// answerQuery answers a request on the query parse reads with what do
+// returns for it.
+func answerQuery[Q, V any](c *Console, w http.ResponseWriter, r *http.Request, parse func(url.Values) (Q, error), do func(context.Context, Q) (V, error)) {
+	q, err := parse(r.URL.Query())
 	if err != nil {
 		c.answer(w, r, nil, err)
 		return
 	}
-	v, err := c.deadPage(r.Context(), q)
+	v, err := do(r.Context(), q)
 	c.answer(w, r, v, err)
 }
 
+func (c *Console) apiDead(w http.ResponseWriter, r *http.Request) {
+	answerQuery(c, w, r, c.parseDead, c.deadPage)
+}
+
 func (c *Console) apiDeadCount(w http.ResponseWriter, r *http.Request) {
-	q, err := c.parseDead(r.URL.Query())
-	if err != nil {
-		c.answer(w, r, nil, err)
-		return
-	}
-	v, err := c.deadCount(r.Context(), q)
-	c.answer(w, r, v, err)
+	answerQuery(c, w, r, c.parseDead, c.deadCount)
 }
 
 func (c *Console) apiDeadEvent(w http.ResponseWriter, r *http.Request) {
@@ -83,24 +85,14 @@ func (c *Console) apiDeadEvent(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) apiDeadAction(a action) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		q, err := c.parseDead(r.URL.Query())
-		if err != nil {
-			c.answer(w, r, nil, err)
-			return
-		}
-		v, err := c.deadAction(r.Context(), a, q, clientAddr(r))
-		c.answer(w, r, v, err)
+		answerQuery(c, w, r, c.parseDead, func(ctx context.Context, q deadQuery) (actionView, error) {
+			return c.deadAction(ctx, a, q, clientAddr(r))
+		})
 	}
 }
 
 func (c *Console) apiInbox(w http.ResponseWriter, r *http.Request) {
-	q, err := c.parseInbox(r.URL.Query())
-	if err != nil {
-		c.answer(w, r, nil, err)
-		return
-	}
-	v, err := c.inboxPage(r.Context(), q)
-	c.answer(w, r, v, err)
+	answerQuery(c, w, r, c.parseInbox, c.inboxPage)
 }
 
 func (c *Console) apiInboxEvent(w http.ResponseWriter, r *http.Request) {
@@ -109,13 +101,9 @@ func (c *Console) apiInboxEvent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) apiInboxReplay(w http.ResponseWriter, r *http.Request) {
-	q, err := c.parseInbox(r.URL.Query())
-	if err != nil {
-		c.answer(w, r, nil, err)
-		return
-	}
-	v, err := c.inboxReplay(r.Context(), q, clientAddr(r))
-	c.answer(w, r, v, err)
+	answerQuery(c, w, r, c.parseInbox, func(ctx context.Context, q inboxQuery) (actionView, error) {
+		return c.inboxReplay(ctx, q, clientAddr(r))
+	})
 }
 
 func (c *Console) apiFind(w http.ResponseWriter, r *http.Request) {

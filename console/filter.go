@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/adminview"
 	"github.com/txbox/txbox/store"
 )
 
@@ -49,13 +50,7 @@ func (c *Console) parseDead(v url.Values) (deadQuery, error) {
 	f.AggregateID = v.Get("aggregate_id")
 	f.EventType = v.Get("event_type")
 	f.ErrorContains = v.Get("error")
-	if f.Since, err = parseWhen(v.Get("since"), "since"); err != nil {
-		return q, err
-	}
-	if f.Until, err = parseWhen(v.Get("until"), "until"); err != nil {
-		return q, err
-	}
-	if f.Limit, err = parseLimit(v.Get("limit"), c.o.PageSize); err != nil {
+	if f.Since, f.Until, f.Limit, err = c.parseWindow(v); err != nil {
 		return q, err
 	}
 	if f.BeforeID, err = parseID(v.Get("before"), "before"); err != nil {
@@ -113,18 +108,26 @@ func (q deadQuery) values() url.Values {
 	return v
 }
 
+// parseWindow reads the parameters both listings take: since, until and
+// limit (the page size when absent).
+func (c *Console) parseWindow(v url.Values) (since, until time.Time, limit int, err error) {
+	if since, err = parseWhen(v.Get("since"), "since"); err != nil {
+		return
+	}
+	if until, err = parseWhen(v.Get("until"), "until"); err != nil {
+		return
+	}
+	limit, err = parseLimit(v.Get("limit"), c.o.PageSize)
+	return
+}
+
 // parseWhen reads RFC 3339 or a duration ago ("2h"), as the CLI does.
 func parseWhen(s, param string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
+	t, ok := adminview.ParseWhen(s)
+	if !ok {
+		return t, &badRequest{param, fmt.Sprintf("%q is neither RFC 3339 nor a duration like 2h", s)}
 	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-		return time.Now().Add(-d), nil
-	}
-	return time.Time{}, &badRequest{param, fmt.Sprintf("%q is neither RFC 3339 nor a duration like 2h", s)}
+	return t, nil
 }
 
 func parseLimit(s string, def int) (int, error) {
@@ -177,13 +180,7 @@ func (c *Console) parseInbox(v url.Values) (inboxQuery, error) {
 			return q, &badRequest{"status", fmt.Sprintf("%q: want DEAD, RETRY, REPLAY, PROCESSING, PROCESSED or SKIPPED", st)}
 		}
 	}
-	if f.Since, err = parseWhen(v.Get("since"), "since"); err != nil {
-		return q, err
-	}
-	if f.Until, err = parseWhen(v.Get("until"), "until"); err != nil {
-		return q, err
-	}
-	if f.Limit, err = parseLimit(v.Get("limit"), c.o.PageSize); err != nil {
+	if f.Since, f.Until, f.Limit, err = c.parseWindow(v); err != nil {
 		return q, err
 	}
 	q.All = v.Get("all") == "1"

@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/console"
 	"github.com/txbox/txbox/internal/storeenv"
+	"github.com/txbox/txbox/internal/testenv"
 )
 
 const token = "0123456789abcdef-console"
@@ -148,26 +148,9 @@ func TestErrorsRedactedLikeTheCLI(t *testing.T) {
 }
 
 // logTo returns a logger writing text lines to a buffer.
-func logTo() (*slog.Logger, *syncBuffer) {
-	b := &syncBuffer{}
+func logTo() (*slog.Logger, *testenv.SyncBuffer) {
+	b := &testenv.SyncBuffer{}
 	return slog.New(slog.NewTextHandler(b, nil)), b
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 var purgeForm = regexp.MustCompile(`<form method="post" action="[^"]*/dead/purge"`)

@@ -8,20 +8,16 @@ import (
 	"time"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/adminview"
 	"github.com/txbox/txbox/store"
 )
 
 // Parked inbox events.
 
 type inboxView struct {
-	EventID          string            `json:"event_id"`
-	Consumer         string            `json:"consumer"`
-	EventType        string            `json:"event_type"`
-	Status           string            `json:"status"`
-	RetryCount       int               `json:"retry_count"`
-	ReceivedAt       time.Time         `json:"received_at"`
-	ProcessedAt      *time.Time        `json:"processed_at,omitempty"`
-	Error            string            `json:"error_message,omitempty"`
+	EventID  string `json:"event_id"`
+	Consumer string `json:"consumer"`
+	adminview.InboxState
 	AggregateType    string            `json:"aggregate_type,omitempty"`
 	AggregateID      string            `json:"aggregate_id,omitempty"`
 	AggregateVersion int64             `json:"aggregate_version,omitempty"`
@@ -31,9 +27,9 @@ type inboxView struct {
 }
 
 func inboxRowView(r store.InboxRow, full bool) inboxView {
-	v := inboxView{EventID: r.EventID, Consumer: r.ConsumerName, EventType: r.EventType, Status: string(r.Status),
-		RetryCount: r.RetryCount, ReceivedAt: r.ReceivedAt, ProcessedAt: r.ProcessedAt, Error: redact(r.ErrorMessage),
+	v := inboxView{EventID: r.EventID, Consumer: r.ConsumerName, InboxState: adminview.InboxStateOf(r),
 		AggregateType: r.Event.AggregateType, AggregateID: r.Event.AggregateID, AggregateVersion: r.Event.AggregateVersion}
+	v.Error = redact(v.Error)
 	if !r.Event.OccurredAt.IsZero() {
 		t := r.Event.OccurredAt
 		v.OccurredAt = &t

@@ -7,20 +7,17 @@ import (
 	"time"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/adminview"
 	"github.com/txbox/txbox/store"
 )
 
 // The overview: counts, relays seen, consumers.
 
 type overviewView struct {
-	Counts           map[string]int64 `json:"counts"`
-	Backlog          int64            `json:"backlog"`
-	Dead             int64            `json:"dead"`
-	OldestPendingAt  *time.Time       `json:"oldest_pending_at"`
-	OldestPendingAge float64          `json:"oldest_pending_age_seconds"`
-	Relays           []relaySeen      `json:"relays"`
-	Consumers        []consumerView   `json:"inbox_consumers"`
-	Samples          []sample         `json:"samples"`
+	adminview.Outbox
+	Relays    []relaySeen    `json:"relays"`
+	Consumers []consumerView `json:"inbox_consumers"`
+	Samples   []sample       `json:"samples"`
 }
 
 type relaySeen struct {
@@ -36,18 +33,12 @@ type consumerView struct {
 	Parked   int64            `json:"parked"`
 }
 
-var statusOrder = []txbox.Status{txbox.StatusPending, txbox.StatusProcessing, txbox.StatusRetry, txbox.StatusSent, txbox.StatusDead}
-
 func (c *Console) overview(ctx context.Context) (overviewView, error) {
 	st, err := c.freshSample(ctx)
 	if err != nil {
 		return overviewView{}, err
 	}
-	v := overviewView{Counts: map[string]int64{}, Dead: st.Dead, OldestPendingAt: st.OldestPending, OldestPendingAge: st.OldestAge.Seconds()}
-	for _, k := range statusOrder {
-		v.Counts[string(k)] = st.Counts[k]
-	}
-	v.Backlog = st.Counts[txbox.StatusPending] + st.Counts[txbox.StatusRetry] + st.Counts[txbox.StatusProcessing]
+	v := overviewView{Outbox: adminview.OutboxOf(st)}
 	if v.Relays, err = c.relays(ctx); err != nil {
 		return v, err
 	}

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"fmt"
 	"html/template"
@@ -123,6 +124,20 @@ func (c *Console) pageError(w http.ResponseWriter, r *http.Request, err error) {
 	c.fail(w, r, statusOf(err), redact(err.Error()))
 }
 
+// loadPage reads a listing page's query with parse and its view with load;
+// on an error it has shown the error page, and ok is false.
+func loadPage[Q, V any](c *Console, w http.ResponseWriter, r *http.Request, parse func(url.Values) (Q, error), load func(context.Context, Q) (V, error)) (q Q, v V, ok bool) {
+	q, err := parse(r.URL.Query())
+	if err == nil {
+		v, err = load(r.Context(), q)
+	}
+	if err != nil {
+		c.pageError(w, r, err)
+		return q, v, false
+	}
+	return q, v, true
+}
+
 func (c *Console) pageOverview(w http.ResponseWriter, r *http.Request) {
 	v, err := c.overview(r.Context())
 	if err != nil {
@@ -139,14 +154,8 @@ type deadPageData struct {
 }
 
 func (c *Console) pageDead(w http.ResponseWriter, r *http.Request) {
-	q, err := c.parseDead(r.URL.Query())
-	if err != nil {
-		c.pageError(w, r, err)
-		return
-	}
-	v, err := c.deadPage(r.Context(), q)
-	if err != nil {
-		c.pageError(w, r, err)
+	q, v, ok := loadPage(c, w, r, c.parseDead, c.deadPage)
+	if !ok {
 		return
 	}
 	vals := q.values()
@@ -230,14 +239,8 @@ type inboxPageData struct {
 }
 
 func (c *Console) pageInbox(w http.ResponseWriter, r *http.Request) {
-	q, err := c.parseInbox(r.URL.Query())
-	if err != nil {
-		c.pageError(w, r, err)
-		return
-	}
-	v, err := c.inboxPage(r.Context(), q)
-	if err != nil {
-		c.pageError(w, r, err)
+	q, v, ok := loadPage(c, w, r, c.parseInbox, c.inboxPage)
+	if !ok {
 		return
 	}
 	c.render(w, r, http.StatusOK, "inbox", "Inbox", inboxPageData{Q: url.Values{"consumer": {q.Filter.Consumer}}, Page: v})

@@ -69,16 +69,3 @@ func prettyJSON(b []byte) string {
 	}
 	return string(b)
 }
-
-// rawJSON keeps valid JSON as it is and quotes anything else, so a garbage
-// payload is still shown rather than breaking the API's answer.
-func rawJSON(b []byte) json.RawMessage {
-	if len(b) == 0 {
-		return nil
-	}
-	if json.Valid(b) {
-		return b
-	}
-	q, _ := json.Marshal(string(b))
-	return q
-}

@@ -94,6 +94,32 @@ func (b *NATS) stream(ctx context.Context) (jetstream.JetStream, jetstream.Strea
 	return js, st, info, closeJS, nil
 }
 
+// streamEdit is the stream with its settings changed: before holds the
+// old ones, to restore, and cfg the new.
+type streamEdit struct {
+	js      jetstream.JetStream
+	st      jetstream.Stream
+	before  *jetstream.StreamInfo
+	cfg     jetstream.StreamConfig
+	closeJS func()
+}
+
+// editStream changes the stream's settings as edit says; what names the
+// change in an error. The caller restores them and calls closeJS.
+func (b *NATS) editStream(ctx context.Context, what string, edit func(*jetstream.StreamConfig, *jetstream.StreamInfo)) (*streamEdit, error) {
+	js, st, before, closeJS, err := b.stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e := &streamEdit{js: js, st: st, before: before, cfg: before.Config, closeJS: closeJS}
+	edit(&e.cfg, before)
+	if _, err := js.UpdateStream(ctx, e.cfg); err != nil {
+		closeJS()
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return e, nil
+}
+
 func (b *NATS) Diagnose(ctx context.Context) string {
 	js, closeJS, err := b.jetStream()
 	if err != nil {
@@ -166,17 +192,14 @@ func (b *NATS) read(ctx context.Context) ([]streamMsg, error) {
 // leaves a margin over the count, the fault waits for the relays to fill
 // it, and it fails if the stream's first message changed.
 func (b *NATS) streamFull(ctx context.Context) (string, error) {
-	js, st, before, closeJS, err := b.stream(ctx)
+	e, err := b.editStream(ctx, "make the stream full", func(full *jetstream.StreamConfig, before *jetstream.StreamInfo) {
+		full.MaxMsgs, full.Discard = int64(before.State.Msgs)+200, jetstream.DiscardNew
+	})
 	if err != nil {
 		return "", err
 	}
-	defer closeJS()
-	orig := before.Config
-	full := orig
-	full.MaxMsgs, full.Discard = int64(before.State.Msgs)+200, jetstream.DiscardNew
-	if _, err := js.UpdateStream(ctx, full); err != nil {
-		return "", fmt.Errorf("make the stream full: %w", err)
-	}
+	defer e.closeJS()
+	js, st, before, orig, full := e.js, e.st, e.before, e.before.Config, e.cfg
 	start := time.Now()
 	var filled time.Duration
 	for time.Since(start) < 10*time.Second {
@@ -212,17 +235,14 @@ func (b *NATS) streamFull(ctx context.Context) (string, error) {
 // made again with its old settings, empty. The consumers' durable
 // consumers went with it and are made again by the subscribers.
 func (b *NATS) recreateStream(ctx context.Context) (string, error) {
-	js, _, info, closeJS, err := b.stream(ctx)
+	e, err := b.editStream(ctx, "stop the stream capturing its subjects", func(parked *jetstream.StreamConfig, _ *jetstream.StreamInfo) {
+		parked.Subjects = []string{"faults-parked-" + b.Stream}
+	})
 	if err != nil {
 		return "", err
 	}
-	defer closeJS()
-	orig := info.Config
-	parked := orig
-	parked.Subjects = []string{"faults-parked-" + b.Stream}
-	if _, err := js.UpdateStream(ctx, parked); err != nil {
-		return "", fmt.Errorf("stop the stream capturing its subjects: %w", err)
-	}
+	defer e.closeJS()
+	js, orig := e.js, e.before.Config
 	restore := func() error {
 		_, err := js.CreateOrUpdateStream(ctx, orig)
 		return err

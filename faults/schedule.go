@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/internal/testenv"
 )
 
@@ -186,11 +186,5 @@ func dbFault(ctx context.Context, w *World, f Fault, n int) (string, error) {
 // contended says err is a lock wait timeout or a deadlock (MariaDB 1205 and
 // 1213, PostgreSQL 55P03 and 40P01).
 func contended(err error) bool {
-	s := err.Error()
-	for _, m := range []string{"Lock wait timeout exceeded", "Deadlock found", "deadlock detected", "55P03", "40P01"} {
-		if strings.Contains(s, m) {
-			return true
-		}
-	}
-	return false
+	return sqlstore.ErrorSays(err, "Lock wait timeout exceeded", "Deadlock found", "deadlock detected", "55P03", "40P01")
 }

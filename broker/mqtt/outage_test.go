@@ -197,15 +197,8 @@ func TestConnectRefusedOnReconnectIsOutage(t *testing.T) {
 // gone once the ACL allows it (a restart with the new file). The PUBACK
 // code itself is checked against every reason in the fake server's test.
 func TestNotAuthorizedIsOutage(t *testing.T) {
-	dir, err := os.MkdirTemp("", "txbox-mqtt-acl-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	acl := filepath.Join(dir, "acl")
+	// Mosquitto, running as its own user, reads the ACL file.
+	acl := filepath.Join(testenv.SharedDir(t, "txbox-mqtt-acl-", 0o755), "acl")
 	writeACL := func(rules string) {
 		t.Helper()
 		if err := os.WriteFile(acl, []byte(rules), 0o644); err != nil {
@@ -222,7 +215,7 @@ func TestNotAuthorizedIsOutage(t *testing.T) {
 	if errs[0] != nil {
 		t.Fatalf("allowed topic: %v", errs[0])
 	}
-	err = errs[1]
+	err := errs[1]
 	// Mosquitto 2.0 answers the denied publish with PUBACK 0x87 or, as
 	// often here, drops the connection instead: an outage either way.
 	if !errors.Is(err, txbox.ErrBrokerUnavailable) || errors.Is(err, txbox.ErrPermanent) ||

@@ -22,6 +22,7 @@ import (
 	"github.com/txbox/txbox/broker/brokertest"
 	"github.com/txbox/txbox/broker/internal/adaptertest"
 	rabbitmqbroker "github.com/txbox/txbox/broker/rabbitmq"
+	"github.com/txbox/txbox/internal/brokerenv"
 	"github.com/txbox/txbox/internal/testenv"
 )
 
@@ -35,15 +36,7 @@ type admin struct {
 
 func newAdmin(t *testing.T, rawURL string) *admin {
 	t.Helper()
-	conn, err := amqp.Dial(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ch := brokerenv.DialAMQP(t, rawURL)
 	return &admin{t: t, ch: ch}
 }
 

@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"text/tabwriter"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/adminview"
 	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 )
@@ -44,58 +45,45 @@ func (ff *filterFlags) add(f *pflag.FlagSet, withAll bool) {
 func (ff *filterFlags) filter(needFilter bool) (store.Filter, error) {
 	f := store.Filter{Status: txbox.StatusDead, EventIDs: ff.ids, AggregateType: ff.aggType, AggregateID: ff.aggID, EventType: ff.evType, ErrorContains: ff.errText, Limit: ff.limit}
 	var err error
-	if f.Since, err = parseWhen(ff.since, "--since"); err != nil {
-		return f, err
-	}
-	if f.Until, err = parseWhen(ff.until, "--until"); err != nil {
+	if f.Since, f.Until, err = parseSpan(ff.since, ff.until); err != nil {
 		return f, err
 	}
 	empty := len(f.EventIDs) == 0 && f.AggregateType == "" && f.AggregateID == "" && f.EventType == "" && f.ErrorContains == "" && f.Since.IsZero() && f.Until.IsZero()
 	if needFilter && empty && !ff.all {
 		return f, &txbox.ConfigError{Field: "filter", Reason: "give --event-id, --aggregate-type, --aggregate-id, --event-type, --error, --since/--until, or --all"}
 	}
+	if !needFilter && f.Limit < 1 {
+		return f, &txbox.ConfigError{Field: flagField("limit"), Reason: fmt.Sprintf("%d: want 1 or more", f.Limit)}
+	}
 	return f, nil
 }
 
+// parseSpan reads --since and --until.
+func parseSpan(since, until string) (s, u time.Time, err error) {
+	if s, err = parseWhen(since, "--since"); err != nil {
+		return s, u, err
+	}
+	u, err = parseWhen(until, "--until")
+	return s, u, err
+}
+
 func parseWhen(s, field string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
+	t, ok := adminview.ParseWhen(s)
+	if !ok {
+		return t, &txbox.ConfigError{Field: field, Reason: fmt.Sprintf("%q is neither RFC 3339 nor a duration", s)}
 	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-		return time.Now().Add(-d), nil
-	}
-	return time.Time{}, &txbox.ConfigError{Field: field, Reason: fmt.Sprintf("%q is neither RFC 3339 nor a duration", s)}
+	return t, nil
 }
 
 func newDead(g *globals) *cobra.Command {
 	dead := &cobra.Command{Use: "dead", Short: "Inspect, replay and purge dead-lettered outbox rows"}
 
 	var lf filterFlags
-	var lo outputFlags
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List dead rows, newest first (as the console does)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := lf.filter(false)
-			if err != nil {
-				return err
-			}
-			if f.Limit < 1 {
-				return &txbox.ConfigError{Field: flagField("limit"), Reason: fmt.Sprintf("%d: want 1 or more", f.Limit)}
-			}
-			asJSON, err := lo.asJSON()
-			if err != nil {
-				return err
-			}
+	list := newListing("list", "List dead rows, newest first (as the console does)", func() (store.Filter, error) { return lf.filter(false) },
+		func(cmd *cobra.Command, f store.Filter, asJSON bool) error {
 			return g.withStore(cmd.Context(), func(s store.Store) error { return listDead(cmd, s, f, asJSON) })
-		},
-	}
+		})
 	lf.add(list.Flags(), false)
-	lo.add(list.Flags())
 
 	var showID string
 	show := &cobra.Command{
@@ -147,18 +135,10 @@ func listDead(cmd *cobra.Command, s store.Store, f store.Filter, asJSON bool) er
 	if cut {
 		recs = recs[:limit]
 	}
-	w := cmd.OutOrStdout()
-	if asJSON {
-		err = json.NewEncoder(w).Encode(rowsJSON(recs))
-	} else {
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "EVENT_ID\tAGGREGATE\tTYPE\tATTEMPTS\tCREATED\tLAST_ERROR")
-		for _, r := range recs {
-			fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\n", cell(r.EventID), cell(r.AggregateType), cell(r.AggregateID), cell(r.EventType), r.RetryCount,
-				r.CreatedAt.UTC().Format(time.RFC3339), cell(sqlstore.Truncate(r.LastError, 120)))
-		}
-		err = tw.Flush()
-	}
+	err = printTable(cmd.OutOrStdout(), asJSON, rowsJSON(recs), "EVENT_ID\tAGGREGATE\tTYPE\tATTEMPTS\tCREATED\tLAST_ERROR", recs, func(w io.Writer, r store.Record) {
+		fmt.Fprintf(w, "%s\t%s/%s\t%s\t%d\t%s\t%s\n", cell(r.EventID), cell(r.AggregateType), cell(r.AggregateID), cell(r.EventType), r.RetryCount,
+			r.CreatedAt.UTC().Format(time.RFC3339), cell(sqlstore.Truncate(r.LastError, 120)))
+	})
 	if err != nil || !cut {
 		return err
 	}
@@ -177,18 +157,9 @@ func listDead(cmd *cobra.Command, s store.Store, f store.Filter, asJSON bool) er
 func newBulk(g *globals, verb, short, done string, do func(store.Store, context.Context, store.Filter) (int64, error)) *cobra.Command {
 	var ff filterFlags
 	var cf confirmFlags
-	cmd := &cobra.Command{
-		Use:   verb,
-		Short: short,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := ff.filter(true)
-			if err != nil {
-				return err
-			}
-			return g.withStore(cmd.Context(), func(s store.Store) error { return bulk(cmd, s, f, &cf, verb, done, do) })
-		},
-	}
+	cmd := newFiltered(verb, short, func() (store.Filter, error) { return ff.filter(true) }, func(cmd *cobra.Command, f store.Filter) error {
+		return g.withStore(cmd.Context(), func(s store.Store) error { return bulk(cmd, s, f, &cf, verb, done, do) })
+	})
 	ff.add(cmd.Flags(), true)
 	cf.add(cmd.Flags())
 	return cmd
@@ -224,39 +195,17 @@ func bulk(cmd *cobra.Command, s store.Store, f store.Filter, cf *confirmFlags, v
 }
 
 type rowJSON struct {
-	ID               int64           `json:"id"`
-	EventID          string          `json:"event_id"`
-	AggregateType    string          `json:"aggregate_type"`
-	AggregateID      string          `json:"aggregate_id"`
-	AggregateVersion int64           `json:"aggregate_version"`
-	EventType        string          `json:"event_type"`
-	Status           string          `json:"status"`
-	RetryCount       int             `json:"retry_count"`
-	CreatedAt        time.Time       `json:"created_at"`
-	LastError        string          `json:"last_error"`
-	Headers          json.RawMessage `json:"headers,omitempty"`
-	Payload          json.RawMessage `json:"payload"`
+	adminview.Row
+	CreatedAt time.Time       `json:"created_at"`
+	LastError string          `json:"last_error"`
+	Headers   json.RawMessage `json:"headers,omitempty"`
+	Payload   json.RawMessage `json:"payload"`
 }
 
 func rowsJSON(recs []store.Record) []rowJSON {
 	out := make([]rowJSON, len(recs))
 	for i, r := range recs {
-		out[i] = rowJSON{ID: r.ID, EventID: r.EventID, AggregateType: r.AggregateType, AggregateID: r.AggregateID,
-			AggregateVersion: r.AggregateVersion, EventType: r.EventType, Status: string(r.Status), RetryCount: r.RetryCount,
-			CreatedAt: r.CreatedAt, LastError: r.LastError, Headers: jsonOrString(r.Headers), Payload: jsonOrString(r.Payload)}
+		out[i] = rowJSON{Row: adminview.RowOf(r), CreatedAt: r.CreatedAt, LastError: r.LastError, Headers: adminview.RawJSON(r.Headers), Payload: adminview.RawJSON(r.Payload)}
 	}
 	return out
-}
-
-// jsonOrString keeps valid JSON as is and quotes anything else, so a
-// garbage payload is still shown rather than breaking the output.
-func jsonOrString(b []byte) json.RawMessage {
-	if len(b) == 0 {
-		return nil
-	}
-	if json.Valid(b) {
-		return b
-	}
-	q, _ := json.Marshal(string(b))
-	return q
 }

@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"bytes"
 	"net"
 	"net/url"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -127,16 +125,8 @@ func runUntil(t *testing.T, marker string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(testenv.Binary(t), args...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	var mu sync.Mutex
-	var buf bytes.Buffer
-	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return buf.Write(p) })
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	output := func() string { mu.Lock(); defer mu.Unlock(); return buf.String() }
+	logs, done := testenv.StartLogged(t, cmd)
+	output := logs.String
 	deadline := time.Now().Add(15 * time.Second)
 	for !strings.Contains(output(), marker) {
 		select {
@@ -151,20 +141,11 @@ func runUntil(t *testing.T, marker string, args ...string) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
+	if !testenv.StopProcess(cmd.Process, syscall.SIGTERM, done, 10*time.Second) {
 		t.Fatalf("relay did not stop on SIGTERM:\n%s", output())
 	}
 	return output()
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // Table and schema names are validated identifiers: one with SQL in it is
 // refused (exit 2, one line naming the setting) before any connection is

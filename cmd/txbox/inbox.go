@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/adminview"
 	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 )
@@ -30,10 +31,7 @@ func (f *inboxFlags) filter(needFilter bool) (store.InboxFilter, error) {
 	if out.Status, err = parseStatus("--status (TXBOX_STATUS)", f.status, inboxStatuses); err != nil {
 		return out, err
 	}
-	if out.Since, err = parseWhen(f.since, "--since"); err != nil {
-		return out, err
-	}
-	if out.Until, err = parseWhen(f.until, "--until"); err != nil {
+	if out.Since, out.Until, err = parseSpan(f.since, f.until); err != nil {
 		return out, err
 	}
 	if needFilter && !f.all && len(f.ids) == 0 && out.Since.IsZero() && out.Until.IsZero() {
@@ -61,45 +59,25 @@ func newInbox(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "inbox", Short: "Inspect and replay parked inbox events"}
 
 	var lf inboxFlags
-	var lo outputFlags
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List inbox rows (default: parked ones)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := lf.filter(false)
-			if err != nil {
-				return err
-			}
-			asJSON, err := lo.asJSON()
-			if err != nil {
-				return err
-			}
+	list := newListing("list", "List inbox rows (default: parked ones)", func() (store.InboxFilter, error) { return lf.filter(false) },
+		func(cmd *cobra.Command, f store.InboxFilter, asJSON bool) error {
 			return withInbox(cmd.Context(), g, func(admin store.InboxAdmin) error {
 				rows, err := admin.InboxList(cmd.Context(), f)
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return json.NewEncoder(cmd.OutOrStdout()).Encode(inboxJSON(rows))
-				}
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "EVENT_ID\tCONSUMER\tTYPE\tSTATUS\tATTEMPTS\tRECEIVED\tERROR")
-				for _, r := range rows {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cell(r.EventID), cell(r.ConsumerName), cell(r.EventType), r.Status, r.RetryCount,
+				return printTable(cmd.OutOrStdout(), asJSON, inboxJSON(rows), "EVENT_ID\tCONSUMER\tTYPE\tSTATUS\tATTEMPTS\tRECEIVED\tERROR", rows, func(w io.Writer, r store.InboxRow) {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cell(r.EventID), cell(r.ConsumerName), cell(r.EventType), r.Status, r.RetryCount,
 						r.ReceivedAt.UTC().Format(time.RFC3339), cell(sqlstore.Truncate(r.ErrorMessage, 120)))
-				}
-				return tw.Flush()
+				})
 			})
-		},
-	}
+		})
 	list.Flags().StringVar(&lf.consumer, "consumer", "", "consumer name")
 	list.Flags().StringVar(&lf.status, "status", "DEAD", "status: DEAD, RETRY, REPLAY, PROCESSING, PROCESSED, SKIPPED (any case), or all")
 	list.Flags().StringSliceVar(&lf.ids, "event-id", nil, "event id (repeatable)")
 	list.Flags().StringVar(&lf.since, "since", "", "received at or after (RFC 3339 or a duration ago)")
 	list.Flags().StringVar(&lf.until, "until", "", "received before (RFC 3339 or a duration ago)")
 	list.Flags().IntVar(&lf.limit, "limit", 100, "rows at most")
-	lo.add(list.Flags())
 
 	var consumer string
 	show := &cobra.Command{
@@ -122,18 +100,14 @@ func newInbox(g *globals) *cobra.Command {
 	show.Flags().StringVar(&consumer, "consumer", "", "consumer name")
 
 	var rf inboxFlags
-	replay := &cobra.Command{
-		Use:   "replay",
-		Short: "Ask the running consumer to apply parked events again (same event ids, fresh attempts)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	replay := newFiltered("replay", "Ask the running consumer to apply parked events again (same event ids, fresh attempts)",
+		func() (store.InboxFilter, error) {
 			if rf.consumer == "" {
-				return &txbox.ConfigError{Field: "--consumer", Reason: "required: replays run in that consumer"}
+				return store.InboxFilter{}, &txbox.ConfigError{Field: "--consumer", Reason: "required: replays run in that consumer"}
 			}
-			f, err := rf.filter(true)
-			if err != nil {
-				return err
-			}
+			return rf.filter(true)
+		},
+		func(cmd *cobra.Command, f store.InboxFilter) error {
 			return withInbox(cmd.Context(), g, func(admin store.InboxAdmin) error {
 				n, err := admin.InboxReplay(cmd.Context(), f)
 				if err != nil {
@@ -147,8 +121,7 @@ func newInbox(g *globals) *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "replay requested for %d parked event(s); consumer %q applies them on its next replay check\n", n, rf.consumer)
 				return nil
 			})
-		},
-	}
+		})
 	replay.Flags().StringVar(&rf.consumer, "consumer", "", "consumer name (required)")
 	replay.Flags().StringSliceVar(&rf.ids, "event-id", nil, "event id (repeatable)")
 	replay.Flags().StringVar(&rf.since, "since", "", "received at or after")
@@ -159,26 +132,20 @@ func newInbox(g *globals) *cobra.Command {
 }
 
 type inboxRowJSON struct {
-	EventID     string            `json:"event_id"`
-	Consumer    string            `json:"consumer_name"`
-	EventType   string            `json:"event_type"`
-	Status      string            `json:"status"`
-	RetryCount  int               `json:"retry_count"`
-	ReceivedAt  time.Time         `json:"received_at"`
-	ProcessedAt *time.Time        `json:"processed_at,omitempty"`
-	Error       string            `json:"error_message,omitempty"`
-	Aggregate   string            `json:"aggregate,omitempty"`
-	Version     int64             `json:"aggregate_version,omitempty"`
-	Headers     map[string]string `json:"headers,omitempty"`
-	Payload     json.RawMessage   `json:"payload,omitempty"`
+	EventID  string `json:"event_id"`
+	Consumer string `json:"consumer_name"`
+	adminview.InboxState
+	Aggregate string            `json:"aggregate,omitempty"`
+	Version   int64             `json:"aggregate_version,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	Payload   json.RawMessage   `json:"payload,omitempty"`
 }
 
 func inboxJSON(rows []store.InboxRow) []inboxRowJSON {
 	out := make([]inboxRowJSON, len(rows))
 	for i, r := range rows {
-		out[i] = inboxRowJSON{EventID: r.EventID, Consumer: r.ConsumerName, EventType: r.EventType, Status: string(r.Status),
-			RetryCount: r.RetryCount, ReceivedAt: r.ReceivedAt, ProcessedAt: r.ProcessedAt, Error: r.ErrorMessage,
-			Version: r.Event.AggregateVersion, Headers: r.Event.Headers, Payload: jsonOrString(r.Event.Payload)}
+		out[i] = inboxRowJSON{EventID: r.EventID, Consumer: r.ConsumerName, InboxState: adminview.InboxStateOf(r),
+			Version: r.Event.AggregateVersion, Headers: r.Event.Headers, Payload: adminview.RawJSON(r.Event.Payload)}
 		if r.Event.AggregateType != "" {
 			out[i].Aggregate = r.Event.AggregateType + "/" + r.Event.AggregateID
 		}

@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
 )
 
@@ -26,13 +26,7 @@ func requireTable(table string, err error) error {
 // MySQL/MariaDB errors 1146 (no such table) and 1049 (no such database),
 // SQLite's "no such table".
 func missingTable(err error) bool {
-	msg := err.Error()
-	for _, s := range []string{"SQLSTATE 42P01", "SQLSTATE 3F000", "Error 1146", "Error 1049", "no such table"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
+	return sqlstore.ErrorSays(err, "SQLSTATE 42P01", "SQLSTATE 3F000", "Error 1146", "Error 1049", "no such table")
 }
 
 // checkOutbox reads nothing from the outbox table, to find out whether it

@@ -193,20 +193,9 @@ func TestRelayMetricsAcceptance(t *testing.T) {
 		"--backoff-base", "100ms", "--backoff-max", "500ms", "--max-attempts", "1000", "--log-format", "json"}, dest.Args...)
 	cmd := exec.Command(testenv.Binary(t), args...)
 	cmd.Env = append(os.Environ(), "TXBOX_METRICS_ADDR="+addr, "TXBOX_METRICS_INTERVAL=50ms")
-	var logs testenv.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
+	logs, exited := testenv.StartLogged(t, cmd)
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-		}
+		testenv.StopProcess(cmd.Process, os.Interrupt, exited, 10*time.Second)
 		if t.Failed() {
 			t.Logf("relay log:\n%s", logs.String())
 		}

@@ -154,13 +154,7 @@ func TestRelayFailFast(t *testing.T) {
 	// The default waits.
 	cmd := exec.Command(testenv.Binary(t), append([]string{"relay", "--broker", "nats://" + dead}, db...)...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	var out testenv.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
+	out, exited := testenv.StartLogged(t, cmd)
 	defer func() { _ = cmd.Process.Kill(); <-exited }()
 	select {
 	case <-exited:
@@ -244,29 +238,19 @@ func checkMetricsText(t *testing.T, promtool string, text []byte) {
 type relayProcess struct {
 	cmd    *exec.Cmd
 	logs   *testenv.SyncBuffer
-	exited chan struct{}
+	exited <-chan struct{}
 	base   string
 }
 
 func startRelayProcess(t *testing.T, env []string, args ...string) *relayProcess {
 	t.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	p := &relayProcess{logs: &testenv.SyncBuffer{}, exited: make(chan struct{}), base: "http://" + addr}
+	p := &relayProcess{base: "http://" + addr}
 	p.cmd = exec.Command(testenv.Binary(t), append(args, "--metrics-addr", addr)...)
 	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	p.logs, p.exited = testenv.StartLogged(t, p.cmd)
 	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-p.exited:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
+		testenv.StopProcess(p.cmd.Process, os.Interrupt, p.exited, 10*time.Second)
 		if t.Failed() {
 			t.Logf("relay log:\n%s", p.logs.String())
 		}

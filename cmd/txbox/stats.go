@@ -8,20 +8,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/adminview"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
 
-var statusOrder = []txbox.Status{txbox.StatusPending, txbox.StatusProcessing, txbox.StatusRetry, txbox.StatusSent, txbox.StatusDead}
-
 // statsJSON is the stable shape of `txbox stats --json`.
 type statsJSON struct {
-	Counts           map[string]int64 `json:"counts"`
-	Backlog          int64            `json:"backlog"`
-	Dead             int64            `json:"dead"`
-	OldestPendingAt  *time.Time       `json:"oldest_pending_at"`
-	OldestPendingAge float64          `json:"oldest_pending_age_seconds"`
+	adminview.Outbox
 	// Inbox counts inbox rows per consumer name and status.
 	Inbox map[string]map[string]int64 `json:"inbox"`
 	// CDCSlots is the lag of every replication slot a relay in --mode cdc
@@ -30,21 +24,10 @@ type statsJSON struct {
 }
 
 func newStats(g *globals) *cobra.Command {
-	var lo outputFlags
-	cmd := &cobra.Command{
-		Use:   "stats",
-		Short: "Outbox counts per status, backlog, oldest pending age and dead count; inbox counts per consumer and status",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			asJSON, err := lo.asJSON()
-			if err != nil {
-				return err
-			}
+	return newListing("stats", "Outbox counts per status, backlog, oldest pending age and dead count; inbox counts per consumer and status", noFilter,
+		func(cmd *cobra.Command, _ struct{}, asJSON bool) error {
 			return g.withStore(cmd.Context(), func(s store.Store) error { return printStats(cmd.Context(), cmd.OutOrStdout(), s, asJSON) })
-		},
-	}
-	lo.add(cmd.Flags())
-	return cmd
+		})
 }
 
 // printStats prints the outbox's counts, the inbox's per consumer and the
@@ -54,11 +37,7 @@ func printStats(ctx context.Context, w io.Writer, s store.Store, asJSON bool) er
 	if err != nil {
 		return err
 	}
-	out := statsJSON{Counts: map[string]int64{}, Dead: st.Dead, OldestPendingAt: st.OldestPending, OldestPendingAge: st.OldestAge.Seconds()}
-	for _, k := range statusOrder {
-		out.Counts[string(k)] = st.Counts[k]
-	}
-	out.Backlog = st.Counts[txbox.StatusPending] + st.Counts[txbox.StatusRetry] + st.Counts[txbox.StatusProcessing]
+	out := statsJSON{Outbox: adminview.OutboxOf(st)}
 	if out.Inbox, err = inboxCounts(ctx, s); err != nil {
 		return err
 	}
@@ -70,7 +49,7 @@ func printStats(ctx context.Context, w io.Writer, s store.Store, asJSON bool) er
 	if asJSON {
 		return printJSON(w, out)
 	}
-	for _, k := range statusOrder {
+	for _, k := range adminview.StatusOrder {
 		fmt.Fprintf(w, "%-12s %d\n", k, st.Counts[k])
 	}
 	fmt.Fprintf(w, "%-12s %d\n", "backlog", out.Backlog)

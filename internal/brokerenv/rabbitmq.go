@@ -47,15 +47,7 @@ func (RabbitMQ) Setup(t *testing.T) *scenario.Destination {
 	binding := prefix + ".*.*"
 	queues := map[string]string{"stored": prefix + ".stored", "tap": prefix + ".tap", "inbox": prefix + ".inbox"}
 
-	conn, err := amqp.Dial(direct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, ch := DialAMQP(t, direct)
 	if err := ch.ExchangeDeclare(exchange, "topic", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -139,4 +131,20 @@ func (RabbitMQ) Setup(t *testing.T) *scenario.Destination {
 			})
 		},
 	}
+}
+
+// DialAMQP connects to rawURL for a test's own topology and inspection,
+// closed when the test ends, and opens a channel on it.
+func DialAMQP(t testing.TB, rawURL string) (*amqp.Connection, *amqp.Channel) {
+	t.Helper()
+	conn, err := amqp.Dial(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, ch
 }

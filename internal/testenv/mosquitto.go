@@ -33,16 +33,8 @@ func StartMosquitto(t testing.TB, extraConf ...string) *Mosquitto {
 		Missing(t, err.Error())
 	}
 	// Started as root, mosquitto drops to its own user, which must be able
-	// to reach and write its store and log: a directory of the system's
-	// temporary one (t.TempDir's parent is private), open to it.
-	dir, err := os.MkdirTemp("", "txbox-mosquitto-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	// to reach and write its store and log.
+	dir := SharedDir(t, "txbox-mosquitto-", 0o777)
 	conf := filepath.Join(dir, "mosquitto.conf")
 	p := newProcess(t, "mosquitto", dir, func(int, string) []string { return []string{bin, "-c", conf} })
 	lines := []string{

@@ -182,13 +182,7 @@ func newPrivatePostgres(bin string, attr *syscall.SysProcAttr) (*privatePostgres
 // directory.
 func (s *privatePostgres) stop() {
 	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGQUIT)
-		select {
-		case <-s.exited:
-		case <-time.After(10 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.exited
-		}
+		StopProcess(s.cmd.Process, syscall.SIGQUIT, s.exited, 10*time.Second)
 	}
 	_ = os.RemoveAll(s.dir)
 }

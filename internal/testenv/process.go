@@ -66,13 +66,7 @@ func (p *Process) signal(sig syscall.Signal) {
 	if p.cmd == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(sig)
-	select {
-	case <-p.exits:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exits
-	}
+	StopProcess(p.cmd.Process, sig, p.exits, 10*time.Second)
 	for i := 0; i < 100 && portOpen(p.Port); i++ {
 		time.Sleep(20 * time.Millisecond)
 	}

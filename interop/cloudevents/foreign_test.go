@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	natsce "github.com/cloudevents/sdk-go/protocol/nats_jetstream/v2"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/txbox/txbox"
@@ -46,7 +44,7 @@ func TestForeignRowDecodedByCloudEventsSDK(t *testing.T) {
 	if got := stored.Header.Get("Nats-Msg-Id"); got != id {
 		t.Fatalf("Nats-Msg-Id = %q, want the event id %s", got, id)
 	}
-	ev := decodeSDK(ctx, t, natsce.NewMessage(&nats.Msg{Subject: stored.Subject, Header: stored.Header, Data: stored.Data}))
+	ev := decodeStored(ctx, t, stored)
 	if ev.ID() != id || ev.Type() != "InvoiceIssued" || ev.Source() != "billing" || ev.Subject() != "inv-42" ||
 		ev.DataContentType() != "application/json" || ev.Extensions()["aggregatetype"] != "Invoice" || ev.Time().IsZero() {
 		t.Fatalf("decoded event: %s", ev)

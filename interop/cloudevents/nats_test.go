@@ -7,6 +7,7 @@ import (
 	"time"
 
 	natsce "github.com/cloudevents/sdk-go/protocol/nats_jetstream/v2"
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -56,6 +57,12 @@ func TestNATSCloudEventsSDKDecodes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m := natsce.NewMessage(&nats.Msg{Subject: stored.Subject, Header: stored.Header, Data: stored.Data})
-	checkOrderEvent(t, decodeSDK(ctx, t, m), e)
+	checkOrderEvent(t, decodeStored(ctx, t, stored), e)
+}
+
+// decodeStored is the SDK's JetStream binding's reading of a message as the
+// stream stores it.
+func decodeStored(ctx context.Context, t *testing.T, stored *jetstream.RawStreamMsg) *event.Event {
+	t.Helper()
+	return decodeSDK(ctx, t, natsce.NewMessage(&nats.Msg{Subject: stored.Subject, Header: stored.Header, Data: stored.Data}))
 }
