@@ -73,7 +73,7 @@ func (o *Options) withDefaults() error {
 	if o.Partitions < 0 || o.ReplicationFactor < 0 {
 		return &txbox.ConfigError{Field: "Kafka topic creation", Reason: "partitions and replication factor must be positive, or 0 for the broker's default"}
 	}
-	o.AckTimeout = defaults.Positive(o.AckTimeout, DefaultAckTimeout)
+	o.AckTimeout = defaults.Positive(o.AckTimeout, defaultAckTimeout)
 	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-publisher", o.Logger, o.ConnectTimeout)
 	return nil
 }
@@ -285,7 +285,7 @@ func encode(m broker.Message) (*kgo.Record, error) {
 		if a[0] == broker.AttrDataContentType {
 			// The binding maps datacontenttype to content-type, and only
 			// there.
-			hs = append(hs, kgo.RecordHeader{Key: HeaderContentType, Value: []byte(a[1])})
+			hs = append(hs, kgo.RecordHeader{Key: headerContentType, Value: []byte(a[1])})
 			continue
 		}
 		hs = append(hs, kgo.RecordHeader{Key: HeaderPrefix + a[0], Value: []byte(a[1])})

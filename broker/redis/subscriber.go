@@ -60,7 +60,7 @@ func (o *SubscriberOptions) withDefaults() error {
 		return &txbox.ConfigError{Field: "Redis consumer group", Reason: "empty"}
 	}
 	o.StartID = cmp.Or(o.StartID, "0")
-	o.AckWait = cmp.Or(o.AckWait, DefaultAckWait)
+	o.AckWait = cmp.Or(o.AckWait, defaultAckWait)
 	if o.Consumer == "" {
 		host, _ := os.Hostname()
 		var b [4]byte
