@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/claimapi"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/outbox"
 	"github.com/txbox/txbox/pgxtx"
@@ -30,14 +31,14 @@ import (
 // that each sabotage wrapper has exactly the interfaces the store has, that
 // the transaction claims it hands out have exactly those of the store's own
 // claims, and that NoInbox's inbox SQL has exactly those of the store's.
-// "The interfaces" are every interface type declared in package store (and
-// outbox.Notifier), read from their source, so that one added there is
-// checked without this test being told: a wrapper that dropped it would
+// "The interfaces" are every interface type declared in packages store and
+// claimapi (and outbox.Notifier), read from their source, so that one added
+// there is checked without this test being told: a wrapper that dropped it would
 // make the sabotaged relay choose another code path than the shipped one.
 func TestWrappersKeepOptionalInterfaces(t *testing.T) {
-	ifaces := declaredInterfaces(t, "../../store", "../../outbox")
-	for _, want := range []string{"store.TxClaimer", "store.ChainClaimer", "store.Splitter", "store.BacklogSampler",
-		"store.IsolatingClaim", "store.ChainedClaim", "store.InboxBatchInserter", "outbox.Notifier"} {
+	ifaces := declaredInterfaces(t, "../../store", "../claimapi", "../../outbox")
+	for _, want := range []string{"claimapi.TxClaimer", "claimapi.ChainClaimer", "claimapi.Splitter", "store.BacklogSampler",
+		"claimapi.IsolatingClaim", "claimapi.ChainedClaim", "store.InboxBatchInserter", "outbox.Notifier"} {
 		if _, ok := ifaces[want]; !ok {
 			t.Fatalf("%s not found in the sources (found %v)", want, slices.Sorted(maps.Keys(ifaces)))
 		}
@@ -50,7 +51,7 @@ func TestWrappersKeepOptionalInterfaces(t *testing.T) {
 		}
 		// The store the relay ships with has them all: this test is about
 		// them.
-		for _, name := range []string{"store.TxClaimer", "store.ChainClaimer", "store.Splitter", "store.BacklogSampler", "store.Counter", "store.InboxAdmin"} {
+		for _, name := range []string{"claimapi.TxClaimer", "claimapi.ChainClaimer", "claimapi.Splitter", "store.BacklogSampler", "store.Counter", "store.InboxAdmin"} {
 			if !hasAll(s, ifaces[name]) {
 				t.Fatalf("the PostgreSQL store has no %s", name)
 			}
@@ -101,12 +102,12 @@ func checkStore[T any](t *testing.T, ifaces map[string][]string, s store.Store) 
 		if got, want := signature(ws, storeInterfaces), signature(s, storeInterfaces); got != want {
 			t.Errorf("%s: %T has %s, the store %s", wr.name, ws, got, want)
 		}
-		if txc, ok := s.(store.TxClaimer); ok {
+		if txc, ok := s.(claimapi.TxClaimer); ok {
 			inner, err := txc.ClaimTx(ctx, 1)
 			if err != nil || len(inner.Records()) != 1 {
 				t.Fatalf("claim: %v", err)
 			}
-			outer, err := ws.(store.TxClaimer).ClaimTx(ctx, 1)
+			outer, err := ws.(claimapi.TxClaimer).ClaimTx(ctx, 1)
 			if err != nil || len(outer.Records()) != 1 {
 				t.Fatalf("%s: claim: %v", wr.name, err)
 			}
@@ -114,12 +115,12 @@ func checkStore[T any](t *testing.T, ifaces map[string][]string, s store.Store) 
 			inner.Abort()
 			outer.Abort()
 		}
-		if cc, ok := s.(store.ChainClaimer); ok {
+		if cc, ok := s.(claimapi.ChainClaimer); ok {
 			inner, err := cc.ClaimTxChained(ctx, 1)
 			if err != nil || len(inner.Records()) != 1 {
 				t.Fatalf("chained claim: %v", err)
 			}
-			outer, err := ws.(store.ChainClaimer).ClaimTxChained(ctx, 1)
+			outer, err := ws.(claimapi.ChainClaimer).ClaimTxChained(ctx, 1)
 			if err != nil || len(outer.Records()) != 1 {
 				t.Fatalf("%s: chained claim: %v", wr.name, err)
 			}
