@@ -222,8 +222,9 @@ func (s cdcSide) slotsRegistered(ctx context.Context) (bool, error) {
 	return reg, err
 }
 
-// SlotLags reports every registered slot; none when MigrateCDC never ran.
-func (s cdcSide) SlotLags(ctx context.Context) ([]cdcstore.SlotLag, error) {
+// SlotLagRows reads every registered slot (slot, exists, active, lag
+// bytes, lag seconds); nil rows when MigrateCDC never ran.
+func (s cdcSide) SlotLagRows(ctx context.Context) (pgx.Rows, error) {
 	reg, err := s.slotsRegistered(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: slot lag: %w", err)
@@ -235,19 +236,7 @@ func (s cdcSide) SlotLags(ctx context.Context) ([]cdcstore.SlotLag, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: slot lag: %w", err)
 	}
-	defer rows.Close()
-	var out []cdcstore.SlotLag
-	for rows.Next() {
-		var l cdcstore.SlotLag
-		if err := rows.Scan(&l.Slot, &l.Exists, &l.Active, &l.Bytes, &l.Seconds); err != nil {
-			return nil, err
-		}
-		if l.Bytes <= 0 {
-			l.Bytes, l.Seconds = 0, 0
-		}
-		out = append(out, l)
-	}
-	return out, rows.Err()
+	return rows, nil
 }
 
 // DropSlot drops a replication slot and forgets it. It refuses an active

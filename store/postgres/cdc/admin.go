@@ -71,13 +71,25 @@ type SlotLag struct {
 
 // SlotLags reports every registered slot; none when Migrate never ran.
 func SlotLags(ctx context.Context, st *postgres.Store) ([]SlotLag, error) {
-	lags, err := cdcstore.For(st).SlotLags(ctx)
-	if len(lags) == 0 {
+	return slotLags(ctx, cdcstore.For(st))
+}
+
+func slotLags(ctx context.Context, s cdcstore.Store) ([]SlotLag, error) {
+	rows, err := s.SlotLagRows(ctx)
+	if err != nil || rows == nil {
 		return nil, err
 	}
-	out := make([]SlotLag, len(lags))
-	for i, l := range lags {
-		out[i] = SlotLag(l)
+	defer rows.Close()
+	var out []SlotLag
+	for rows.Next() {
+		var l SlotLag
+		if err := rows.Scan(&l.Slot, &l.Exists, &l.Active, &l.Bytes, &l.Seconds); err != nil {
+			return nil, err
+		}
+		if l.Bytes <= 0 {
+			l.Bytes, l.Seconds = 0, 0
+		}
+		out = append(out, l)
 	}
-	return out, err
+	return out, rows.Err()
 }

@@ -18,7 +18,7 @@ type lagCollector struct {
 	bytes, seconds *prometheus.Desc
 	active         *prometheus.Desc
 	mu             sync.Mutex
-	lags           []cdcstore.SlotLag
+	lags           []SlotLag
 }
 
 func newLagCollector(s cdcstore.Store) *lagCollector {
@@ -54,8 +54,8 @@ func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // sample reads the lags once and returns them.
-func (c *lagCollector) sample(ctx context.Context) ([]cdcstore.SlotLag, error) {
-	lags, err := c.s.SlotLags(ctx)
+func (c *lagCollector) sample(ctx context.Context) ([]SlotLag, error) {
+	lags, err := slotLags(ctx, c.s)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/txbox/txbox/store"
 )
 
@@ -32,9 +34,11 @@ type Store interface {
 	// DropSlot drops a replication slot and forgets it; it refuses an
 	// active slot (ErrSlotActive).
 	DropSlot(ctx context.Context, slot string) error
-	// SlotLags reports every registered slot; none when MigrateCDC never
-	// ran.
-	SlotLags(ctx context.Context) ([]SlotLag, error)
+	// SlotLagRows reads every registered slot: its name, whether it
+	// exists and is active, the bytes of log it holds unconfirmed and the
+	// seconds since its reader last confirmed (package cdc's SlotLag). It
+	// returns nil rows when MigrateCDC never ran.
+	SlotLagRows(ctx context.Context) (pgx.Rows, error)
 	// RegisterSlot records a slot as a CDC relay's; backfilled says the
 	// rows older than the slot are delivered, up to id maxID.
 	RegisterSlot(ctx context.Context, slot string, backfilled bool, maxID int64) error
@@ -78,18 +82,6 @@ type Delivered struct {
 	DeadMessages []store.Record  // tableless events to store as DEAD rows (LastError set)
 	Slot         string
 	LSN          string // the position about to be confirmed, for the registry
-}
-
-// SlotLag is how far a CDC relay's slot is behind the database's log.
-type SlotLag struct {
-	Slot   string `json:"slot"`
-	Exists bool   `json:"exists"` // false: registered but dropped
-	Active bool   `json:"active"` // a relay reads it now
-	// Bytes of log the slot holds that its reader has not confirmed.
-	Bytes int64 `json:"lag_bytes"`
-	// Seconds since the slot's reader last confirmed a position, while it
-	// holds any log; 0 when caught up.
-	Seconds float64 `json:"lag_seconds"`
 }
 
 // Backfill is how far a CDC relay delivered the rows older than its slot.
