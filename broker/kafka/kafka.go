@@ -150,12 +150,12 @@ func ValidateTopic(topic string) error {
 	return nil
 }
 
-// ParseBrokers turns a broker list into seed addresses. It accepts
+// parseBrokers turns a broker list into seed addresses. It accepts
 // "kafka://host:port[,host:port...]", the same with "kafka://" before each
 // address, or bare "host:port" pairs; a missing port is 9092. Credentials in
 // the URL are refused (configure SASL and TLS through ClientOptions), so that a
 // secret never ends up in a log line.
-func ParseBrokers(raw string) ([]string, error) {
+func parseBrokers(raw string) ([]string, error) {
 	bad := func(reason string) ([]string, error) {
 		return nil, &txbox.ConfigError{Field: "Kafka brokers", Reason: reason}
 	}

@@ -108,12 +108,14 @@ var (
 // stored after a record of it that failed.
 func (p *Publisher) PipelinesPerKey() bool { return true }
 
-// Open connects to the brokers (see ParseBrokers for the accepted forms)
-// and checks that one answers. An unreachable cluster is reported with
-// txbox.ErrBrokerUnavailable, a bad broker list or option with a
-// *txbox.ConfigError.
+// Open connects to the brokers and checks that one answers. brokers is
+// "kafka://host:port[,host:port...]", the same with "kafka://" before each
+// address, or bare "host:port" pairs; a missing port is 9092. Credentials
+// in the URL are refused (configure SASL and TLS through ClientOptions).
+// An unreachable cluster is reported with txbox.ErrBrokerUnavailable, a
+// bad broker list or option with a *txbox.ConfigError.
 func Open(ctx context.Context, brokers string, opts Options) (*Publisher, error) {
-	seeds, err := ParseBrokers(brokers)
+	seeds, err := parseBrokers(brokers)
 	if err != nil {
 		return nil, err
 	}

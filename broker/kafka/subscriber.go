@@ -169,7 +169,7 @@ func (h *timerHeap) Pop() any {
 // background; a new group starts at the earliest offset. Errors are as for
 // Open.
 func OpenSubscriber(ctx context.Context, brokers string, opts SubscriberOptions) (*Subscriber, error) {
-	seeds, err := ParseBrokers(brokers)
+	seeds, err := parseBrokers(brokers)
 	if err != nil {
 		return nil, err
 	}
