@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/txbox/txbox/store/postgres"
+	"github.com/txbox/txbox/store/postgres/cdc"
 )
 
 // cdcSetup prepares e's empty outbox for a relay in --mode cdc: the
@@ -20,24 +21,21 @@ func cdcSetup(ctx context.Context, e *benchEnv) (slot string, cleanup func(), er
 	if err != nil {
 		return "", nil, err
 	}
-	if err := s.MigrateCDC(ctx); err != nil {
+	if err := cdc.Migrate(ctx, s); err != nil {
 		return "", nil, err
 	}
 	slot = "bench_" + e.sfx
-	if _, err := s.CreateSlot(ctx, slot); err != nil {
-		return "", nil, err
-	}
 	// The outbox is empty: nothing older than the slot to deliver from the
 	// table, so the relay reads everything from the log.
-	if err := s.RegisterSlot(ctx, slot, true, 0); err != nil {
+	if _, err := cdc.CreateSlot(ctx, s, slot, false); err != nil {
 		return "", nil, err
 	}
 	return slot, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		for {
-			err := s.DropSlot(ctx, slot)
-			if err == nil || !errors.Is(err, postgres.ErrSlotActive) || ctx.Err() != nil {
+			err := cdc.DropSlot(ctx, s, slot)
+			if err == nil || !errors.Is(err, cdc.ErrSlotActive) || ctx.Err() != nil {
 				if err != nil {
 					fmt.Printf("  (slot %s not dropped: %v; drop it with `txbox cdc drop-slot %s`)\n", slot, err, slot)
 				}
@@ -45,7 +43,7 @@ func cdcSetup(ctx context.Context, e *benchEnv) (slot string, cleanup func(), er
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		_, _ = e.pool.Exec(ctx, "DROP PUBLICATION IF EXISTS "+s.Publication())
+		_, _ = e.pool.Exec(ctx, "DROP PUBLICATION IF EXISTS "+cdc.Publication(s))
 		e.extra = append(e.extra, e.tables.Outbox+"_cdc_slots")
 	}, nil
 }

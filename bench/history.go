@@ -180,10 +180,11 @@ func fill(ctx context.Context, s store.Store, n int, tag string) error {
 }
 
 // drainStore does the relay's store work without a broker: transaction
-// claims where the store has them (as the relay does), else lease claims.
+// claims where the store has them (PostgreSQL, as the relay does), else
+// lease claims.
 func drainStore(ctx context.Context, s store.Store, batch int) (int, error) {
-	if tc, ok := s.(store.TxClaimer); ok {
-		return drainStoreTx(ctx, tc, batch)
+	if ps, ok := s.(*postgres.Store); ok {
+		return drainStoreTx(ctx, ps, batch)
 	}
 	total := 0
 	for i := 0; ; i++ {
@@ -210,7 +211,7 @@ func drainStore(ctx context.Context, s store.Store, batch int) (int, error) {
 // finishing (marks + commit), to show which one history slows.
 var storeTimes struct{ claim, finish time.Duration }
 
-func drainStoreTx(ctx context.Context, s store.TxClaimer, batch int) (int, error) {
+func drainStoreTx(ctx context.Context, s *postgres.Store, batch int) (int, error) {
 	total := 0
 	for {
 		t0 := time.Now()

@@ -81,7 +81,7 @@ func kill(t *testing.T, s store.Store, errs ...string) []store.Record {
 func park(t *testing.T, h harness, s store.Store, consumer string, e txbox.Event, msg string) {
 	t.Helper()
 	tx, commit, rollback := h.Begin(t, s)
-	_, parked, err := s.Dialect().(store.InboxDialect).InboxFail(context.Background(), tx, consumer, e, msg, 1, txbox.StatusRetry)
+	_, parked, err := s.(interface{ InboxDialect() store.InboxDialect }).InboxDialect().InboxFail(context.Background(), tx, consumer, e, msg, 1, txbox.StatusRetry)
 	if err != nil || !parked {
 		_ = rollback()
 		t.Fatalf("park: %v %v", parked, err)

@@ -20,6 +20,7 @@ import (
 	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
+	"github.com/txbox/txbox/store/postgres/cdc"
 )
 
 // Postgres is the PostgreSQL side of a world: a server of the world's own
@@ -214,11 +215,11 @@ func (d *Postgres) EnableCDC(w *World) {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	if err := s.MigrateCDC(ctx); err != nil {
+	if err := cdc.Migrate(ctx, s); err != nil {
 		d.t.Fatal(err)
 	}
 	d.Slot = "faults_" + strings.ToLower(strings.TrimPrefix(d.ProdDB, "txbox_faults_prod_"))
-	if _, err := s.CreateSlot(ctx, d.Slot); err != nil {
+	if _, err := cdc.CreateSlot(ctx, s, d.Slot, true); err != nil {
 		d.t.Fatal(err)
 	}
 	d.t.Cleanup(func() {
@@ -226,8 +227,8 @@ func (d *Postgres) EnableCDC(w *World) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		for {
-			err := s.DropSlot(ctx, d.Slot)
-			if err == nil || !errors.Is(err, postgres.ErrSlotActive) || ctx.Err() != nil {
+			err := cdc.DropSlot(ctx, s, d.Slot)
+			if err == nil || !errors.Is(err, cdc.ErrSlotActive) || ctx.Err() != nil {
 				if err != nil {
 					d.t.Errorf("replication slot %s left behind: %v", d.Slot, err)
 				}

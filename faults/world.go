@@ -112,7 +112,7 @@ func (w *World) Relays() int {
 
 // StartRelay starts (or restarts) relay i. On PostgreSQL relays 0 and 2
 // hold their claims with the claim's transaction (the default), so they
-// split the aggregates between them (store.Splitter) and a kill hands one's
+// split the aggregates between them (claimapi.Splitter) and a kill hands one's
 // share to the other; relay 1 writes leases into the rows (--claims lease,
 // as behind PgBouncer's statement pooling), so the two kinds of claims run
 // against each other and the lease clock-jump fault has leases to move. On

@@ -304,7 +304,7 @@ func (f *flaky) InboxFail(ctx context.Context, tx store.Tx, consumer string, e t
 // txbox.ErrInvalidEvent, the store refusing the event's data, parks it.
 func TestStoreErrorsRedeliverOnlyDataIsParked(t *testing.T) {
 	s, db := openInboxStore(t, storeenv.Postgres{})
-	d := &flaky{InboxDialect: s.Dialect().(store.InboxDialect), err: errors.New("postgres: inbox insert: read tcp: connection reset by peer")}
+	d := &flaky{InboxDialect: s.(interface{ InboxDialect() store.InboxDialect }).InboxDialect(), err: errors.New("postgres: inbox insert: read tcp: connection reset by peer")}
 	var app applied
 	c, err := inbox.New(withDialect{sqlInbox(t, s, db), d}, inbox.Config{Name: "flaky", Subscriber: membroker.New(membroker.Options{}).Subscribe("flaky"), Logger: quiet(),
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond}, app.handle)

@@ -41,6 +41,7 @@ func sqlInbox(t *testing.T, s store.Store, db *sql.DB) store.InboxStore[*sql.Tx]
 	is, err := store.SQLInbox(db, s.(interface {
 		store.Store
 		store.InboxAdmin
+		InboxDialect() store.InboxDialect
 	}))
 	if err != nil {
 		t.Fatal(err)

@@ -6,10 +6,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/txbox/txbox/internal/claimapi"
 	"github.com/txbox/txbox/store"
 )
 
-// Chained claims (store.ChainClaimer) let one aggregate's events be in
+// Chained claims (claimapi.ChainClaimer) let one aggregate's events be in
 // several of this relay's batches at once: a claim takes the rows behind
 // the ones its batches in flight hold, so a hot aggregate is not published
 // one batch per round trip while the other workers find nothing to claim.
@@ -30,10 +31,10 @@ import (
 // must still count.
 
 // chainClaimer claims by transaction, behind this relay's batches in flight
-// where the store finds rows there (store.ChainClaimer).
+// where the store finds rows there (claimapi.ChainClaimer).
 type chainClaimer struct {
 	txClaimer
-	cc     store.ChainClaimer
+	cc     claimapi.ChainClaimer
 	chains chains
 }
 
@@ -73,7 +74,7 @@ type link struct {
 	// another batch's and are released unpublished (join); 0: none.
 	cutFrom int64
 	ids     []int64 // the rows it publishes
-	claim   store.ChainedClaim
+	claim   claimapi.ChainedClaim
 	// nexts are the links claimed behind this one (under chains.mu).
 	nexts []*link
 	// released: an earlier batch did not send all its rows of the
@@ -128,7 +129,7 @@ func (c *chains) before() map[string][]*link {
 // below the lowest id of any link above (its rows from there are released
 // at once: their turn comes after that link's rows). Every link below
 // pred has ended or is ahead of pred in the chain.
-func (c *chains) join(recs []store.Record, prior map[string][]*link, claim store.ChainedClaim) map[string]*link {
+func (c *chains) join(recs []store.Record, prior map[string][]*link, claim claimapi.ChainedClaim) map[string]*link {
 	own := make(map[string]*link)
 	for _, rec := range recs {
 		k := laneKey(rec)

@@ -13,6 +13,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
+	"github.com/txbox/txbox/internal/claimapi"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
@@ -52,28 +53,28 @@ func (c *commitLog) storeView() store.Store {
 }
 
 // plainTx hides ClaimTxChained (and everything but store.Store and
-// store.TxClaimer) from the relay.
+// claimapi.TxClaimer) from the relay.
 type plainTx struct {
 	store.Store // an interface: no method of *postgres.Store beyond it
 	c           *commitLog
 }
 
-func (p plainTx) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
+func (p plainTx) ClaimTx(ctx context.Context, limit int) (claimapi.Claim, error) {
 	return p.c.ClaimTx(ctx, limit)
 }
 
-func (c *commitLog) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
+func (c *commitLog) ClaimTx(ctx context.Context, limit int) (claimapi.Claim, error) {
 	cl, err := c.Store.ClaimTx(ctx, limit)
 	return c.watch(cl, err)
 }
 
-func (c *commitLog) ClaimTxChained(ctx context.Context, limit int) (store.ChainedClaim, error) {
+func (c *commitLog) ClaimTxChained(ctx context.Context, limit int) (claimapi.ChainedClaim, error) {
 	cl, err := c.Store.ClaimTxChained(ctx, limit)
 	if err != nil {
 		return nil, err
 	}
 	w, _ := c.watch(cl, nil)
-	return w.(store.ChainedClaim), nil
+	return w.(claimapi.ChainedClaim), nil
 }
 
 func (c *commitLog) learn(ids map[string][]int64) {
@@ -90,12 +91,12 @@ func (c *commitLog) failCommitOf(agg string) {
 	c.failNext[agg] = true
 }
 
-func (c *commitLog) watch(cl store.Claim, err error) (store.Claim, error) {
+func (c *commitLog) watch(cl claimapi.Claim, err error) (claimapi.Claim, error) {
 	if err != nil || len(cl.Records()) == 0 {
 		return cl, err
 	}
 	w := &watched{Claim: cl, log: c}
-	w.chained, _ = cl.(store.ChainedClaim)
+	w.chained, _ = cl.(claimapi.ChainedClaim)
 	c.mu.Lock()
 	c.open[w] = true
 	byAgg := map[string]int{}
@@ -146,8 +147,8 @@ func aggsOf(recs []store.Record) map[string]bool {
 }
 
 type watched struct {
-	store.Claim
-	chained store.ChainedClaim // nil for ClaimTx's claims
+	claimapi.Claim
+	chained claimapi.ChainedClaim // nil for ClaimTx's claims
 	log     *commitLog
 }
 

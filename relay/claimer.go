@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 
+	"github.com/txbox/txbox/internal/claimapi"
 	"github.com/txbox/txbox/store"
 )
 
@@ -41,12 +42,12 @@ type claimed interface {
 }
 
 func newClaimer(r *Relay) claimer {
-	txc, ok := r.cfg.Store.(store.TxClaimer)
+	txc, ok := r.cfg.Store.(claimapi.TxClaimer)
 	if !ok || r.cfg.Claims == ClaimLease {
 		return &leaseClaimer{r: r}
 	}
 	t := txClaimer{r: r, txc: txc}
-	if cc, ok := txc.(store.ChainClaimer); ok {
+	if cc, ok := txc.(claimapi.ChainClaimer); ok {
 		return &chainClaimer{txClaimer: t, cc: cc}
 	}
 	return &t

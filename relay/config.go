@@ -64,7 +64,7 @@ type Config struct {
 	// pooling) or to hold rows visibly as PROCESSING.
 	Claims ClaimMode
 	// PublishTimeout bounds one publish round. Default
-	// PublishTimeoutFor(Lease): min(10s, Lease/3). It must be at most half
+	// min(10s, Lease/3). It must be at most half
 	// of Lease, so a relay never publishes a row whose lease it no longer
 	// holds.
 	PublishTimeout time.Duration
@@ -125,7 +125,7 @@ func (c *Config) withDefaults() {
 	// DefaultIdlePollMax.
 	c.IdlePollMax = cmp.Or(c.IdlePollMax, max(c.PollInterval, min(DefaultIdlePollMax, 2*c.PollInterval)))
 	c.Lease = cmp.Or(c.Lease, DefaultLease)
-	c.PublishTimeout = cmp.Or(c.PublishTimeout, PublishTimeoutFor(c.Lease))
+	c.PublishTimeout = cmp.Or(c.PublishTimeout, publishTimeoutFor(c.Lease))
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
 	c.BackoffBase = cmp.Or(c.BackoffBase, DefaultBackoffBase)
 	c.BackoffMax = cmp.Or(c.BackoffMax, DefaultBackoffMax)

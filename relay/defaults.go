@@ -44,8 +44,8 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// PublishTimeoutFor is the default publish timeout for a lease:
+// publishTimeoutFor is the default publish timeout for a lease:
 // min(DefaultPublishTimeout, lease/3).
-func PublishTimeoutFor(lease time.Duration) time.Duration {
+func publishTimeoutFor(lease time.Duration) time.Duration {
 	return min(DefaultPublishTimeout, lease/3)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/txbox/txbox"
 	membroker "github.com/txbox/txbox/broker/mem"
+	"github.com/txbox/txbox/internal/claimapi"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
@@ -41,13 +42,13 @@ func (c *countingStore) ended() {
 	c.mu.Unlock()
 }
 
-func (c *countingStore) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
+func (c *countingStore) ClaimTx(ctx context.Context, limit int) (claimapi.Claim, error) {
 	c.started()
 	defer c.ended()
 	return c.Store.ClaimTx(ctx, limit)
 }
 
-func (c *countingStore) ClaimTxChained(ctx context.Context, limit int) (store.ChainedClaim, error) {
+func (c *countingStore) ClaimTxChained(ctx context.Context, limit int) (claimapi.ChainedClaim, error) {
 	c.started()
 	defer c.ended()
 	return c.Store.ClaimTxChained(ctx, limit)

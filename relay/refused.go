@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/txbox/txbox/internal/claimapi"
 	"github.com/txbox/txbox/store"
 )
 
@@ -15,13 +16,13 @@ import (
 // a last_error that says why, DEAD after MaxAttempts, logged once per
 // attempt.
 
-// markSentIsolating marks ids, isolating the refused rows (store.Isolate),
+// markSentIsolating marks ids, isolating the refused rows (claimapi.Isolate),
 // and returns how many were marked and a failure for each refused row.
 func (r *Relay) markSentIsolating(ctx context.Context, lease string, ids []int64, recs []store.Record) (int64, []store.Failure, error) {
 	byID := recordsByID(recs)
 	var marked int64
 	var refused []store.Failure
-	err := store.Isolate(ids, func(ids []int64) error {
+	err := claimapi.Isolate(ids, func(ids []int64) error {
 		n, err := r.cfg.Store.MarkSent(ctx, lease, ids)
 		marked += n
 		return err

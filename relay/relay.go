@@ -12,7 +12,7 @@
 // broker confirmed them; a crash in between re-publishes them, which the
 // consumer's inbox absorbs. How rows are claimed and their outcome recorded
 // is the claim mode's (claimer.go); with a store that chains claims
-// (store.ChainClaimer) one aggregate can be in several batches at once, and
+// (claimapi.ChainClaimer) one aggregate can be in several batches at once, and
 // chain.go keeps their order.
 package relay
 

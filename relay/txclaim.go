@@ -3,25 +3,26 @@ package relay
 import (
 	"context"
 
+	"github.com/txbox/txbox/internal/claimapi"
 	"github.com/txbox/txbox/store"
 )
 
-// txClaimer claims by the claim's open transaction (store.TxClaimer): the
+// txClaimer claims by the claim's open transaction (claimapi.TxClaimer): the
 // row locks are the reservation, and the outcome is written and committed
 // in that transaction.
 type txClaimer struct {
 	r   *Relay
-	txc store.TxClaimer
+	txc claimapi.TxClaimer
 }
 
 func (c *txClaimer) kind() string { return "transaction" }
 
 // join splits the table's aggregates with the other relays on it where the
-// store can (store.Splitter), so their claims do not meet each other's rows
+// store can (claimapi.Splitter), so their claims do not meet each other's rows
 // in flight. Lease claims never split: they are the mode for connection
 // poolers, which cannot keep a member's session lock.
 func (c *txClaimer) join(ctx context.Context) (leave func()) {
-	sp, ok := c.r.cfg.Store.(store.Splitter)
+	sp, ok := c.r.cfg.Store.(claimapi.Splitter)
 	if !ok {
 		return func() {}
 	}
@@ -46,7 +47,7 @@ func (c *txClaimer) claim(ctx context.Context, limit int) (claimed, error) {
 type txBatch struct {
 	unchained
 	r  *Relay
-	tx store.Claim
+	tx claimapi.Claim
 }
 
 func (b *txBatch) records() []store.Record { return b.tx.Records() }
@@ -57,7 +58,7 @@ func (b *txBatch) records() []store.Record { return b.tx.Records() }
 func (b *txBatch) finish(ctx context.Context, out *outcome) error {
 	r := b.r
 	var err error
-	if itx, ok := b.tx.(store.IsolatingClaim); ok {
+	if itx, ok := b.tx.(claimapi.IsolatingClaim); ok {
 		byID := recordsByID(b.tx.Records())
 		err = itx.FinishIsolating(ctx, out.sent, out.failures, func(id int64, err error) store.Failure {
 			f := r.refusedMark(byID[id], err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 )
 
 // InboxTx is one transaction of the inbox consumer, begun by the store: the
@@ -41,19 +40,16 @@ type InboxStore[T any] interface {
 // same database: a handler then gets a *sql.Tx. It is how the MySQL and
 // SQLite stores begin their inbox transactions, and how a PostgreSQL user
 // of database/sql (pgx's stdlib driver) gets a *sql.Tx instead of a pgx.Tx.
-// st must have inbox support (every store of this module has).
+// st gives the inbox SQL and the operators' view (every store of this
+// module does).
 func SQLInbox(db *sql.DB, st interface {
-	Dialect() Dialect
+	InboxDialect() InboxDialect
 	InboxAdmin
 }) (InboxStore[*sql.Tx], error) {
 	if db == nil {
 		return nil, errors.New("store: SQLInbox: nil *sql.DB")
 	}
-	d, ok := st.Dialect().(InboxDialect)
-	if !ok {
-		return nil, fmt.Errorf("store: %T has no inbox support", st.Dialect())
-	}
-	return sqlInbox{InboxAdmin: st, db: db, d: d}, nil
+	return sqlInbox{InboxAdmin: st, db: db, d: st.InboxDialect()}, nil
 }
 
 type sqlInbox struct {

@@ -111,20 +111,20 @@ const (
 	// HeaderPrefix starts every CloudEvents attribute header except
 	// datacontenttype.
 	HeaderPrefix = "ce_"
-	// HeaderContentType carries datacontenttype in binary mode.
-	HeaderContentType = "content-type"
+	// headerContentType carries datacontenttype in binary mode.
+	headerContentType = "content-type"
 )
 
 // Defaults for Options and SubscriberOptions.
 const (
-	DefaultPort           = 9092
+	defaultPort           = 9092
 	DefaultMaxPayload     = 1_000_012 // Kafka's default max.message.bytes
-	DefaultAckTimeout     = 30 * time.Second
-	DefaultConnectTimeout = defaults.ConnectTimeout
-	DefaultAckWait        = 30 * time.Second
-	DefaultCommitTimeout  = 10 * time.Second
-	// MaxTopicLength is the longest topic name Kafka accepts.
-	MaxTopicLength = 249
+	defaultAckTimeout     = 30 * time.Second
+	defaultConnectTimeout = defaults.ConnectTimeout
+	defaultAckWait        = 30 * time.Second
+	defaultCommitTimeout  = 10 * time.Second
+	// maxTopicLength is the longest topic name Kafka accepts.
+	maxTopicLength = 249
 )
 
 // ValidateTopic reports why Kafka would refuse topic as a topic name: empty,
@@ -136,8 +136,8 @@ func ValidateTopic(topic string) error {
 	switch {
 	case topic == "":
 		return fmt.Errorf("empty topic name")
-	case len(topic) > MaxTopicLength:
-		return fmt.Errorf("topic name %.40q... is %d characters, over Kafka's limit of %d", topic, len(topic), MaxTopicLength)
+	case len(topic) > maxTopicLength:
+		return fmt.Errorf("topic name %.40q... is %d characters, over Kafka's limit of %d", topic, len(topic), maxTopicLength)
 	case topic == "." || topic == "..":
 		return fmt.Errorf("topic name %q is not allowed", topic)
 	}
@@ -150,12 +150,12 @@ func ValidateTopic(topic string) error {
 	return nil
 }
 
-// ParseBrokers turns a broker list into seed addresses. It accepts
+// parseBrokers turns a broker list into seed addresses. It accepts
 // "kafka://host:port[,host:port...]", the same with "kafka://" before each
 // address, or bare "host:port" pairs; a missing port is 9092. Credentials in
 // the URL are refused (configure SASL and TLS through ClientOptions), so that a
 // secret never ends up in a log line.
-func ParseBrokers(raw string) ([]string, error) {
+func parseBrokers(raw string) ([]string, error) {
 	bad := func(reason string) ([]string, error) {
 		return nil, &txbox.ConfigError{Field: "Kafka brokers", Reason: reason}
 	}
@@ -183,7 +183,7 @@ func ParseBrokers(raw string) ([]string, error) {
 		}
 		host, port, err := net.SplitHostPort(p)
 		if err != nil {
-			host, port = p, strconv.Itoa(DefaultPort)
+			host, port = p, strconv.Itoa(defaultPort)
 			if strings.Count(p, ":") > 1 && !strings.HasPrefix(p, "[") {
 				return bad(fmt.Sprintf("%q: put an IPv6 address in brackets, e.g. [::1]:9092", p))
 			}

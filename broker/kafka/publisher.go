@@ -73,7 +73,7 @@ func (o *Options) withDefaults() error {
 	if o.Partitions < 0 || o.ReplicationFactor < 0 {
 		return &txbox.ConfigError{Field: "Kafka topic creation", Reason: "partitions and replication factor must be positive, or 0 for the broker's default"}
 	}
-	o.AckTimeout = defaults.Positive(o.AckTimeout, DefaultAckTimeout)
+	o.AckTimeout = defaults.Positive(o.AckTimeout, defaultAckTimeout)
 	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-publisher", o.Logger, o.ConnectTimeout)
 	return nil
 }
@@ -108,12 +108,14 @@ var (
 // stored after a record of it that failed.
 func (p *Publisher) PipelinesPerKey() bool { return true }
 
-// Open connects to the brokers (see ParseBrokers for the accepted forms)
-// and checks that one answers. An unreachable cluster is reported with
-// txbox.ErrBrokerUnavailable, a bad broker list or option with a
-// *txbox.ConfigError.
+// Open connects to the brokers and checks that one answers. brokers is
+// "kafka://host:port[,host:port...]", the same with "kafka://" before each
+// address, or bare "host:port" pairs; a missing port is 9092. Credentials
+// in the URL are refused (configure SASL and TLS through ClientOptions).
+// An unreachable cluster is reported with txbox.ErrBrokerUnavailable, a
+// bad broker list or option with a *txbox.ConfigError.
 func Open(ctx context.Context, brokers string, opts Options) (*Publisher, error) {
-	seeds, err := ParseBrokers(brokers)
+	seeds, err := parseBrokers(brokers)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +287,7 @@ func encode(m broker.Message) (*kgo.Record, error) {
 		if a[0] == broker.AttrDataContentType {
 			// The binding maps datacontenttype to content-type, and only
 			// there.
-			hs = append(hs, kgo.RecordHeader{Key: HeaderContentType, Value: []byte(a[1])})
+			hs = append(hs, kgo.RecordHeader{Key: headerContentType, Value: []byte(a[1])})
 			continue
 		}
 		hs = append(hs, kgo.RecordHeader{Key: HeaderPrefix + a[0], Value: []byte(a[1])})

@@ -71,8 +71,8 @@ func (o *SubscriberOptions) withDefaults() error {
 			return &txbox.ConfigError{Field: "Kafka topics", Reason: err.Error()}
 		}
 	}
-	o.AckWait = cmp.Or(o.AckWait, DefaultAckWait) // negative disables it
-	o.CommitTimeout = defaults.Positive(o.CommitTimeout, DefaultCommitTimeout)
+	o.AckWait = cmp.Or(o.AckWait, defaultAckWait) // negative disables it
+	o.CommitTimeout = defaults.Positive(o.CommitTimeout, defaultCommitTimeout)
 	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-subscriber", o.Logger, o.ConnectTimeout)
 	return nil
 }
@@ -169,7 +169,7 @@ func (h *timerHeap) Pop() any {
 // background; a new group starts at the earliest offset. Errors are as for
 // Open.
 func OpenSubscriber(ctx context.Context, brokers string, opts SubscriberOptions) (*Subscriber, error) {
-	seeds, err := ParseBrokers(brokers)
+	seeds, err := parseBrokers(brokers)
 	if err != nil {
 		return nil, err
 	}
@@ -493,7 +493,7 @@ func (d *delivery) Event() (txbox.Event, error) {
 	var contentType string
 	for _, h := range d.rec.Headers {
 		lk := strings.ToLower(h.Key)
-		if lk == HeaderContentType {
+		if lk == headerContentType {
 			contentType = string(h.Value)
 			continue
 		}

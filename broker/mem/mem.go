@@ -34,12 +34,12 @@ import (
 // a delivery's Raw shows, as the NATS and HTTP bindings do.
 const HeaderPrefix = "ce-"
 
-// DefaultAckWait is how long a delivery may stay unacknowledged before it is
+// defaultAckWait is how long a delivery may stay unacknowledged before it is
 // delivered again; the same default as NATS JetStream.
-const DefaultAckWait = 30 * time.Second
+const defaultAckWait = 30 * time.Second
 
 // Options configure a Broker. The zero value keeps every message, without a
-// size limit, and delivers it again after DefaultAckWait.
+// size limit, and delivers it again after AckWait.
 type Options struct {
 	// Dedupe makes the broker store an event id only once, like
 	// JetStream's duplicate window (here: forever). The second publish
@@ -49,13 +49,13 @@ type Options struct {
 	// with a permanent error, like a broker's size limit.
 	MaxPayload int
 	// AckWait is how long a delivery may stay unacknowledged before it is
-	// delivered again. Default DefaultAckWait.
+	// delivered again. Default 30s.
 	AckWait time.Duration
 }
 
 // withDefaults fills the fields left zero.
 func (o *Options) withDefaults() {
-	o.AckWait = defaults.Positive(o.AckWait, DefaultAckWait)
+	o.AckWait = defaults.Positive(o.AckWait, defaultAckWait)
 }
 
 // Broker is an in-memory broker. It is safe for concurrent use.

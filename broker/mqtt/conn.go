@@ -66,12 +66,12 @@ import (
 
 // Defaults for Options and SubscriberOptions.
 const (
-	DefaultConnectTimeout = defaults.ConnectTimeout
-	DefaultAckTimeout     = 30 * time.Second
+	defaultConnectTimeout = defaults.ConnectTimeout
+	defaultAckTimeout     = 30 * time.Second
 	DefaultKeepAlive      = 30 * time.Second
-	DefaultSessionExpiry  = 7 * 24 * time.Hour
-	DefaultMaxAckPending  = 1000
-	DefaultAckWait        = 30 * time.Second
+	defaultSessionExpiry  = 7 * 24 * time.Hour
+	defaultMaxAckPending  = 1000
+	defaultAckWait        = 30 * time.Second
 )
 
 // endpoint is a parsed broker URL.

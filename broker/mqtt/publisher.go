@@ -73,8 +73,8 @@ func (o *Options) withDefaults() error {
 	if err := checkString(o.ClientID); err != nil {
 		return &txbox.ConfigError{Field: "MQTT client id", Reason: err.Error()}
 	}
-	o.ConnectTimeout = defaults.Positive(o.ConnectTimeout, DefaultConnectTimeout)
-	o.AckTimeout = defaults.Positive(o.AckTimeout, DefaultAckTimeout)
+	o.ConnectTimeout = defaults.Positive(o.ConnectTimeout, defaultConnectTimeout)
+	o.AckTimeout = defaults.Positive(o.AckTimeout, defaultAckTimeout)
 	o.KeepAlive = defaults.Positive(o.KeepAlive, DefaultKeepAlive)
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return nil
@@ -155,7 +155,7 @@ func (p *Publisher) conn(ctx context.Context) (*conn, error) {
 	}
 	nc, err := dial(ctx, dialConfig{
 		ep: p.ep, tls: p.opts.TLSConfig, clientID: p.opts.ClientID, cleanStart: true,
-		receiveMaximum: DefaultMaxAckPending, keepAlive: p.opts.KeepAlive, connectTimeout: p.opts.ConnectTimeout,
+		receiveMaximum: defaultMaxAckPending, keepAlive: p.opts.KeepAlive, connectTimeout: p.opts.ConnectTimeout,
 		edit: p.opts.ClientOptions, gen: gen, log: p.log,
 		onLost: func(err error) {
 			p.log.Warn("mqtt: publisher connection lost", "server", p.ep.redacted, "err", err)

@@ -79,10 +79,10 @@ func (o *SubscriberOptions) withDefaults() error {
 		return &txbox.ConfigError{Field: "MQTT MaxAckPending", Reason: fmt.Sprintf("%d is outside 1..%d (0 for the default)", o.MaxAckPending, math.MaxUint16)}
 	}
 	o.Topics = slices.Clone(o.Topics)
-	o.SessionExpiry = defaults.Positive(o.SessionExpiry, DefaultSessionExpiry)
-	o.MaxAckPending = cmp.Or(o.MaxAckPending, DefaultMaxAckPending)
-	o.AckWait = cmp.Or(o.AckWait, DefaultAckWait) // negative disables it
-	o.ConnectTimeout = defaults.Positive(o.ConnectTimeout, DefaultConnectTimeout)
+	o.SessionExpiry = defaults.Positive(o.SessionExpiry, defaultSessionExpiry)
+	o.MaxAckPending = cmp.Or(o.MaxAckPending, defaultMaxAckPending)
+	o.AckWait = cmp.Or(o.AckWait, defaultAckWait) // negative disables it
+	o.ConnectTimeout = defaults.Positive(o.ConnectTimeout, defaultConnectTimeout)
 	o.KeepAlive = defaults.Positive(o.KeepAlive, DefaultKeepAlive)
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return nil

@@ -37,12 +37,12 @@ import (
 // Defaults for Options and SubscriberOptions.
 const (
 	DefaultStream         = "TXBOX"
-	DefaultSubjects       = "outbox.>"
-	DefaultMaxInFlight    = 4096
-	DefaultAckTimeout     = 30 * time.Second
-	DefaultConnectTimeout = defaults.ConnectTimeout
-	DefaultReconnectWait  = time.Second
-	DefaultAckWait        = 30 * time.Second
+	defaultSubjects       = "outbox.>"
+	defaultMaxInFlight    = 4096
+	defaultAckTimeout     = 30 * time.Second
+	defaultConnectTimeout = defaults.ConnectTimeout
+	defaultReconnectWait  = time.Second
+	defaultAckWait        = 30 * time.Second
 )
 
 // connConfig is what both sides need to dial.

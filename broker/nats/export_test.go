@@ -22,3 +22,6 @@ func (p *Publisher) BatchMode() string {
 
 // Committed counts the batches the stream stored whole.
 func (p *Publisher) Committed() uint64 { return p.committed.Load() }
+
+// SubjectMatches is subjectMatches, for the tests of package natsbroker_test.
+var SubjectMatches = subjectMatches

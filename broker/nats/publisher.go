@@ -23,12 +23,12 @@ import (
 
 // Header names on the wire.
 const (
-	// HeaderPrefix starts every CloudEvents attribute header, per the
+	// headerPrefix starts every CloudEvents attribute header, per the
 	// CloudEvents NATS binding.
-	HeaderPrefix = "ce-"
-	// HeaderContentType carries datacontenttype too: the binding maps it
+	headerPrefix = "ce-"
+	// headerContentType carries datacontenttype too: the binding maps it
 	// to the NATS "content-type" header in binary mode.
-	HeaderContentType = "content-type"
+	headerContentType = "content-type"
 )
 
 // Options configure a Publisher. The zero value publishes to the stream
@@ -100,11 +100,11 @@ func (o *Options) withDefaults() error {
 		}
 	}
 	if len(o.Subjects) == 0 {
-		o.Subjects = []string{DefaultSubjects}
+		o.Subjects = []string{defaultSubjects}
 	}
-	o.MaxInFlight = defaults.Positive(o.MaxInFlight, DefaultMaxInFlight)
-	o.AckTimeout = defaults.Positive(o.AckTimeout, DefaultAckTimeout)
-	o.ReconnectWait = defaults.Positive(o.ReconnectWait, DefaultReconnectWait)
+	o.MaxInFlight = defaults.Positive(o.MaxInFlight, defaultMaxInFlight)
+	o.AckTimeout = defaults.Positive(o.AckTimeout, defaultAckTimeout)
+	o.ReconnectWait = defaults.Positive(o.ReconnectWait, defaultReconnectWait)
 	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-publisher", o.Logger, o.ConnectTimeout)
 	return nil
 }
@@ -429,9 +429,9 @@ func (p *Publisher) encode(m broker.Message) (*nats.Msg, int, error) {
 		if err := checkHeaderValue(a[1]); err != nil {
 			return nil, 0, txbox.Permanent(fmt.Errorf("%w: nats: event %s: attribute %s: %v", txbox.ErrInvalidEvent, m.Event.ID, a[0], err))
 		}
-		h[HeaderPrefix+a[0]] = []string{a[1]}
+		h[headerPrefix+a[0]] = []string{a[1]}
 	}
-	h[HeaderContentType] = []string{broker.ContentJSON}
+	h[headerContentType] = []string{broker.ContentJSON}
 	h[jetstream.MsgIDHeader] = []string{m.Event.ID}
 
 	size := headerSize(h) + len(m.Event.Payload)

@@ -50,9 +50,9 @@ func SubjectsFor(template string) ([]string, error) {
 	return []string{strings.Join(fixed, ".") + ".>"}, nil
 }
 
-// SubjectMatches reports whether the stream subject pattern (which may use
+// subjectMatches reports whether the stream subject pattern (which may use
 // the wildcards '*' for one token and '>' for the rest) captures subject.
-func SubjectMatches(pattern, subject string) bool {
+func subjectMatches(pattern, subject string) bool {
 	pt, st := strings.Split(pattern, "."), strings.Split(subject, ".")
 	for i, p := range pt {
 		switch {
@@ -70,7 +70,7 @@ func SubjectMatches(pattern, subject string) bool {
 // captures reports whether one of subjects captures subject.
 func captures(subjects []string, subject string) bool {
 	for _, p := range subjects {
-		if SubjectMatches(p, subject) {
+		if subjectMatches(p, subject) {
 			return true
 		}
 	}

@@ -20,7 +20,7 @@ func TestStreamSubjectRules(t *testing.T) {
 		{">", "anything.at.all", true},
 	} {
 		if got := natsbroker.SubjectMatches(c.pattern, c.subject); got != c.want {
-			t.Errorf("SubjectMatches(%q, %q) = %v", c.pattern, c.subject, got)
+			t.Errorf("subjectMatches(%q, %q) = %v", c.pattern, c.subject, got)
 		}
 	}
 	for tpl, want := range map[string]string{

@@ -63,9 +63,9 @@ func (o *SubscriberOptions) withDefaults() error {
 		return &txbox.ConfigError{Field: "NATS durable consumer name", Reason: "empty"}
 	}
 	o.Stream = cmp.Or(o.Stream, DefaultStream)
-	o.AckWait = defaults.Positive(o.AckWait, DefaultAckWait)
+	o.AckWait = defaults.Positive(o.AckWait, defaultAckWait)
 	o.MaxDeliver = cmp.Or(o.MaxDeliver, -1)
-	o.ReconnectWait = defaults.Positive(o.ReconnectWait, DefaultReconnectWait)
+	o.ReconnectWait = defaults.Positive(o.ReconnectWait, defaultReconnectWait)
 	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-subscriber", o.Logger, o.ConnectTimeout)
 	return nil
 }
@@ -388,10 +388,10 @@ func (d *delivery) Event() (txbox.Event, error) {
 			continue
 		}
 		lk := strings.ToLower(k)
-		if lk == HeaderContentType {
+		if lk == headerContentType {
 			contentType = vs[0]
 		}
-		if n, ok := strings.CutPrefix(lk, HeaderPrefix); ok && n != "" {
+		if n, ok := strings.CutPrefix(lk, headerPrefix); ok && n != "" {
 			if err := attrs.Add(n, vs[0]); err != nil {
 				return txbox.Event{}, err
 			}

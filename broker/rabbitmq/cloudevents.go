@@ -20,15 +20,15 @@ const (
 	// HeaderPrefix starts every CloudEvents attribute header txbox writes:
 	// the CloudEvents AMQP binding's preferred "cloudEvents_".
 	HeaderPrefix = "cloudEvents_"
-	// HeaderPrefixColon is the binding's other prefix, read but not
+	// headerPrefixColon is the binding's other prefix, read but not
 	// written.
-	HeaderPrefixColon = "cloudEvents:"
-	// HeaderAttempt is set on a Nak'd message's retry copy: the attempt
+	headerPrefixColon = "cloudEvents:"
+	// headerAttempt is set on a Nak'd message's retry copy: the attempt
 	// the copy will be when it comes back.
-	HeaderAttempt = "txbox-attempt"
-	// HeaderTopic is set on a retry copy: the routing key the message was
+	headerAttempt = "txbox-attempt"
+	// headerTopic is set on a retry copy: the routing key the message was
 	// first published with (the copy travels under the retry queue's name).
-	HeaderTopic = "txbox-topic"
+	headerTopic = "txbox-topic"
 )
 
 // encode builds the publishing for m, or says why it can never be sent.
@@ -88,7 +88,7 @@ func decode(d *amqp.Delivery) (txbox.Event, error) {
 	for k, v := range d.Headers {
 		n, ok := cutPrefixFold(k, HeaderPrefix)
 		if !ok {
-			n, ok = cutPrefixFold(k, HeaderPrefixColon)
+			n, ok = cutPrefixFold(k, headerPrefixColon)
 		}
 		if !ok || n == "" {
 			continue

@@ -91,10 +91,10 @@ const (
 	// DefaultMaxPayload is RabbitMQ 4's default max_message_size (16 MiB;
 	// 3.x allowed 128 MiB). Set Options.MaxPayload to the server's value.
 	DefaultMaxPayload     = 16 << 20
-	DefaultMaxChannels    = 8
-	DefaultConnectTimeout = defaults.ConnectTimeout
+	defaultMaxChannels    = 8
+	defaultConnectTimeout = defaults.ConnectTimeout
 	DefaultKeepAlive      = 10 * time.Second
-	DefaultMaxAckPending  = 128
+	defaultMaxAckPending  = 128
 )
 
 // link is one AMQP connection and the socket under it. Closing the socket

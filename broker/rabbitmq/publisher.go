@@ -64,7 +64,7 @@ func (o *Options) withDefaults() {
 	o.Exchange = cmp.Or(o.Exchange, DefaultExchange)
 	o.ExchangeType = cmp.Or(o.ExchangeType, DefaultExchangeType)
 	o.MaxPayload = cmp.Or(o.MaxPayload, DefaultMaxPayload)
-	o.MaxChannels = cmp.Or(o.MaxChannels, DefaultMaxChannels)
+	o.MaxChannels = cmp.Or(o.MaxChannels, defaultMaxChannels)
 	o.KeepAlive = cmp.Or(o.KeepAlive, DefaultKeepAlive)
 	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-publisher", o.Logger, o.ConnectTimeout)
 }

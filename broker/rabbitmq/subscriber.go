@@ -78,7 +78,7 @@ func (o *SubscriberOptions) withDefaults() error {
 	}
 	o.Exchange = cmp.Or(o.Exchange, DefaultExchange)
 	o.ExchangeType = cmp.Or(o.ExchangeType, DefaultExchangeType)
-	o.MaxAckPending = cmp.Or(o.MaxAckPending, DefaultMaxAckPending)
+	o.MaxAckPending = cmp.Or(o.MaxAckPending, defaultMaxAckPending)
 	o.KeepAlive = cmp.Or(o.KeepAlive, DefaultKeepAlive)
 	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-subscriber", o.Logger, o.ConnectTimeout)
 	return nil
@@ -367,7 +367,7 @@ func (d *delivery) Raw() broker.RawMessage {
 // topic is the routing key the message was published with, also for a
 // retry copy, which travels under its retry queue's name.
 func (d *delivery) topic() string {
-	if t, ok := d.d.Headers[HeaderTopic].(string); ok && t != "" {
+	if t, ok := d.d.Headers[headerTopic].(string); ok && t != "" {
 		return t
 	}
 	return d.d.RoutingKey
@@ -378,7 +378,7 @@ func (d *delivery) topic() string {
 // counted once, on classic queues).
 func (d *delivery) Attempt() int {
 	n := int64(1)
-	if v, ok := headerInt(d.d.Headers[HeaderAttempt]); ok && v > 1 {
+	if v, ok := headerInt(d.d.Headers[headerAttempt]); ok && v > 1 {
 		n = v
 	}
 	if v, ok := headerInt(d.d.Headers["x-delivery-count"]); ok && v > 0 {
@@ -498,8 +498,8 @@ func (d *delivery) park(ctx context.Context, delay time.Duration) error {
 		}
 		h[k] = v
 	}
-	h[HeaderAttempt] = int64(d.Attempt() + 1)
-	h[HeaderTopic] = d.topic()
+	h[headerAttempt] = int64(d.Attempt() + 1)
+	h[headerTopic] = d.topic()
 	dc, err := ch.PublishWithDeferredConfirm("", q, true, false, amqp.Publishing{
 		Headers: h, ContentType: d.d.ContentType, ContentEncoding: d.d.ContentEncoding, DeliveryMode: amqp.Persistent,
 		Priority: d.d.Priority, CorrelationId: d.d.CorrelationId, ReplyTo: d.d.ReplyTo, MessageId: d.d.MessageId,

@@ -77,11 +77,11 @@ import (
 
 // Defaults for Options and SubscriberOptions.
 const (
-	DefaultConnectTimeout = defaults.ConnectTimeout
-	DefaultAckWait        = 30 * time.Second
-	// DefaultMaxPayload applies when the server does not tell its
+	defaultConnectTimeout = defaults.ConnectTimeout
+	defaultAckWait        = 30 * time.Second
+	// defaultMaxPayload applies when the server does not tell its
 	// proto-max-bulk-len (Redis's default, 512 MiB).
-	DefaultMaxPayload = 512 << 20
+	defaultMaxPayload = 512 << 20
 	maxPoll           = time.Second
 )
 

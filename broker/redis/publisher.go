@@ -87,7 +87,7 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 		p.persistent = true
 	}
 	if p.maxPayload <= 0 {
-		p.maxPayload = DefaultMaxPayload
+		p.maxPayload = defaultMaxPayload
 		if n, err := strconv.Atoi(cfg["proto-max-bulk-len"]); err == nil && n > 0 {
 			// The payload is one bulk string; leave room for the rest.
 			p.maxPayload = n

@@ -60,7 +60,7 @@ func (o *SubscriberOptions) withDefaults() error {
 		return &txbox.ConfigError{Field: "Redis consumer group", Reason: "empty"}
 	}
 	o.StartID = cmp.Or(o.StartID, "0")
-	o.AckWait = cmp.Or(o.AckWait, DefaultAckWait)
+	o.AckWait = cmp.Or(o.AckWait, defaultAckWait)
 	if o.Consumer == "" {
 		host, _ := os.Hostname()
 		var b [4]byte
@@ -248,7 +248,7 @@ func (s *Subscriber) claim(ctx context.Context, max int) ([]broker.Delivery, err
 // claimed looks up the delivery counts and Nak delays of claimed entries,
 // puts back the ones still delayed and returns the rest.
 func (s *Subscriber) claimed(ctx context.Context, stream string, msgs []redis.XMessage) ([]broker.Delivery, error) {
-	dkey := DelayedKey(stream, s.opts.Group)
+	dkey := delayedKey(stream, s.opts.Group)
 	pipe := s.rdb.Pipeline()
 	pend := make([]*redis.XPendingExtCmd, len(msgs))
 	ids := make([]string, len(msgs))
@@ -302,9 +302,9 @@ func (s *Subscriber) claimed(ctx context.Context, stream string, msgs []redis.XM
 	return out, nil
 }
 
-// DelayedKey is the sorted set holding Nak delays longer than the ack wait
+// delayedKey is the sorted set holding Nak delays longer than the ack wait
 // for a stream's group.
-func DelayedKey(stream, group string) string {
+func delayedKey(stream, group string) string {
 	return stream + ":txbox-delayed:" + group
 }
 
@@ -399,7 +399,7 @@ func (d *delivery) Attempt() int { return d.attempt }
 func (d *delivery) Ack(ctx context.Context) error {
 	pipe := d.s.rdb.Pipeline()
 	ack := pipe.XAck(ctx, d.stream, d.s.opts.Group, d.m.ID)
-	pipe.ZRem(ctx, DelayedKey(d.stream, d.s.opts.Group), d.m.ID)
+	pipe.ZRem(ctx, delayedKey(d.stream, d.s.opts.Group), d.m.ID)
 	if _, err := pipe.Exec(ctx); err != nil && ack.Err() != nil {
 		return settleErr("XACK", ack.Err())
 	}
@@ -419,7 +419,7 @@ func (d *delivery) Nak(ctx context.Context, delay time.Duration) error {
 	claim := pipe.Do(ctx, "XCLAIM", d.stream, d.s.opts.Group, d.s.opts.Consumer, 0, d.m.ID, "IDLE", idle, "JUSTID")
 	if delay > ackWait {
 		notBefore := time.Now().Add(delay).UnixMilli()
-		pipe.ZAdd(ctx, DelayedKey(d.stream, d.s.opts.Group), redis.Z{Score: float64(notBefore), Member: d.m.ID})
+		pipe.ZAdd(ctx, delayedKey(d.stream, d.s.opts.Group), redis.Z{Score: float64(notBefore), Member: d.m.ID})
 	}
 	if _, err := pipe.Exec(ctx); err != nil && claim.Err() != nil {
 		return settleErr("XCLAIM", claim.Err())

@@ -190,14 +190,14 @@ func Open(_ context.Context, baseURL string, opts Options) (*Publisher, error) {
 	return p, nil
 }
 
-// Target is the URL an event on topic is posted to. The topic's
+// target is the URL an event on topic is posted to. The topic's
 // '/'-separated segments are percent-encoded each and go where the base
 // URL's TopicPlaceholder is, or else after its path: with base
 // https://hooks.example.com/in and topic "billing/InvoiceIssued", the event
 // goes to https://hooks.example.com/in/billing/InvoiceIssued. The host is
 // always the base URL's, so a row cannot steer a request elsewhere. An
 // empty topic or segment and the segments "." and ".." are refused.
-func (p *Publisher) Target(topic string) (string, error) {
+func (p *Publisher) target(topic string) (string, error) {
 	if topic == "" {
 		return "", errors.New("empty topic")
 	}
@@ -275,7 +275,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []broker.Message) []error 
 
 // post sends one message and classifies the answer.
 func (p *Publisher) post(ctx context.Context, m broker.Message) error {
-	target, err := p.Target(m.Topic)
+	target, err := p.target(m.Topic)
 	if err != nil {
 		return txbox.Permanent(fmt.Errorf("webhook: event %s: %w", m.Event.ID, err))
 	}

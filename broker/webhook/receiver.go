@@ -25,11 +25,11 @@ import (
 
 // Defaults for ReceiverOptions.
 const (
-	// DefaultMaxPayload is the Receiver's; a Publisher has no limit of its
+	// defaultMaxPayload is the Receiver's; a Publisher has no limit of its
 	// own unless Options.MaxPayload sets one.
-	DefaultMaxPayload  = 1 << 20
-	DefaultHoldTimeout = 60 * time.Second
-	DefaultMaxPending  = 1024
+	defaultMaxPayload  = 1 << 20
+	defaultHoldTimeout = 60 * time.Second
+	defaultMaxPending  = 1024
 )
 
 // ReceiverOptions configure a Receiver.
@@ -96,10 +96,10 @@ var (
 
 // withDefaults fills the fields left zero.
 func (o *ReceiverOptions) withDefaults() {
-	o.MaxPayload = defaults.Positive(o.MaxPayload, DefaultMaxPayload)
+	o.MaxPayload = defaults.Positive(o.MaxPayload, defaultMaxPayload)
 	o.PathPrefix = cmp.Or(o.PathPrefix, "/")
-	o.HoldTimeout = defaults.Positive(o.HoldTimeout, DefaultHoldTimeout)
-	o.MaxPending = defaults.Positive(o.MaxPending, DefaultMaxPending)
+	o.HoldTimeout = defaults.Positive(o.HoldTimeout, defaultHoldTimeout)
+	o.MaxPending = defaults.Positive(o.MaxPending, defaultMaxPending)
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 }
 
@@ -384,7 +384,7 @@ func (d *delivery) Raw() broker.RawMessage {
 }
 
 // Handler returns an http.Handler that verifies each request with secret
-// (see Key) and tolerance (0: DefaultTolerance), decodes the event and
+// (see Key) and tolerance (0: 5 minutes), decodes the event and
 // calls fn. Its answers tell the sender what to do: 200 when fn returned
 // nil; 401 when the signature or timestamp does not verify; 400 when the
 // request is not a txbox CloudEvent and 422 when fn's error wraps
@@ -402,7 +402,7 @@ func Handler(secret string, tolerance time.Duration, fn func(ctx context.Context
 	}
 	log := slog.Default()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req := read(w, r, v, "/", DefaultMaxPayload, log)
+		req := read(w, r, v, "/", defaultMaxPayload, log)
 		if req == nil {
 			return
 		}

@@ -27,9 +27,9 @@ const (
 	HeaderSignature = "webhook-signature"
 )
 
-// DefaultTolerance is how far a request's timestamp may lie from the
+// defaultTolerance is how far a request's timestamp may lie from the
 // receiver's clock, either way, before it is refused as a replay.
-const DefaultTolerance = 5 * time.Minute
+const defaultTolerance = 5 * time.Minute
 
 // minKey is the shortest signing key accepted, in bytes.
 const minKey = 16
@@ -80,7 +80,7 @@ func newVerifier(secrets []string, tolerance time.Duration) (*verifier, error) {
 	}
 	v := &verifier{tolerance: tolerance, now: time.Now}
 	if v.tolerance <= 0 {
-		v.tolerance = DefaultTolerance
+		v.tolerance = defaultTolerance
 	}
 	for i, s := range secrets {
 		k, err := Key(s)

@@ -79,7 +79,7 @@ func isPostgresURL(db string) bool {
 // fail rather than wait (no wait fixes them), and the CDC relay reads the
 // log instead of claiming.
 func runCDC(ctx context.Context, g *globals, cfg relay.Config, cf cdcFlags, s *postgres.Store, srv *obsServer) error {
-	if err := s.CheckCDC(ctx); err != nil {
+	if err := cdc.Check(ctx, s); err != nil {
 		return err
 	}
 	r, err := startRelay(ctx, srv, func() (*cdc.Reader, error) {
@@ -131,7 +131,7 @@ func newDropSlot(g *globals) *cobra.Command {
 			}
 			defer st.Close()
 			s := st.(*postgres.Store)
-			exists, err := s.SlotExists(ctx, slot)
+			exists, err := cdc.SlotExists(ctx, s, slot)
 			if err != nil {
 				return err
 			}
@@ -150,7 +150,7 @@ func newDropSlot(g *globals) *cobra.Command {
 				return active
 			}
 			what := fmt.Sprintf("drop replication slot %s", slot)
-			if lags, err := s.SlotLags(ctx); err == nil {
+			if lags, err := cdc.SlotLags(ctx, s); err == nil {
 				for _, l := range lags {
 					if l.Slot == slot {
 						what += fmt.Sprintf(" (it holds %d bytes of WAL not yet delivered)", l.Bytes)
@@ -163,8 +163,8 @@ func newDropSlot(g *globals) *cobra.Command {
 			if err != nil || !ok {
 				return err
 			}
-			if err := s.DropSlot(ctx, slot); err != nil {
-				if errors.Is(err, postgres.ErrSlotActive) {
+			if err := cdc.DropSlot(ctx, s, slot); err != nil {
+				if errors.Is(err, cdc.ErrSlotActive) {
 					return active
 				}
 				return err
@@ -183,17 +183,17 @@ func migrateCDC(ctx context.Context, cmd *cobra.Command, st any, slot string) er
 	if !ok {
 		return &txbox.ConfigError{Field: flagField("cdc"), Reason: "CDC needs a PostgreSQL database (--db postgres://...)"}
 	}
-	if err := s.MigrateCDC(ctx); err != nil {
-		if errors.Is(err, postgres.ErrWALLevel) {
+	if err := cdc.Migrate(ctx, s); err != nil {
+		if errors.Is(err, cdc.ErrWALLevel) {
 			return &runtimeError{msg: err.Error()}
 		}
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "publication %s ready\n", s.Publication())
+	fmt.Fprintf(cmd.OutOrStdout(), "publication %s ready\n", cdc.Publication(s))
 	if slot == "" {
 		return nil
 	}
-	created, err := s.CreateSlot(ctx, slot)
+	created, err := cdc.CreateSlot(ctx, s, slot, true)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/txbox/txbox/internal/adminview"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
+	"github.com/txbox/txbox/store/postgres/cdc"
 )
 
 // statsJSON is the stable shape of `txbox stats --json`.
@@ -20,7 +21,7 @@ type statsJSON struct {
 	Inbox map[string]map[string]int64 `json:"inbox"`
 	// CDCSlots is the lag of every replication slot a relay in --mode cdc
 	// registered (PostgreSQL; absent elsewhere).
-	CDCSlots []postgres.SlotLag `json:"cdc_slots,omitempty"`
+	CDCSlots []cdc.SlotLag `json:"cdc_slots,omitempty"`
 }
 
 func newStats(g *globals) *cobra.Command {
@@ -42,7 +43,7 @@ func printStats(ctx context.Context, w io.Writer, s store.Store, asJSON bool) er
 		return err
 	}
 	if ps, ok := s.(*postgres.Store); ok {
-		if out.CDCSlots, err = ps.SlotLags(ctx); err != nil {
+		if out.CDCSlots, err = cdc.SlotLags(ctx, ps); err != nil {
 			return err
 		}
 	}
@@ -65,7 +66,7 @@ func printStats(ctx context.Context, w io.Writer, s store.Store, asJSON bool) er
 
 // printSlots lists the CDC relays' replication slots: a slot nobody reads
 // holds WAL until it is dropped, so its lag is what to watch.
-func printSlots(w io.Writer, slots []postgres.SlotLag) {
+func printSlots(w io.Writer, slots []cdc.SlotLag) {
 	if len(slots) == 0 {
 		return
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/internal/claimapi"
 	"github.com/txbox/txbox/store"
 )
 
@@ -40,7 +41,7 @@ func MarkFirst(s store.Store) store.Store {
 			}
 			return recs, nil
 		},
-		claimTx: func(ctx context.Context, c store.Claim) (store.Claim, error) {
+		claimTx: func(ctx context.Context, c claimapi.Claim) (claimapi.Claim, error) {
 			if len(c.Records()) == 0 {
 				return c, nil
 			}
@@ -71,7 +72,7 @@ func Overtake(s store.Store) store.Store {
 			recs, err := s.Claim(ctx, req)
 			return reversed(recs), err
 		},
-		claimTx: func(_ context.Context, c store.Claim) (store.Claim, error) {
+		claimTx: func(_ context.Context, c claimapi.Claim) (claimapi.Claim, error) {
 			return wrapClaim(c, reversed(c.Records()), false), nil
 		},
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/claimapi"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/mysql"
@@ -28,14 +29,14 @@ import (
 // that each sabotage wrapper has exactly the interfaces the store has, that
 // the transaction claims it hands out have exactly those of the store's own
 // claims, and that NoInbox's inbox SQL has exactly those of the store's.
-// "The interfaces" are every interface type declared in package store (and
-// outbox.Notifier), read from their source, so that one added there is
-// checked without this test being told: a wrapper that dropped it would
+// "The interfaces" are every interface type declared in packages store and
+// claimapi (and outbox.Notifier), read from their source, so that one added
+// there is checked without this test being told: a wrapper that dropped it would
 // make the sabotaged relay choose another code path than the shipped one.
 func TestWrappersKeepOptionalInterfaces(t *testing.T) {
-	ifaces := declaredInterfaces(t, "../../store", "../../outbox")
-	for _, want := range []string{"store.TxClaimer", "store.ChainClaimer", "store.Splitter", "store.BacklogSampler",
-		"store.IsolatingClaim", "store.ChainedClaim", "store.InboxBatchInserter", "outbox.Notifier"} {
+	ifaces := declaredInterfaces(t, "../../store", "../claimapi", "../../outbox")
+	for _, want := range []string{"claimapi.TxClaimer", "claimapi.ChainClaimer", "claimapi.Splitter", "store.BacklogSampler",
+		"claimapi.IsolatingClaim", "claimapi.ChainedClaim", "store.InboxBatchInserter", "outbox.Notifier"} {
 		if _, ok := ifaces[want]; !ok {
 			t.Fatalf("%s not found in the sources (found %v)", want, slices.Sorted(maps.Keys(ifaces)))
 		}
@@ -44,7 +45,7 @@ func TestWrappersKeepOptionalInterfaces(t *testing.T) {
 		s := storeenv.MigratedPostgres(t, postgres.Options{})
 		// The store the relay ships with has them all: this test is about
 		// them.
-		for _, name := range []string{"store.TxClaimer", "store.ChainClaimer", "store.Splitter", "store.BacklogSampler", "store.Counter", "store.InboxAdmin"} {
+		for _, name := range []string{"claimapi.TxClaimer", "claimapi.ChainClaimer", "claimapi.Splitter", "store.BacklogSampler", "store.Counter", "store.InboxAdmin"} {
 			if !hasAll(s, ifaces[name]) {
 				t.Fatalf("the PostgreSQL store has no %s", name)
 			}
@@ -85,14 +86,14 @@ func checkStore[T any](t *testing.T, ifaces map[string][]string, s store.Store) 
 		if got, want := signature(ws, storeInterfaces), signature(s, storeInterfaces); got != want {
 			t.Errorf("%s: %T has %s, the store %s", wr.name, ws, got, want)
 		}
-		if _, ok := s.(store.TxClaimer); ok {
-			compareClaims(t, ifaces, wr.name, "ClaimTx", s, ws, func(s store.Store) (store.Claim, error) {
-				return s.(store.TxClaimer).ClaimTx(ctx, 1)
+		if _, ok := s.(claimapi.TxClaimer); ok {
+			compareClaims(t, ifaces, wr.name, "ClaimTx", s, ws, func(s store.Store) (claimapi.Claim, error) {
+				return s.(claimapi.TxClaimer).ClaimTx(ctx, 1)
 			})
 		}
-		if _, ok := s.(store.ChainClaimer); ok {
-			compareClaims(t, ifaces, wr.name, "ClaimTxChained", s, ws, func(s store.Store) (store.Claim, error) {
-				return s.(store.ChainClaimer).ClaimTxChained(ctx, 1)
+		if _, ok := s.(claimapi.ChainClaimer); ok {
+			compareClaims(t, ifaces, wr.name, "ClaimTxChained", s, ws, func(s store.Store) (claimapi.Claim, error) {
+				return s.(claimapi.ChainClaimer).ClaimTxChained(ctx, 1)
 			})
 		}
 	}
@@ -107,7 +108,7 @@ func checkStore[T any](t *testing.T, ifaces map[string][]string, s store.Store) 
 // compareClaims claims one row through s and through its wrapper ws (named
 // wrapper) with claim (the claim method named method), compares the two
 // claims' interfaces, and aborts both.
-func compareClaims(t *testing.T, ifaces map[string][]string, wrapper, method string, s, ws store.Store, claim func(store.Store) (store.Claim, error)) {
+func compareClaims(t *testing.T, ifaces map[string][]string, wrapper, method string, s, ws store.Store, claim func(store.Store) (claimapi.Claim, error)) {
 	t.Helper()
 	inner, err := claim(s)
 	if err != nil || len(inner.Records()) != 1 {

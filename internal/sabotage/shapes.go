@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/claimapi"
 	"github.com/txbox/txbox/outbox"
 	"github.com/txbox/txbox/store"
 )
@@ -28,7 +29,7 @@ type hooks struct {
 	claim func(ctx context.Context, s store.Store, req store.ClaimRequest) ([]store.Record, error)
 	// claimTx changes a transaction claim just taken (ClaimTx and
 	// ClaimTxChained), records or not.
-	claimTx func(ctx context.Context, c store.Claim) (store.Claim, error)
+	claimTx func(ctx context.Context, c claimapi.Claim) (claimapi.Claim, error)
 	// inbox changes the store's inbox SQL (InboxDialect).
 	inbox func(store.InboxDialect) store.InboxDialect
 }
@@ -46,7 +47,7 @@ func (b base) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Record
 	return b.h.claim(ctx, b.Store, req)
 }
 
-func (b base) claimTx(ctx context.Context, c store.Claim, err error) (store.Claim, error) {
+func (b base) claimTx(ctx context.Context, c claimapi.Claim, err error) (claimapi.Claim, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -69,9 +70,9 @@ var storeInterfaces = []struct {
 	name string
 	has  func(any) bool
 }{
-	{"store.TxClaimer", is[store.TxClaimer]},
-	{"store.ChainClaimer", is[store.ChainClaimer]},
-	{"store.Splitter", is[store.Splitter]},
+	{"claimapi.TxClaimer", is[claimapi.TxClaimer]},
+	{"claimapi.ChainClaimer", is[claimapi.ChainClaimer]},
+	{"claimapi.Splitter", is[claimapi.Splitter]},
 	{"store.BacklogSampler", is[store.BacklogSampler]},
 	{"store.Counter", is[store.Counter]},
 	{"store.InboxAdmin", is[store.InboxAdmin]},
@@ -101,8 +102,8 @@ var storeShapes = map[string]func(base) store.Store{
 	"store.BacklogSampler, store.Counter, store.InboxAdmin, store.InboxStore[*sql.Tx]": func(b base) store.Store {
 		return sqlStore{b, b.Store.(store.BacklogSampler), b.Store.(store.Counter), b.Store.(store.InboxStore[*sql.Tx])}
 	},
-	"store.TxClaimer, store.ChainClaimer, store.Splitter, store.BacklogSampler, store.Counter, store.InboxAdmin, store.InboxStore[pgx.Tx]": func(b base) store.Store {
-		return pgStore{b, b.Store.(store.ChainClaimer), b.Store.(store.Splitter), b.Store.(store.BacklogSampler), b.Store.(store.Counter), b.Store.(store.InboxStore[pgx.Tx])}
+	"claimapi.TxClaimer, claimapi.ChainClaimer, claimapi.Splitter, store.BacklogSampler, store.Counter, store.InboxAdmin, store.InboxStore[pgx.Tx]": func(b base) store.Store {
+		return pgStore{b, b.Store.(claimapi.ChainClaimer), b.Store.(claimapi.Splitter), b.Store.(store.BacklogSampler), b.Store.(store.Counter), b.Store.(store.InboxStore[pgx.Tx])}
 	},
 }
 
@@ -130,19 +131,19 @@ func (s sqlStore) InboxDialect() store.InboxDialect {
 
 type pgStore struct {
 	base
-	chain store.ChainClaimer
-	store.Splitter
+	chain claimapi.ChainClaimer
+	claimapi.Splitter
 	store.BacklogSampler
 	store.Counter
 	store.InboxStore[pgx.Tx]
 }
 
-func (s pgStore) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
+func (s pgStore) ClaimTx(ctx context.Context, limit int) (claimapi.Claim, error) {
 	c, err := s.chain.ClaimTx(ctx, limit)
 	return s.claimTx(ctx, c, err)
 }
 
-func (s pgStore) ClaimTxChained(ctx context.Context, limit int) (store.ChainedClaim, error) {
+func (s pgStore) ClaimTxChained(ctx context.Context, limit int) (claimapi.ChainedClaim, error) {
 	c, err := s.chain.ClaimTxChained(ctx, limit)
 	if err != nil {
 		return nil, err
@@ -151,7 +152,7 @@ func (s pgStore) ClaimTxChained(ctx context.Context, limit int) (store.ChainedCl
 	if err != nil {
 		return nil, err
 	}
-	return w.(store.ChainedClaim), nil // wrapClaim keeps the shape of c
+	return w.(claimapi.ChainedClaim), nil // wrapClaim keeps the shape of c
 }
 
 func (s pgStore) InboxDialect() store.InboxDialect {
@@ -162,7 +163,7 @@ func (s pgStore) InboxDialect() store.InboxDialect {
 // outcome already committed by the sabotage), what the relay then does with
 // it changes nothing.
 type claim struct {
-	inner store.Claim
+	inner claimapi.Claim
 	recs  []store.Record
 	ended bool
 }
@@ -184,7 +185,7 @@ func (c *claim) Abort() {
 
 func (c *claim) release(ids []int64) {
 	if !c.ended {
-		c.inner.(store.ChainedClaim).Release(ids)
+		c.inner.(claimapi.ChainedClaim).Release(ids)
 	}
 }
 
@@ -192,7 +193,7 @@ func (c *claim) finishIsolating(ctx context.Context, sent []int64, failures []st
 	if c.ended {
 		return nil
 	}
-	return c.inner.(store.IsolatingClaim).FinishIsolating(ctx, sent, failures, refused)
+	return c.inner.(claimapi.IsolatingClaim).FinishIsolating(ctx, sent, failures, refused)
 }
 
 // The claim shapes: all four sets of the two optional claim interfaces.
@@ -213,10 +214,10 @@ func (c chainedIsolatingClaim) FinishIsolating(ctx context.Context, sent []int64
 	return c.finishIsolating(ctx, sent, failures, refused)
 }
 
-func wrapClaim(inner store.Claim, recs []store.Record, ended bool) store.Claim {
+func wrapClaim(inner claimapi.Claim, recs []store.Record, ended bool) claimapi.Claim {
 	c := &claim{inner: inner, recs: recs, ended: ended}
-	_, chained := inner.(store.ChainedClaim)
-	_, isolating := inner.(store.IsolatingClaim)
+	_, chained := inner.(claimapi.ChainedClaim)
+	_, isolating := inner.(claimapi.IsolatingClaim)
 	switch {
 	case chained && isolating:
 		return chainedIsolatingClaim{c}

@@ -38,28 +38,28 @@ func migrateCDC(t *testing.T, s store.Store) {
 		t.Fatalf("CDC scenarios need a PostgreSQL store, got %T", s)
 	}
 	ctx := context.Background()
-	if err := ps.MigrateCDC(ctx); err != nil {
+	if err := cdc.Migrate(ctx, ps); err != nil {
 		t.Fatalf("migrate --cdc: %v", err)
 	}
 	slot := slotName(s)
-	if _, err := ps.CreateSlot(ctx, slot); err != nil {
+	if _, err := cdc.CreateSlot(ctx, ps, slot, true); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		for {
-			err := ps.DropSlot(ctx, slot)
+			err := cdc.DropSlot(ctx, ps, slot)
 			if err == nil {
 				break
 			}
-			if !errors.Is(err, postgres.ErrSlotActive) || ctx.Err() != nil {
+			if !errors.Is(err, cdc.ErrSlotActive) || ctx.Err() != nil {
 				t.Errorf("replication slot %s left behind: %v", slot, err)
 				break
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		_, _ = ps.Pool().Exec(ctx, "DROP PUBLICATION IF EXISTS "+ps.Publication())
+		_, _ = ps.Pool().Exec(ctx, "DROP PUBLICATION IF EXISTS "+cdc.Publication(ps))
 		_, _ = ps.Pool().Exec(ctx, "DROP TABLE IF EXISTS "+ps.Tables().Qualified(ps.Tables().Outbox+"_cdc_slots"))
 	})
 }

@@ -29,6 +29,7 @@ func InboxDuplicateDeliveries(t *testing.T, st Store, br Broker) {
 	withAdmin, ok := s.(interface {
 		store.Store
 		store.InboxAdmin
+		InboxDialect() store.InboxDialect
 	})
 	if !ok {
 		t.Fatalf("%T has no inbox support", s)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
+	"github.com/txbox/txbox/internal/claimapi"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/outbox"
@@ -354,7 +355,7 @@ func RelayKilledDuringBacklog(t *testing.T, st Store, br Broker) {
 	if killed < 2 {
 		t.Fatalf("only %d kills landed during the backlog; the scenario proved too little", killed)
 	}
-	switch _, txHeld := s.(store.TxClaimer); {
+	switch _, txHeld := s.(claimapi.TxClaimer); {
 	case claims(st) == relay.ClaimLease && leftLeased == 0:
 		t.Fatalf("--claims lease: none of %d runs showed a leased (PROCESSING) row: the relay did not claim by lease", killed)
 	case txHeld && claims(st) != relay.ClaimLease && leftLeased > 0:

@@ -43,7 +43,7 @@ var Skips = []AllowedSkip{
 	// The store conformance suite likewise: cases for an optional
 	// interface the store does not implement.
 	{`store/(mysql|sqlite)`, `TestStoreConformance\w*/(TxClaims|ChainClaims)`,
-		"only PostgreSQL holds claims by the claim's transaction (store.TxClaimer, and chains them: store.ChainClaimer); MySQL and SQLite claim by lease"},
+		"only PostgreSQL holds claims by the claim's transaction (claimapi.TxClaimer, and chains them: claimapi.ChainClaimer); MySQL and SQLite claim by lease"},
 	{`store/(mysql|sqlite)`, `TestInboxConformance\w*/Inbox(Acquire|Insert)Processed`,
 		"the inbox fast paths (store.InboxProcessedAcquirer, store.InboxBatchInserter) are PostgreSQL's"},
 

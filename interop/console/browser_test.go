@@ -87,7 +87,7 @@ func operatorNight(t *testing.T, h harness, chrome string) {
 	storeenv.Write(t, h, s, backlog...)
 	parked := txbox.MustEvent("Invoice", "inv-9", "InvoiceIssued", map[string]any{"invoice": 9, "amount": "12.50"})
 	storetest.InTx(t, h, s, func(tx store.Tx) error {
-		_, _, err := s.Dialect().(store.InboxDialect).InboxFail(ctx, tx, "billing", parked, "handler: ledger account 4711 closed", 1, txbox.StatusRetry)
+		_, _, err := s.(interface{ InboxDialect() store.InboxDialect }).InboxDialect().InboxFail(ctx, tx, "billing", parked, "handler: ledger account 4711 closed", 1, txbox.StatusRetry)
 		return err
 	})
 
@@ -162,7 +162,7 @@ func operatorNight(t *testing.T, h harness, chrome string) {
 	var mu sync.Mutex
 	applied := map[string]int{}
 	ist, err := store.SQLInbox(h.SQLDB(t, s), s.(interface {
-		Dialect() store.Dialect
+		InboxDialect() store.InboxDialect
 		store.InboxAdmin
 	}))
 	if err != nil {

@@ -96,12 +96,16 @@ func checkEvent(consumer string, e txbox.Event) error {
 	return nil
 }
 
+// inboxDialect is the store's inbox SQL (store.InboxDialect, reached
+// through InboxDialect): Dialect, the writer's, is the outbox's alone.
+type inboxDialect struct{ Dialect }
+
 // InboxAcquire implements store.InboxDialect. The upsert inserts the row
 // (first delivery) or takes an exclusive lock on the existing one, turning a
 // RETRY or REPLAY row into PROCESSING on the way; a concurrent delivery of
 // the same event waits on that lock until the first transaction ends. The
 // locking read then says which case it was.
-func (d Dialect) InboxAcquire(ctx context.Context, tx store.Tx, consumer string, e txbox.Event) (store.InboxState, int, error) {
+func (d inboxDialect) InboxAcquire(ctx context.Context, tx store.Tx, consumer string, e txbox.Event) (store.InboxState, int, error) {
 	q, err := d.inbox()
 	if err != nil {
 		return 0, 0, err
@@ -136,7 +140,7 @@ func (d Dialect) InboxAcquire(ctx context.Context, tx store.Tx, consumer string,
 }
 
 // InboxDone implements store.InboxDialect.
-func (d Dialect) InboxDone(ctx context.Context, tx store.Tx, consumer, eventID string, status txbox.Status, note string) error {
+func (d inboxDialect) InboxDone(ctx context.Context, tx store.Tx, consumer, eventID string, status txbox.Status, note string) error {
 	q, err := d.inbox()
 	if err != nil {
 		return err
@@ -151,7 +155,7 @@ func (d Dialect) InboxDone(ctx context.Context, tx store.Tx, consumer, eventID s
 // InboxFail implements store.InboxDialect with one upsert
 // (queries/inbox_fail.sql, which says why it gives the same row under
 // either evaluation order) and a locking read.
-func (d Dialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e txbox.Event, errMsg string, maxAttempts int, again txbox.Status) (int, bool, error) {
+func (d inboxDialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e txbox.Event, errMsg string, maxAttempts int, again txbox.Status) (int, bool, error) {
 	q, err := d.inbox()
 	if err != nil {
 		return 0, false, err
@@ -190,7 +194,7 @@ const unapplied = math.MinInt64
 // aggregate's row exists and is locked (queries/version_guard.sql), then a
 // check-and-set UPDATE raises it (version_raise.sql); the files say why
 // each is written so.
-func (d Dialect) InboxVersion(ctx context.Context, tx store.Tx, consumer, aggType, aggID string, version int64) (int64, bool, error) {
+func (d inboxDialect) InboxVersion(ctx context.Context, tx store.Tx, consumer, aggType, aggID string, version int64) (int64, bool, error) {
 	q, err := d.inbox()
 	if err != nil {
 		return 0, false, err
@@ -285,6 +289,6 @@ func (s *Store) InboxCounts(ctx context.Context) (map[string]map[txbox.Status]in
 }
 
 var (
-	_ store.InboxDialect = Dialect{}
+	_ store.InboxDialect = inboxDialect{}
 	_ store.InboxAdmin   = (*Store)(nil)
 )

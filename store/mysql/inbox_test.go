@@ -35,7 +35,7 @@ func nonStrict(t *testing.T) *mysql.Store {
 // exactly is an error, even where the session would store it cut.
 func TestInboxRefusesWhatTheKeyCannotKeep(t *testing.T) {
 	s := nonStrict(t)
-	d := s.Dialect().(store.InboxDialect)
+	d := s.InboxDialect()
 	ctx := context.Background()
 	try := func(consumer string, e txbox.Event) (store.InboxState, error) {
 		tx, err := s.DB().BeginTx(ctx, nil)
@@ -123,7 +123,7 @@ func TestInboxRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Dialect().(store.InboxDialect).InboxFail(ctx, store.SQLTx(tx), "c", e, "boom", 5, txbox.StatusRetry); err != nil {
+	if _, _, err := s.InboxDialect().InboxFail(ctx, store.SQLTx(tx), "c", e, "boom", 5, txbox.StatusRetry); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -149,7 +149,7 @@ func TestInboxRoundTrip(t *testing.T) {
 // runs once; every other waiter finds it processed or fails retryably.
 func TestInboxRollbackWithManyWaiters(t *testing.T) {
 	s := migrated(t, Harness{}.Open(t))
-	d := s.Dialect().(store.InboxDialect)
+	d := s.InboxDialect()
 	ctx := context.Background()
 	for round := range 3 {
 		e := txbox.MustEvent("Order", "o-1", "OrderPlaced", round)

@@ -47,8 +47,8 @@ func splitStatements(src string) []string {
 // when the index exists: MySQL 8 has no CREATE INDEX IF NOT EXISTS.
 var createIndexRE = regexp.MustCompile(`(?is)^CREATE\s+(?:UNIQUE\s+)?INDEX\s+(\w+)\s+ON\s+(?:(\w+)\.)?(\w+)\s*\(`)
 
-// MigrateLockTimeout bounds the wait for another process's migration.
-const MigrateLockTimeout = 60 * time.Second
+// migrateLockTimeout bounds the wait for another process's migration.
+const migrateLockTimeout = 60 * time.Second
 
 // Migrate applies the embedded migrations that are not yet recorded.
 //
@@ -73,11 +73,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 	sum := sha256.Sum256([]byte(versions))
 	lock := "txbox-migrate-" + hex.EncodeToString(sum[:16]) // GET_LOCK names: at most 64 characters
 	var got sql.NullInt64
-	if err := c.QueryRowContext(ctx, s.q.migrateLock, lock, int(MigrateLockTimeout/time.Second)).Scan(&got); err != nil {
+	if err := c.QueryRowContext(ctx, s.q.migrateLock, lock, int(migrateLockTimeout/time.Second)).Scan(&got); err != nil {
 		return fmt.Errorf("mysql: migrate: lock: %w", err)
 	}
 	if !got.Valid || got.Int64 != 1 {
-		return fmt.Errorf("mysql: migrate: another migration held the lock for %v", MigrateLockTimeout)
+		return fmt.Errorf("mysql: migrate: another migration held the lock for %v", migrateLockTimeout)
 	}
 	defer func() {
 		var released sql.NullInt64

@@ -13,7 +13,14 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/internal/sqlstore"
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/postgres/internal/cdcstore"
 )
+
+// cdcSide is the store's CDC side (cdcstore.Store), reached through
+// cdcstore.For so that none of it is in the store's public API.
+type cdcSide struct{ *Store }
+
+func init() { cdcstore.For = func(st any) cdcstore.Store { return cdcSide{st.(*Store)} } }
 
 // This file is the database side of change data capture (package
 // store/postgres/cdc reads the log): the publication, the registry of the
@@ -21,22 +28,19 @@ import (
 // events. Every statement of it runs on the store's ordinary pool; each is
 // a file of queries/ (statements in queries.go).
 
-// ErrWALLevel is returned by MigrateCDC when wal_level is not logical.
-var ErrWALLevel = errors.New("wal_level must be logical for CDC: run ALTER SYSTEM SET wal_level = logical; and restart PostgreSQL")
-
 // Publication is the name of the publication a CDC relay subscribes to:
 // "<outbox>_cdc".
-func (s *Store) Publication() string { return s.tables.Outbox + "_cdc" }
+func (s cdcSide) Publication() string { return s.tables.Outbox + "_cdc" }
 
 // slotsTable is the registry of the slots CDC relays created, so stats and
 // metrics report txbox's slots and no one else's.
-func (s *Store) slotsTable() string { return s.st.args.Slots }
+func (s cdcSide) slotsTable() string { return s.st.args.Slots }
 
 // MigrateCDC prepares the database for CDC relays: it checks wal_level,
 // then creates the publication on the outbox table (inserts, and updates
 // so a replayed DEAD row is delivered again) and the registry of slots. It
 // is idempotent.
-func (s *Store) MigrateCDC(ctx context.Context) error {
+func (s cdcSide) MigrateCDC(ctx context.Context) error {
 	if err := s.checkWALLevel(ctx); err != nil {
 		return err
 	}
@@ -60,21 +64,21 @@ func (s *Store) MigrateCDC(ctx context.Context) error {
 	})
 }
 
-// checkWALLevel returns ErrWALLevel unless wal_level is logical.
-func (s *Store) checkWALLevel(ctx context.Context) error {
+// checkWALLevel returns cdcstore.ErrWALLevel unless wal_level is logical.
+func (s cdcSide) checkWALLevel(ctx context.Context) error {
 	var level string
 	if err := s.pool.QueryRow(ctx, s.st.walLevel).Scan(&level); err != nil {
 		return fmt.Errorf("postgres: wal_level: %w", err)
 	}
 	if level != "logical" {
-		return fmt.Errorf("%w (it is %s)", ErrWALLevel, level)
+		return fmt.Errorf("%w (it is %s)", cdcstore.ErrWALLevel, level)
 	}
 	return nil
 }
 
 // CheckCDC reports whether MigrateCDC ran: a clear error, naming the
 // command to run, instead of a replication error later.
-func (s *Store) CheckCDC(ctx context.Context) error {
+func (s cdcSide) CheckCDC(ctx context.Context) error {
 	if err := s.checkWALLevel(ctx); err != nil {
 		return err
 	}
@@ -92,7 +96,7 @@ func (s *Store) CheckCDC(ctx context.Context) error {
 // RegisterSlot records a slot as a CDC relay's, for stats and metrics;
 // backfilled says the rows older than the slot are delivered, up to id
 // maxID.
-func (s *Store) RegisterSlot(ctx context.Context, slot string, backfilled bool, maxID int64) error {
+func (s cdcSide) RegisterSlot(ctx context.Context, slot string, backfilled bool, maxID int64) error {
 	_, err := s.pool.Exec(ctx, s.st.registerSlot, slot, backfilled, maxID)
 	if err != nil {
 		return fmt.Errorf("postgres: register slot: %w", err)
@@ -100,21 +104,11 @@ func (s *Store) RegisterSlot(ctx context.Context, slot string, backfilled bool, 
 	return nil
 }
 
-// Delivered is what a CDC relay records after the broker confirmed a run of
-// the stream, before it confirms the log position.
-type Delivered struct {
-	Sent         []int64         // rows to archive (or delete with DeleteSent)
-	DeadRows     []store.Failure // rows to mark DEAD
-	DeadMessages []store.Record  // tableless events to store as DEAD rows (LastError set)
-	Slot         string
-	LSN          string // the position about to be confirmed, for the registry
-}
-
 // RecordDelivered archives the delivered rows, marks and stores the dead
 // ones and notes the slot's position, in one transaction: if it fails
 // nothing is recorded, the position is not confirmed, and the events come
 // again from the slot (their ids unchanged).
-func (s *Store) RecordDelivered(ctx context.Context, d Delivered) error {
+func (s cdcSide) RecordDelivered(ctx context.Context, d cdcstore.Delivered) error {
 	b := &pgx.Batch{}
 	if len(d.Sent) > 0 {
 		b.Queue(s.q.txSent, d.Sent)
@@ -169,7 +163,7 @@ func orNow(t time.Time) time.Time {
 // backend leaves the process array: a statement run at once may still see
 // the transaction as running and its rows as absent, and an archiving
 // DELETE would quietly miss them.
-func (s *Store) WaitVisible(ctx context.Context, xids []uint32) error {
+func (s cdcSide) WaitVisible(ctx context.Context, xids []uint32) error {
 	if len(xids) == 0 {
 		return nil
 	}
@@ -220,28 +214,17 @@ func fullXID(x uint32, ref int64) int64 {
 	return full
 }
 
-// SlotLag is how far a CDC relay's slot is behind the database's log.
-type SlotLag struct {
-	Slot   string `json:"slot"`
-	Exists bool   `json:"exists"` // false: registered but dropped
-	Active bool   `json:"active"` // a relay reads it now
-	// Bytes of log the slot holds that its reader has not confirmed.
-	Bytes int64 `json:"lag_bytes"`
-	// Seconds since the slot's reader last confirmed a position, while it
-	// holds any log; 0 when caught up.
-	Seconds float64 `json:"lag_seconds"`
-}
-
 // slotsRegistered reports whether the registry of slots exists: only
 // MigrateCDC creates it.
-func (s *Store) slotsRegistered(ctx context.Context) (bool, error) {
+func (s cdcSide) slotsRegistered(ctx context.Context) (bool, error) {
 	var reg bool
 	err := s.pool.QueryRow(ctx, s.st.tableExists, s.slotsTable()).Scan(&reg)
 	return reg, err
 }
 
-// SlotLags reports every registered slot; none when MigrateCDC never ran.
-func (s *Store) SlotLags(ctx context.Context) ([]SlotLag, error) {
+// SlotLagRows reads every registered slot (slot, exists, active, lag
+// bytes, lag seconds); nil rows when MigrateCDC never ran.
+func (s cdcSide) SlotLagRows(ctx context.Context) (pgx.Rows, error) {
 	reg, err := s.slotsRegistered(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: slot lag: %w", err)
@@ -253,34 +236,19 @@ func (s *Store) SlotLags(ctx context.Context) ([]SlotLag, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: slot lag: %w", err)
 	}
-	defer rows.Close()
-	var out []SlotLag
-	for rows.Next() {
-		var l SlotLag
-		if err := rows.Scan(&l.Slot, &l.Exists, &l.Active, &l.Bytes, &l.Seconds); err != nil {
-			return nil, err
-		}
-		if l.Bytes <= 0 {
-			l.Bytes, l.Seconds = 0, 0
-		}
-		out = append(out, l)
-	}
-	return out, rows.Err()
+	return rows, nil
 }
-
-// ErrSlotActive is returned by DropSlot while a relay reads the slot.
-var ErrSlotActive = errors.New("replication slot is active: stop its relay first")
 
 // DropSlot drops a replication slot and forgets it. It refuses an active
 // slot; a slot that does not exist is only removed from the registry.
-func (s *Store) DropSlot(ctx context.Context, slot string) error {
+func (s cdcSide) DropSlot(ctx context.Context, slot string) error {
 	var exists, active bool
 	err := s.pool.QueryRow(ctx, s.st.slotState, slot).Scan(&exists, &active)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("postgres: drop slot: %w", err)
 	}
 	if active {
-		return fmt.Errorf("postgres: drop slot %s: %w", slot, ErrSlotActive)
+		return fmt.Errorf("postgres: drop slot %s: %w", slot, cdcstore.ErrSlotActive)
 	}
 	if exists {
 		if _, err := s.pool.Exec(ctx, s.st.dropSlot, slot); err != nil {
@@ -298,7 +266,7 @@ func (s *Store) DropSlot(ctx context.Context, slot string) error {
 // CreateSlot creates a logical replication slot for the pgoutput plugin
 // and registers it (the relay that first reads it still delivers the rows
 // older than it). It reports false when the slot exists.
-func (s *Store) CreateSlot(ctx context.Context, slot string) (bool, error) {
+func (s cdcSide) CreateSlot(ctx context.Context, slot string) (bool, error) {
 	ok, err := s.SlotExists(ctx, slot)
 	if err != nil {
 		return false, err
@@ -312,7 +280,7 @@ func (s *Store) CreateSlot(ctx context.Context, slot string) (bool, error) {
 }
 
 // SlotExists reports whether PostgreSQL has the slot.
-func (s *Store) SlotExists(ctx context.Context, slot string) (bool, error) {
+func (s cdcSide) SlotExists(ctx context.Context, slot string) (bool, error) {
 	var ok bool
 	err := s.pool.QueryRow(ctx, s.st.slotExists, slot).Scan(&ok)
 	return ok, err
@@ -321,7 +289,7 @@ func (s *Store) SlotExists(ctx context.Context, slot string) (bool, error) {
 // PendingRows reads up to limit undelivered rows (PENDING, RETRY,
 // PROCESSING) with ids above afterID, in id order: a CDC relay whose slot
 // is new delivers what the table held before the slot existed.
-func (s *Store) PendingRows(ctx context.Context, afterID int64, limit int) ([]store.Record, error) {
+func (s cdcSide) PendingRows(ctx context.Context, afterID int64, limit int) ([]store.Record, error) {
 	rows, err := s.pool.Query(ctx, s.st.pendingRows, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: pending rows: %w", err)
@@ -329,16 +297,9 @@ func (s *Store) PendingRows(ctx context.Context, afterID int64, limit int) ([]st
 	return collect(rows)
 }
 
-// Backfill is how far a CDC relay delivered the rows older than its slot.
-type Backfill struct {
-	Done   bool
-	MaxID  int64  // the highest id it took from the table
-	EndLSN uint64 // the log position when it ended (0: not done)
-}
-
 // SlotBackfill reads how far the rows older than the slot were delivered.
-func (s *Store) SlotBackfill(ctx context.Context, slot string) (Backfill, error) {
-	var b Backfill
+func (s cdcSide) SlotBackfill(ctx context.Context, slot string) (cdcstore.Backfill, error) {
+	var b cdcstore.Backfill
 	var end *string
 	err := s.pool.QueryRow(ctx, s.st.slotBackfill, slot).Scan(&b.Done, &b.MaxID, &end)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -358,7 +319,7 @@ func (s *Store) SlotBackfill(ctx context.Context, slot string) (Backfill, error)
 // LockBackfill makes one relay at a time deliver the rows older than a
 // slot: a session advisory lock on a connection of its own, released by
 // unlock or when the process dies.
-func (s *Store) LockBackfill(ctx context.Context, slot string) (unlock func(), err error) {
+func (s cdcSide) LockBackfill(ctx context.Context, slot string) (unlock func(), err error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: backfill lock: %w", err)
@@ -375,7 +336,7 @@ func (s *Store) LockBackfill(ctx context.Context, slot string) (unlock func(), e
 }
 
 // StillPending returns which of ids are PENDING rows of the outbox table.
-func (s *Store) StillPending(ctx context.Context, ids []int64) (map[int64]bool, error) {
+func (s cdcSide) StillPending(ctx context.Context, ids []int64) (map[int64]bool, error) {
 	rows, err := s.pool.Query(ctx, s.st.stillPending, ids)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: still pending: %w", err)
@@ -394,7 +355,7 @@ func (s *Store) StillPending(ctx context.Context, ids []int64) (map[int64]bool, 
 
 // RowByID reads one outbox row: a CDC update whose payload the log left out
 // (an unchanged TOASTed value) is read from the table.
-func (s *Store) RowByID(ctx context.Context, id int64) (store.Record, bool, error) {
+func (s cdcSide) RowByID(ctx context.Context, id int64) (store.Record, bool, error) {
 	r, err := scanRecord(s.pool.QueryRow(ctx, s.st.rowByID, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil

@@ -29,11 +29,15 @@ import (
 // cached, that plan reads every row of the consumer for each event.
 const inboxKey = `event_id = $1 AND consumer_name || '' = $2`
 
+// inboxDialect is the store's inbox SQL (store.InboxDialect, reached
+// through InboxDialect): Dialect, the writer's, is the outbox's alone.
+type inboxDialect struct{ Dialect }
+
 // InboxAcquire implements store.InboxDialect with ON CONFLICT DO NOTHING:
 // one row inserted means first delivery. A concurrent delivery of the same
 // event waits on the unique index until the first transaction ends, then
 // finds the row.
-func (d Dialect) InboxAcquire(ctx context.Context, tx store.Tx, consumer string, e txbox.Event) (store.InboxState, int, error) {
+func (d inboxDialect) InboxAcquire(ctx context.Context, tx store.Tx, consumer string, e txbox.Event) (store.InboxState, int, error) {
 	return d.acquire(ctx, tx, consumer, e, false)
 }
 
@@ -43,7 +47,7 @@ func (d Dialect) InboxAcquire(ctx context.Context, tx store.Tx, consumer string,
 // needs no InboxDone and a first delivery costs one statement. The caller
 // rolls the transaction, or its savepoint, back when the handler fails, and
 // calls InboxDone for any other outcome (SKIPPED for a stale version).
-func (d Dialect) InboxAcquireProcessed(ctx context.Context, tx store.Tx, consumer string, e txbox.Event) (store.InboxState, int, error) {
+func (d inboxDialect) InboxAcquireProcessed(ctx context.Context, tx store.Tx, consumer string, e txbox.Event) (store.InboxState, int, error) {
 	return d.acquire(ctx, tx, consumer, e, true)
 }
 
@@ -92,7 +96,7 @@ func existing(ctx context.Context, tx store.Tx, q inboxQueries, consumer, eventI
 // through InboxAcquireProcessed one by one. A row inserted here for an event
 // whose handler then fails must be removed with InboxForget, since a
 // savepoint taken after this statement does not undo it.
-func (d Dialect) InboxInsertProcessed(ctx context.Context, tx store.Tx, consumer string, evs []txbox.Event) ([]bool, error) {
+func (d inboxDialect) InboxInsertProcessed(ctx context.Context, tx store.Tx, consumer string, evs []txbox.Event) ([]bool, error) {
 	fresh := make([]bool, len(evs))
 	// The rows go in event id order, so that two transactions inserting
 	// overlapping batches (a redelivery to a second process) lock the keys
@@ -150,7 +154,7 @@ const inboxChunk = 1000
 
 // InboxForget deletes rows InboxInsertProcessed inserted in this
 // transaction for events that were not applied after all.
-func (d Dialect) InboxForget(ctx context.Context, tx store.Tx, consumer string, eventIDs []string) error {
+func (d inboxDialect) InboxForget(ctx context.Context, tx store.Tx, consumer string, eventIDs []string) error {
 	q := d.inbox()
 	for start := 0; start < len(eventIDs); start += inboxChunk {
 		part := eventIDs[start:min(len(eventIDs), start+inboxChunk)]
@@ -171,7 +175,7 @@ func (d Dialect) InboxForget(ctx context.Context, tx store.Tx, consumer string, 
 	return nil
 }
 
-func (d Dialect) InboxDone(ctx context.Context, tx store.Tx, consumer, eventID string, status txbox.Status, note string) error {
+func (d inboxDialect) InboxDone(ctx context.Context, tx store.Tx, consumer, eventID string, status txbox.Status, note string) error {
 	_, err := tx.Exec(ctx, d.inbox().inboxDone, eventID, consumer, string(status), sqlinbox.Note(note))
 	if err != nil {
 		return fmt.Errorf("postgres: inbox done: %w", err)
@@ -179,7 +183,7 @@ func (d Dialect) InboxDone(ctx context.Context, tx store.Tx, consumer, eventID s
 	return nil
 }
 
-func (d Dialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e txbox.Event, errMsg string, maxAttempts int, again txbox.Status) (int, bool, error) {
+func (d inboxDialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e txbox.Event, errMsg string, maxAttempts int, again txbox.Status) (int, bool, error) {
 	var attempts int
 	var status string
 	err := tx.QueryRow(ctx, d.inbox().inboxFail,
@@ -194,7 +198,7 @@ func (d Dialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e 
 	return attempts, status == string(txbox.StatusDead), nil
 }
 
-func (d Dialect) InboxVersion(ctx context.Context, tx store.Tx, consumer, aggType, aggID string, version int64) (int64, bool, error) {
+func (d inboxDialect) InboxVersion(ctx context.Context, tx store.Tx, consumer, aggType, aggID string, version int64) (int64, bool, error) {
 	q := d.inbox()
 	var v int64
 	err := tx.QueryRow(ctx, q.versionRaise, consumer, aggType, aggID, version).Scan(&v)
@@ -270,6 +274,6 @@ func nullTime(t time.Time) any {
 }
 
 var (
-	_ store.InboxProcessedAcquirer = Dialect{}
-	_ store.InboxBatchInserter     = Dialect{}
+	_ store.InboxProcessedAcquirer = inboxDialect{}
+	_ store.InboxBatchInserter     = inboxDialect{}
 )

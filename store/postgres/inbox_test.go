@@ -61,7 +61,11 @@ func TestInboxKeyedStatementsPlanOnThePrimaryKey(t *testing.T) {
 func TestInboxInsertProcessedAndForget(t *testing.T) {
 	s := migratedStore(t, postgres.Options{})
 	ctx := context.Background()
-	d := postgres.Dialect{Tables: s.Tables()}
+	d := s.InboxDialect().(interface {
+		store.InboxDialect
+		store.InboxProcessedAcquirer
+		store.InboxBatchInserter
+	})
 	inTx := func(fn func(tx store.Tx) error) {
 		t.Helper()
 		if err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error { return fn(pgxtx.Wrap(tx)) }); err != nil {

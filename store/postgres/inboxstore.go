@@ -12,7 +12,7 @@ import (
 var _ store.InboxStore[pgx.Tx] = (*Store)(nil)
 
 // InboxDialect is the store's inbox SQL.
-func (s *Store) InboxDialect() store.InboxDialect { return Dialect{Tables: s.tables} }
+func (s *Store) InboxDialect() store.InboxDialect { return inboxDialect{Dialect{Tables: s.tables}} }
 
 // BeginInbox begins an inbox consumer's transaction on the store's pool.
 func (s *Store) BeginInbox(ctx context.Context, shared bool) (store.InboxTx[pgx.Tx], error) {

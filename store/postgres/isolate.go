@@ -7,10 +7,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/txbox/txbox/internal/claimapi"
 	"github.com/txbox/txbox/store"
 )
 
-// FinishIsolating implements store.IsolatingClaim. The normal path is
+// FinishIsolating implements claimapi.IsolatingClaim. The normal path is
 // Finish: marks and COMMIT in one round trip, no savepoint. When a mark is
 // refused for a row's own reason (a reused id in an archive keyed on it, a
 // constraint or trigger an operator added), that transaction is rolled
@@ -76,7 +77,7 @@ func (c *txClaim) isolate(ctx context.Context, sent []int64, failures []store.Fa
 	}
 	if len(toMark) > 0 {
 		mark := func(ids []int64) error { return c.underSavepoint(ctx, c.s.q.txSent, ids) }
-		if err := store.Isolate(toMark, mark, func(id int64, err error) { fs = append(fs, refusedAs(id, err)) }); err != nil {
+		if err := claimapi.Isolate(toMark, mark, func(id int64, err error) { fs = append(fs, refusedAs(id, err)) }); err != nil {
 			return err
 		}
 	}

@@ -45,9 +45,9 @@ type Options struct {
 	Logger  *slog.Logger // default slog.Default()
 }
 
-// MaxTableName leaves room for the suffixes of derived index names inside
+// maxTableName leaves room for the suffixes of derived index names inside
 // PostgreSQL's 63-byte identifiers.
-const MaxTableName = 40
+const maxTableName = 40
 
 // Store implements store.Store on a pgx pool.
 type Store struct {
@@ -102,8 +102,8 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	// PostgreSQL truncates identifiers at 63 bytes without an error; the
 	// longest derived name is "<outbox>_aggregate_unsent_idx".
 	for _, f := range []struct{ field, v string }{{"Tables.Outbox", t.Outbox}, {"Tables.Inbox", t.Inbox}} {
-		if len(f.v) > MaxTableName {
-			return nil, &txbox.ConfigError{Field: f.field, Reason: fmt.Sprintf("%q is longer than %d characters", f.v, MaxTableName)}
+		if len(f.v) > maxTableName {
+			return nil, &txbox.ConfigError{Field: f.field, Reason: fmt.Sprintf("%q is longer than %d characters", f.v, maxTableName)}
 		}
 	}
 	if opts.Logger == nil {

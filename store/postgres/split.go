@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Splitting the aggregates between relay processes (store.Splitter).
+// Splitting the aggregates between relay processes (claimapi.Splitter).
 //
 // A running relay makes itself known by holding a session advisory lock,
 // (splitKey(table), slot) with the lowest free slot, on a connection of its
@@ -95,7 +95,7 @@ func (s *Store) splitArg() []int64 {
 	return []int64{}
 }
 
-// Split implements store.Splitter. It takes a member lock before it returns
+// Split implements claimapi.Splitter. It takes a member lock before it returns
 // (or returns the error, and claims stay unsplit); a background check
 // replaces the member connection if it is lost. Options.NoSplit makes it a
 // no-op: through a pooler in transaction or statement mode the session lock

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/txbox/txbox/internal/claimapi"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
@@ -23,7 +24,7 @@ func splitRows(t *testing.T, s *postgres.Store, aggs, per int) {
 
 // claimAggs claims up to limit rows with a transaction claim and returns
 // the claim and the aggregates it holds.
-func claimAggs(t *testing.T, s *postgres.Store, limit int) (store.Claim, map[string]int) {
+func claimAggs(t *testing.T, s *postgres.Store, limit int) (claimapi.Claim, map[string]int) {
 	t.Helper()
 	c, err := s.ClaimTx(context.Background(), limit)
 	if err != nil {

@@ -10,15 +10,17 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/txbox/txbox/internal/claimapi"
 	"github.com/txbox/txbox/store"
 )
 
-// ClaimTx implements store.TxClaimer: the claim's rows stay locked by an
-// open transaction on a connection of its own until Finish or Abort. BEGIN
-// travels with the claim and COMMIT with the marks, so a claim costs two
-// round trips. The rows are not written to claim them; a relay that dies
+// ClaimTx implements claimapi.TxClaimer, the relay's interface to this
+// store (internal: it changes with the claim protocol). The claim's rows
+// stay locked by an open transaction on a connection of its own until
+// Finish or Abort. BEGIN travels with the claim and COMMIT with the marks,
+// so a claim costs two round trips. The rows are not written to claim them; a relay that dies
 // drops its connection, and PostgreSQL releases the rows with it.
-func (s *Store) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
+func (s *Store) ClaimTx(ctx context.Context, limit int) (claimapi.Claim, error) {
 	c, err := s.claimTxRetry(ctx, limit, s.q.txClaim)
 	if err != nil {
 		return nil, err
@@ -26,9 +28,9 @@ func (s *Store) ClaimTx(ctx context.Context, limit int) (store.Claim, error) {
 	return c, nil
 }
 
-// ClaimTxChained implements store.ChainClaimer: ClaimTx that also takes the
+// ClaimTxChained implements claimapi.ChainClaimer: ClaimTx that also takes the
 // rows behind this store's other open claims (queries/window.sql, chain).
-func (s *Store) ClaimTxChained(ctx context.Context, limit int) (store.ChainedClaim, error) {
+func (s *Store) ClaimTxChained(ctx context.Context, limit int) (claimapi.ChainedClaim, error) {
 	c, err := s.claimTxRetry(ctx, limit, s.q.txChain)
 	if err != nil {
 		return nil, err
@@ -36,7 +38,7 @@ func (s *Store) ClaimTxChained(ctx context.Context, limit int) (store.ChainedCla
 	return c, nil
 }
 
-// Release implements store.ChainedClaim: the rows leave this store's held
+// Release implements claimapi.ChainedClaim: the rows leave this store's held
 // list, so later claims see them as locked by another transaction
 // (queries/window.sql, busy), which ends their aggregate's run there.
 func (c *txClaim) Release(ids []int64) {

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/claimapi"
 	"github.com/txbox/txbox/internal/testenv"
-	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
 )
 
@@ -54,7 +54,7 @@ func TestTxClaimReleasedWhenConnectionDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Close()
-	var c2 store.Claim
+	var c2 claimapi.Claim
 	start := time.Now()
 	for {
 		if c2, err = s2.ClaimTx(ctx, 10); err != nil {
@@ -102,7 +102,7 @@ func TestTxClaimRowsLockedElsewhere(t *testing.T) {
 		}
 		ids[r.name] = id
 	}
-	names := func(c store.Claim) []string {
+	names := func(c claimapi.Claim) []string {
 		var out []string
 		for _, r := range c.Records() {
 			for n, id := range ids {

@@ -55,14 +55,14 @@ func (s *Store) immediate(ctx context.Context, fn func(c *sql.Conn) error) (err 
 }
 
 // beginImmediate takes the write lock. The busy timeout normally does the
-// waiting; retrying SQLITE_BUSY here, for up to BusyTimeout in all, covers a
+// waiting; retrying SQLITE_BUSY here, for up to busyTimeout in all, covers a
 // pool opened by the caller without one (New).
 func beginImmediate(ctx context.Context, c *sql.Conn) error {
 	start := time.Now()
 	wait := time.Millisecond
 	for {
 		_, err := c.ExecContext(ctx, beginImmediateSQL)
-		if err == nil || !isBusy(err) || time.Since(start) >= BusyTimeout {
+		if err == nil || !isBusy(err) || time.Since(start) >= busyTimeout {
 			return err
 		}
 		t := time.NewTimer(wait)

@@ -36,10 +36,14 @@ var inboxSQL = sqlinbox.Statements(newInboxQueries, noSchema)
 // inbox returns the inbox statements for d's tables.
 func (d Dialect) inbox() (inboxQueries, error) { return inboxSQL.Get(d.Tables) }
 
+// inboxDialect is the store's inbox SQL (store.InboxDialect, reached
+// through InboxDialect): Dialect, the writer's, is the outbox's alone.
+type inboxDialect struct{ Dialect }
+
 // InboxAcquire implements store.InboxDialect with INSERT ... ON CONFLICT
 // (event_id, consumer_name) DO NOTHING (queries/inbox_insert.sql): one row
 // inserted means first delivery; otherwise the row says which case it is.
-func (d Dialect) InboxAcquire(ctx context.Context, tx store.Tx, consumer string, e txbox.Event) (store.InboxState, int, error) {
+func (d inboxDialect) InboxAcquire(ctx context.Context, tx store.Tx, consumer string, e txbox.Event) (store.InboxState, int, error) {
 	q, err := d.inbox()
 	if err != nil {
 		return 0, 0, err
@@ -67,7 +71,7 @@ func (d Dialect) InboxAcquire(ctx context.Context, tx store.Tx, consumer string,
 }
 
 // InboxDone implements store.InboxDialect.
-func (d Dialect) InboxDone(ctx context.Context, tx store.Tx, consumer, eventID string, status txbox.Status, note string) error {
+func (d inboxDialect) InboxDone(ctx context.Context, tx store.Tx, consumer, eventID string, status txbox.Status, note string) error {
 	q, err := d.inbox()
 	if err != nil {
 		return err
@@ -82,7 +86,7 @@ func (d Dialect) InboxDone(ctx context.Context, tx store.Tx, consumer, eventID s
 // InboxFail implements store.InboxDialect with one upsert
 // (queries/inbox_fail.sql): no row back means the row was PROCESSED or
 // SKIPPED meanwhile.
-func (d Dialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e txbox.Event, errMsg string, maxAttempts int, again txbox.Status) (int, bool, error) {
+func (d inboxDialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e txbox.Event, errMsg string, maxAttempts int, again txbox.Status) (int, bool, error) {
 	q, err := d.inbox()
 	if err != nil {
 		return 0, false, err
@@ -107,7 +111,7 @@ func (d Dialect) InboxFail(ctx context.Context, tx store.Tx, consumer string, e 
 
 // InboxVersion implements store.InboxDialect: an upsert whose DO UPDATE
 // only fires for a higher version; no row returned means stale.
-func (d Dialect) InboxVersion(ctx context.Context, tx store.Tx, consumer, aggType, aggID string, version int64) (int64, bool, error) {
+func (d inboxDialect) InboxVersion(ctx context.Context, tx store.Tx, consumer, aggType, aggID string, version int64) (int64, bool, error) {
 	q, err := d.inbox()
 	if err != nil {
 		return 0, false, err
@@ -177,6 +181,6 @@ func nullMicros(t time.Time) any {
 }
 
 var (
-	_ store.InboxDialect = Dialect{}
+	_ store.InboxDialect = inboxDialect{}
 	_ store.InboxAdmin   = (*Store)(nil)
 )

@@ -43,7 +43,7 @@ func openInboxTest(t *testing.T, dsnParams string) *Store {
 func TestInboxDeferredTransactionsUnderContention(t *testing.T) {
 	s := openInboxTest(t, "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
 	ctx := context.Background()
-	d := s.Dialect().(Dialect)
+	d := s.InboxDialect()
 	if _, err := s.db.Exec(`CREATE TABLE effects (event_id TEXT NOT NULL, worker INTEGER NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestInboxDeferredTransactionsUnderContention(t *testing.T) {
 }
 
 // deliver is the consumer's inbox transaction, and its failure path.
-func deliver(ctx context.Context, s *Store, d Dialect, e txbox.Event, worker int, fail bool) error {
+func deliver(ctx context.Context, s *Store, d store.InboxDialect, e txbox.Event, worker int, fail bool) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -141,7 +141,7 @@ func TestInboxRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Dialect().(Dialect).InboxFail(ctx, store.SQLTx(tx), "c", e, "boom", 5, txbox.StatusRetry); err != nil {
+	if _, _, err := s.InboxDialect().InboxFail(ctx, store.SQLTx(tx), "c", e, "boom", 5, txbox.StatusRetry); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {

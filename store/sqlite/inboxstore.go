@@ -11,7 +11,7 @@ import (
 var _ store.InboxStore[*sql.Tx] = (*Store)(nil)
 
 // InboxDialect is the store's inbox SQL.
-func (s *Store) InboxDialect() store.InboxDialect { return Dialect{Tables: s.tables} }
+func (s *Store) InboxDialect() store.InboxDialect { return inboxDialect{Dialect{Tables: s.tables}} }
 
 // BeginInbox begins an inbox consumer's transaction on the store's pool.
 func (s *Store) BeginInbox(ctx context.Context, _ bool) (store.InboxTx[*sql.Tx], error) {

@@ -103,8 +103,8 @@ func (o Options) WithDefaults() Options {
 	return o
 }
 
-// BusyTimeout is how long Open's connections wait for the write lock.
-const BusyTimeout = 5 * time.Second
+// busyTimeout is how long Open's connections wait for the write lock.
+const busyTimeout = 5 * time.Second
 
 // Store implements store.Store on a database/sql pool of SQLite connections.
 type Store struct {
@@ -126,7 +126,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	// A plain path, not a file: URI, so the path needs no escaping; the
 	// driver strips the query before opening the file.
-	dsn := p + "?_pragma=busy_timeout(" + strconv.Itoa(int(BusyTimeout/time.Millisecond)) + ")" +
+	dsn := p + "?_pragma=busy_timeout(" + strconv.Itoa(int(busyTimeout/time.Millisecond)) + ")" +
 		"&_pragma=journal_mode(WAL)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {

@@ -6,24 +6,25 @@ import (
 	"time"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/claimapi"
 	"github.com/txbox/txbox/store"
 )
 
-// runChainClaims runs the cases of store.ChainClaimer when the store has
+// runChainClaims runs the cases of claimapi.ChainClaimer when the store has
 // it: a chained claim takes the rows behind this store's own open claims,
 // and only those; whatever else holds or blocks an earlier row (a lease, a
 // RETRY, a row its claim failed) still stops the aggregate.
 func runChainClaims(t *testing.T, h Harness) {
-	runCasesIf[store.ChainClaimer](t, h, "store does not chain claims (store.ChainClaimer)", []testCase{
+	runCasesIf[claimapi.ChainClaimer](t, h, "store does not chain claims (claimapi.ChainClaimer)", []testCase{
 		{"TakesRowsBehindOwnClaims", testChainBehindOwn},
 		{"StopsAtLeasesAndRetries", testChainStops},
 		{"StopsAtRowItsClaimFailed", testChainStopsAtFailed},
 	})
 }
 
-func claimChained(t *testing.T, s store.Store, limit int) store.Claim {
+func claimChained(t *testing.T, s store.Store, limit int) claimapi.Claim {
 	t.Helper()
-	return held(t, "chained claim", s.(store.ChainClaimer).ClaimTxChained, limit)
+	return held(t, "chained claim", s.(claimapi.ChainClaimer).ClaimTxChained, limit)
 }
 
 func testChainBehindOwn(t *testing.T, h Harness) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/claimapi"
 	"github.com/txbox/txbox/store"
 )
 
@@ -55,7 +56,7 @@ func testOutageSpendsNoAttempt(t *testing.T, h Harness) {
 	if r := recs[0]; r.Status != txbox.StatusRetry || r.RetryCount != 0 || r.LastError != "broker unavailable" || r.NextRetryAt == nil {
 		t.Fatalf("after %d outage failures a1 = status %s, retry_count %d, last_error %q: want RETRY, 0, the error", rounds, r.Status, r.RetryCount, r.LastError)
 	}
-	if _, ok := s.(store.TxClaimer); !ok {
+	if _, ok := s.(claimapi.TxClaimer); !ok {
 		return
 	}
 	c := claimTx(t, s, 10)

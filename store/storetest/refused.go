@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/claimapi"
 	"github.com/txbox/txbox/store"
 )
 
@@ -38,7 +39,7 @@ func refuseMark(t *testing.T, h Harness, s store.Store, eventID string) {
 // reported as store.ErrRefused (so the relay can isolate the row instead
 // of retrying the whole batch for ever) and changes nothing; the other rows
 // can be marked on their own. A transaction claim that can isolate
-// (store.IsolatingClaim) marks every other row and records the refused one
+// (claimapi.IsolatingClaim) marks every other row and records the refused one
 // as failed.
 func testRefusedMark(t *testing.T, h Harness) {
 	s := open(t, h)
@@ -62,7 +63,7 @@ func testRefusedMark(t *testing.T, h Harness) {
 	}
 	mustMark(t, must(s.MarkSent(ctx, "L", others)), nil, 3, "the other rows")
 
-	if _, ok := s.(store.TxClaimer); !ok {
+	if _, ok := s.(claimapi.TxClaimer); !ok {
 		return
 	}
 	s = open(t, h)
@@ -70,7 +71,7 @@ func testRefusedMark(t *testing.T, h Harness) {
 	write(t, h, s, evs...)
 	refuseMark(t, h, s, evs[2].ID)
 	c := claimTx(t, s, 10)
-	ic, ok := c.(store.IsolatingClaim)
+	ic, ok := c.(claimapi.IsolatingClaim)
 	if !ok {
 		c.Abort()
 		t.Fatalf("%T: transaction claims cannot isolate a refused mark", c)

@@ -10,14 +10,15 @@ import (
 	"time"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/claimapi"
 	"github.com/txbox/txbox/store"
 )
 
-// runTxClaims runs the cases of store.TxClaimer when the store has it: the
+// runTxClaims runs the cases of claimapi.TxClaimer when the store has it: the
 // same rules as lease claims (lowest ids, per-aggregate prefix, a failure
 // blocks only its aggregate), with the open transaction as the lease.
 func runTxClaims(t *testing.T, h Harness) {
-	runCasesIf[store.TxClaimer](t, h, "store has no transaction-held claims (store.TxClaimer)", []testCase{
+	runCasesIf[claimapi.TxClaimer](t, h, "store has no transaction-held claims (claimapi.TxClaimer)", []testCase{
 		{"HoldsRowsUntilEnded", testTxHolds},
 		{"BlocksOnlyItsAggregate", testTxBlocksAggregate},
 		{"FinishOutcome", testTxFinish},
@@ -27,14 +28,14 @@ func runTxClaims(t *testing.T, h Harness) {
 	})
 }
 
-func claimTx(t *testing.T, s store.Store, limit int) store.Claim {
+func claimTx(t *testing.T, s store.Store, limit int) claimapi.Claim {
 	t.Helper()
-	return held(t, "claim tx", s.(store.TxClaimer).ClaimTx, limit)
+	return held(t, "claim tx", s.(claimapi.TxClaimer).ClaimTx, limit)
 }
 
 // held is a claim of up to limit rows by claim (ClaimTx, ClaimTxChained),
 // aborted when t ends unless finished before.
-func held[C store.Claim](t *testing.T, what string, claim func(context.Context, int) (C, error), limit int) C {
+func held[C claimapi.Claim](t *testing.T, what string, claim func(context.Context, int) (C, error), limit int) C {
 	t.Helper()
 	c, err := claim(ctxT(t), limit)
 	if err != nil {
@@ -181,7 +182,7 @@ func testTxConcurrent(t *testing.T, h Harness) {
 		lastID   = map[string]int64{}
 	)
 	runClaimers(t, 4, 30, 3*time.Millisecond, func(int, int) (int, error) {
-		c, err := s.(store.TxClaimer).ClaimTx(ctx, 1+rand.IntN(40))
+		c, err := s.(claimapi.TxClaimer).ClaimTx(ctx, 1+rand.IntN(40))
 		if err != nil {
 			return 0, err
 		}

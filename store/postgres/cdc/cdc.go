@@ -33,6 +33,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store/postgres"
+	"github.com/txbox/txbox/store/postgres/internal/cdcstore"
 )
 
 // Defaults of Config.
@@ -97,8 +98,9 @@ type Reader struct {
 	reading    atomic.Bool
 	// backfilled is how far the slot's backfill went (set before
 	// streaming starts).
-	backfilled postgres.Backfill
-	beatAt     atomic.Int64 // unix ns: the loop went round
+	backfilled cdcstore.Backfill
+	db         cdcstore.Store // the store's CDC side
+	beatAt     atomic.Int64   // unix ns: the loop went round
 }
 
 // Reading reports whether the relay reads its slot now (not a standby, not
@@ -130,9 +132,9 @@ func New(cfg Config) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{cfg: cfg, rel: rel, log: cfg.Relay.Logger.With("slot", cfg.Slot)}
+	r := &Reader{cfg: cfg, rel: rel, db: cdcstore.For(cfg.Store), log: cfg.Relay.Logger.With("slot", cfg.Slot)}
 	r.beat()
-	r.lag = newLagCollector(cfg.Store)
+	r.lag = newLagCollector(r.db)
 	// The slots' lag goes where the relay's Prometheus metrics go.
 	if pm, ok := cfg.Relay.Metrics.(interface{ Registerer() prometheus.Registerer }); ok {
 		if err := pm.Registerer().Register(r.lag); err != nil {
@@ -153,10 +155,10 @@ func (r *Reader) Relay() *relay.Relay { return r.rel }
 // failed step or a slot that another relay reads makes it wait
 // StandbyRetry and start again from the slot's confirmed position.
 func (r *Reader) Run(ctx context.Context) error {
-	if err := r.cfg.Store.CheckCDC(ctx); err != nil {
+	if err := r.db.CheckCDC(ctx); err != nil {
 		return err
 	}
-	r.log.Info("cdc relay started", "publication", r.cfg.Store.Publication(), "batch", r.cfg.BatchSize)
+	r.log.Info("cdc relay started", "publication", r.db.Publication(), "batch", r.cfg.BatchSize)
 	go r.watchLag(ctx)
 	go r.rel.Observe(ctx)
 	standby := false

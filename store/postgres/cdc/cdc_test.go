@@ -216,7 +216,7 @@ func TestSlotLeftBehindIsReported(t *testing.T) {
 		c.Relay.MetricsInterval = 100 * time.Millisecond
 	})
 	time.Sleep(1500 * time.Millisecond)
-	lags, err := e.s.SlotLags(context.Background())
+	lags, err := cdc.SlotLags(context.Background(), e.s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/store"
-	"github.com/txbox/txbox/store/postgres"
+	"github.com/txbox/txbox/store/postgres/internal/cdcstore"
 )
 
 // change is one event of the stream: a row (from an INSERT, or an UPDATE
@@ -33,7 +33,7 @@ type decoder struct {
 
 func newDecoder(t store.Tables) *decoder {
 	t = t.WithDefaults()
-	return &decoder{schema: t.Schema, table: t.Outbox, prefix: postgres.MessagePrefix(t),
+	return &decoder{schema: t.Schema, table: t.Outbox, prefix: cdcstore.MessagePrefix(t),
 		relations: map[uint32]*pglogrepl.RelationMessage{}, types: pgtype.NewMap()}
 }
 
@@ -118,7 +118,7 @@ func (d *decoder) message(m *pglogrepl.LogicalDecodingMessage, commitTime time.T
 	if m.Prefix != d.prefix || !m.Transactional {
 		return change{}, false
 	}
-	rec, err := postgres.DecodeMessage(m.Content, commitTime)
+	rec, err := cdcstore.DecodeMessage(m.Content, commitTime)
 	if rec.ID == 0 {
 		// Without an id it cannot even be stored as DEAD; it is skipped,
 		// loudly (the caller logs it).

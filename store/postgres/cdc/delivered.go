@@ -2,12 +2,12 @@ package cdc
 
 import (
 	"github.com/txbox/txbox/store"
-	"github.com/txbox/txbox/store/postgres"
+	"github.com/txbox/txbox/store/postgres/internal/cdcstore"
 )
 
 // deliveredSet collects a step's outcome for Store.RecordDelivered.
 type deliveredSet struct {
-	postgres.Delivered
+	cdcstore.Delivered
 }
 
 // dead records a change that will never be published: a row is marked DEAD,

@@ -40,14 +40,14 @@ func newEnv(t *testing.T) *env {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MigrateCDC(ctx); err != nil {
+	if err := cdc.Migrate(ctx, s); err != nil {
 		t.Fatalf("migrate cdc: %v", err)
 	}
 	e := &env{t: t, s: s, url: storeenv.LogicalPostgresURL(t)}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		_, _ = s.Pool().Exec(ctx, "DROP PUBLICATION IF EXISTS "+s.Publication())
+		_, _ = s.Pool().Exec(ctx, "DROP PUBLICATION IF EXISTS "+cdc.Publication(s))
 		_, _ = s.Pool().Exec(ctx, "DROP TABLE IF EXISTS "+s.Tables().Outbox+"_cdc_slots")
 	})
 	return e

@@ -7,21 +7,21 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/txbox/txbox/store/postgres"
+	"github.com/txbox/txbox/store/postgres/internal/cdcstore"
 )
 
 // lagCollector exports the lag of every registered slot, not only this
 // relay's: a slot whose relay is gone holds log until it is dropped, and
 // the relays still running are the ones whose metrics are scraped.
 type lagCollector struct {
-	s              *postgres.Store
+	s              cdcstore.Store
 	bytes, seconds *prometheus.Desc
 	active         *prometheus.Desc
 	mu             sync.Mutex
-	lags           []postgres.SlotLag
+	lags           []SlotLag
 }
 
-func newLagCollector(s *postgres.Store) *lagCollector {
+func newLagCollector(s cdcstore.Store) *lagCollector {
 	return &lagCollector{
 		s: s,
 		bytes: prometheus.NewDesc("txbox_cdc_slot_lag_bytes",
@@ -54,8 +54,8 @@ func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // sample reads the lags once and returns them.
-func (c *lagCollector) sample(ctx context.Context) ([]postgres.SlotLag, error) {
-	lags, err := c.s.SlotLags(ctx)
+func (c *lagCollector) sample(ctx context.Context) ([]SlotLag, error) {
+	lags, err := slotLags(ctx, c.s)
 	if err != nil {
 		return nil, err
 	}

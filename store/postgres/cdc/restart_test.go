@@ -10,6 +10,7 @@ import (
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/store/postgres"
+	"github.com/txbox/txbox/store/postgres/cdc"
 )
 
 // PostgreSQL itself crashes (SIGKILL of the postmaster, on a server of the
@@ -33,7 +34,7 @@ func TestPostgresCrashAndRestart(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MigrateCDC(ctx); err != nil {
+	if err := cdc.Migrate(ctx, s); err != nil {
 		t.Fatal(err)
 	}
 	e := &env{t: t, s: s, url: srv.URL}

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/txbox/txbox/store"
-	"github.com/txbox/txbox/store/postgres"
+	"github.com/txbox/txbox/store/postgres/internal/cdcstore"
 )
 
 // errSlotActive: another relay reads the slot (SQLSTATE 55006).
@@ -76,7 +76,7 @@ func (r *Reader) session(ctx context.Context) error {
 	}
 	err = pglogrepl.StartReplication(ctx, conn, r.cfg.Slot, 0, pglogrepl.StartReplicationOptions{
 		Mode: pglogrepl.LogicalReplication,
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + r.cfg.Store.Publication() + "'",
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + r.db.Publication() + "'",
 			"messages 'true'"},
 	})
 	var pgErr *pgconn.PgError
@@ -98,7 +98,7 @@ func (r *Reader) session(ctx context.Context) error {
 // existed are not in its log. A row committed after may come both ways;
 // the copy carries the same event id.
 func (r *Reader) ensureSlot(ctx context.Context, conn *pgconn.PgConn) error {
-	s := r.cfg.Store
+	s := r.db
 	exists, err := s.SlotExists(ctx, r.cfg.Slot)
 	if err != nil {
 		return fmt.Errorf("cdc: slot: %w", err)
@@ -129,11 +129,11 @@ func (r *Reader) ensureSlot(ctx context.Context, conn *pgconn.PgConn) error {
 
 // backfill delivers the rows the table holds, one relay at a time, and
 // returns how far it went.
-func (r *Reader) backfill(ctx context.Context) (postgres.Backfill, error) {
-	s := r.cfg.Store
+func (r *Reader) backfill(ctx context.Context) (cdcstore.Backfill, error) {
+	s := r.db
 	unlock, err := s.LockBackfill(ctx, r.cfg.Slot)
 	if err != nil {
-		return postgres.Backfill{}, err
+		return cdcstore.Backfill{}, err
 	}
 	defer unlock()
 	if b, err := s.SlotBackfill(ctx, r.cfg.Slot); err != nil || b.Done {
@@ -142,7 +142,7 @@ func (r *Reader) backfill(ctx context.Context) (postgres.Backfill, error) {
 	// Registered before the rows are read, so a slot whose first relay
 	// dies during the backfill is reported too.
 	if err := s.RegisterSlot(ctx, r.cfg.Slot, false, 0); err != nil {
-		return postgres.Backfill{}, err
+		return cdcstore.Backfill{}, err
 	}
 	var after int64
 	total := 0
@@ -150,7 +150,7 @@ func (r *Reader) backfill(ctx context.Context) (postgres.Backfill, error) {
 		r.beat()
 		recs, err := s.PendingRows(ctx, after, r.cfg.BatchSize)
 		if err != nil {
-			return postgres.Backfill{}, err
+			return cdcstore.Backfill{}, err
 		}
 		if len(recs) == 0 {
 			break
@@ -160,21 +160,21 @@ func (r *Reader) backfill(ctx context.Context) (postgres.Backfill, error) {
 			it.changes[i] = change{rec: rec}
 		}
 		if err := r.step(ctx, []item{it}, nil); err != nil {
-			return postgres.Backfill{}, err
+			return cdcstore.Backfill{}, err
 		}
 		after = recs[len(recs)-1].ID
 		total += len(recs)
 		// Progress survives a crash: the rows delivered so far are
 		// archived, and the log's copies of them are skipped.
 		if err := s.RegisterSlot(ctx, r.cfg.Slot, false, after); err != nil {
-			return postgres.Backfill{}, err
+			return cdcstore.Backfill{}, err
 		}
 	}
 	if total > 0 {
 		r.log.Info("delivered the rows older than the slot", "rows", total)
 	}
 	if err := s.RegisterSlot(ctx, r.cfg.Slot, true, after); err != nil {
-		return postgres.Backfill{}, err
+		return cdcstore.Backfill{}, err
 	}
 	return s.SlotBackfill(ctx, r.cfg.Slot)
 }
@@ -416,7 +416,7 @@ var registryEvery = time.Second
 // step publishes the events of items, records the outcome, and then
 // (confirmed non-nil) confirms the last item's position.
 func (r *Reader) step(ctx context.Context, items []item, confirmed *atomic.Uint64) error {
-	s := r.cfg.Store
+	s := r.db
 	var recs []store.Record
 	byID := map[int64]change{}
 	var d deliveredSet
@@ -526,7 +526,7 @@ func (r *Reader) backfilledCopies(ctx context.Context, items []item, fromLog boo
 	if len(low) == 0 {
 		return nil, nil
 	}
-	pending, err := r.cfg.Store.StillPending(ctx, low)
+	pending, err := r.db.StillPending(ctx, low)
 	if err != nil {
 		return nil, err
 	}
@@ -542,7 +542,7 @@ func (r *Reader) backfilledCopies(ctx context.Context, items []item, fromLog boo
 func (r *Reader) record(ctx context.Context, d deliveredSet) error {
 	var err error
 	for attempt := range 5 {
-		if err = r.cfg.Store.RecordDelivered(ctx, d.Delivered); err == nil {
+		if err = r.db.RecordDelivered(ctx, d.Delivered); err == nil {
 			return nil
 		}
 		r.log.Warn("recording delivered events failed, retrying", "err", err, "attempt", attempt+1)

@@ -1,0 +1,4 @@
+package redisbroker
+
+// DelayedKey is delayedKey, for the tests of package redisbroker_test.
+var DelayedKey = delayedKey
