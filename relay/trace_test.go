@@ -39,6 +39,10 @@ func TestPublishSpansFollowTheWriter(t *testing.T) {
 	b := membroker.New(membroker.Options{})
 	run(t, relay.Config{Store: s, Publisher: b, Tracer: otel.NewTracer(tp)})
 	testenv.WaitFor(t, 10*time.Second, "3 messages", func() bool { return len(b.Messages()) == 3 })
+	// A message is in the broker before its publish returns, and the span
+	// ends only then; the rows are marked after that, so once all three are
+	// sent every publish span has ended.
+	waitSent(t, s, 3, 10*time.Second, "3 rows marked sent")
 
 	var publish []tracetest.SpanStub
 	for _, sp := range exp.GetSpans() {
