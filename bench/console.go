@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -27,11 +26,11 @@ import (
 // keyset pages, each filter, the count a bulk action shows, and the
 // overview. Medians of --runs after one warm-up.
 func consoleCmd(args []string) error {
-	fs := flag.NewFlagSet("console", flag.ExitOnError)
+	fs := newFlags("console")
 	db := fs.String("db", defaultPG, "database URL: postgres://, mysql:// (MariaDB) or sqlite://")
 	rows := fs.Int("rows", 1_000_000, "dead rows")
 	runs := fs.Int("runs", 9, "timed requests per case")
-	_ = fs.Parse(args)
+	fs.parse(args)
 	ctx := context.Background()
 	sfx := txbox.NewID()[24:]
 	tb := store.Tables{Outbox: "bench_cons" + sfx[:6], Inbox: "bench_consib" + sfx[:6]}

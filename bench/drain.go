@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -153,16 +152,14 @@ type drainContender struct {
 var drainNames = []string{"raw", "txbox", "txbox-delete", "txbox-2proc", "txbox-lease", "watermill", "txbox-metrics", "txbox-tracedrows", "txbox-traced", "txbox-cdc"}
 
 func drainCmd(args []string) error {
-	fs := flag.NewFlagSet("drain", flag.ExitOnError)
-	pg := fs.String("db", defaultPG, "PostgreSQL URL")
-	natsURL := fs.String("broker", defaultNATS, "NATS URL")
+	fs := newFlags("drain")
+	pg, natsURL := fs.services()
 	events := fs.Int("events", 1_000_000, "backlog size")
 	aggs := fs.Int("aggregates", 100_000, "aggregates the backlog is spread over")
 	runs := fs.Int("runs", 3, "runs per contender")
 	batch := fs.Int("batch", 1000, "batch size for every contender (Watermill: SubscribeBatchSize)")
 	which := fs.String("only", strings.Join(drainNames, ","), "contenders, comma separated: "+strings.Join(drainNames, ", "))
-	timeout := fs.Duration("timeout", 30*time.Minute, "longest one drain may take")
-	stall := fs.Duration("stall", 2*time.Minute, "fail a drain whose stream count has not moved for this long")
+	timeout, stall := fs.drainLimits()
 	sampledPct := fs.Int("traced-sampled", 100, "txbox-traced: percent of the backlog whose writer's span was sampled (the rest carry an unsampled traceparent)")
 	fs.StringVar(&relayLogLevel, "relay-log", relayLogLevel, "log level of the txbox relay processes (info: time per phase at stop)")
 	var wm wmOpts
@@ -170,7 +167,7 @@ func drainCmd(args []string) error {
 	fs.DurationVar(&wm.poll, "wm-poll", 10*time.Millisecond, "Watermill SQL subscriber PollInterval (only waited when a query finds nothing)")
 	fs.StringVar(&wm.driver, "wm-driver", "pgx", "Watermill SQL subscriber's database access: pgx (BeginnerFromPgx on a pgxpool) or stdlib (database/sql with pgx/v5/stdlib)")
 	fs.StringVar(&wm.cpuProfile, "wm-cpuprofile", "", "the Watermill forwarder process writes its CPU profile to this file (with --runs > 1, the last run's) and prints its time inside the NATS Publish")
-	_ = fs.Parse(args)
+	fs.parse(args)
 	order, err := contenderList(*which, drainNames)
 	if err != nil {
 		return err

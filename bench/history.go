@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,7 +24,7 @@ import (
 // machine two invocations minutes apart differ by up to 20%, as much as the
 // effect measured.
 func history(args []string) error {
-	fs := flag.NewFlagSet("history", flag.ExitOnError)
+	fs := newFlags("history")
 	db := fs.String("db", "", "database URL")
 	hist := fs.Int("history", 2_000_000, "delivered rows to put behind the table")
 	backlog := fs.Int("backlog", 50_000, "rows per measured drain")
@@ -33,7 +32,7 @@ func history(args []string) error {
 	runs := fs.Int("runs", 3, "measured drains per phase")
 	interleave := fs.Bool("interleave", true, "alternate fresh and history drains after the history is built (false: all fresh drains first, then the build, then the history drains)")
 	vacuum := fs.Bool("vacuum", false, "VACUUM the outbox table once after building the history (PostgreSQL; what autovacuum would do)")
-	_ = fs.Parse(args)
+	fs.parse(args)
 	ctx := context.Background()
 	quiet := quiet()
 	// A fresh table for each fresh run, and one table for the history.

@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -177,17 +176,15 @@ func rawBatch(ctx context.Context, e *benchEnv, js jetstream.JetStream, batch in
 var skewNames = []string{"txbox", "txbox-2proc", "raw-pipelined", "watermill"}
 
 func skewCmd(args []string) error {
-	fs := flag.NewFlagSet("skew", flag.ExitOnError)
-	pg := fs.String("db", defaultPG, "PostgreSQL URL")
-	natsURL := fs.String("broker", defaultNATS, "NATS URL")
+	fs := newFlags("skew")
+	pg, natsURL := fs.services()
 	events := fs.Int("events", 1_000_000, "backlog size")
 	layouts := fs.String("layouts", "1,10,100,1000,100000,zipf", "key distributions: numbers of aggregates, or zipf (s=1.1 over 10k)")
 	runs := fs.Int("runs", 3, "runs per contender and layout")
 	batch := fs.Int("batch", 1000, "raw loop batch size (txbox runs with its defaults)")
 	inflight := fs.Int("raw-inflight", 3, "raw loop: batches (transactions) in flight")
 	which := fs.String("only", strings.Join(skewNames, ","), "contenders: "+strings.Join(skewNames, ", "))
-	timeout := fs.Duration("timeout", 30*time.Minute, "longest one drain may take")
-	stall := fs.Duration("stall", 2*time.Minute, "fail a drain whose stream count has not moved for this long")
+	timeout, stall := fs.drainLimits()
 	var wm wmOpts
 	fs.IntVar(&wm.batch, "wm-batch", 1000, "Watermill SubscribeBatchSize (take the best of `bench wmsweep`)")
 	fs.StringVar(&wm.schema, "wm-schema", "default", "Watermill schema: default, or queue (PostgreSQLQueueSchema + DeleteOnAck)")
@@ -197,7 +194,7 @@ func skewCmd(args []string) error {
 	useKafka := fs.Bool("kafka", false, "publish to franz-go's in-process fake Kafka (kfake, a topic of 8 partitions per run) instead of NATS; txbox contenders only")
 	embedded := fs.Bool("nats-embedded", false, "start a nats-server 2.15 in the bench process (atomic batch publish: the relay pipelines one aggregate's events) instead of using --broker")
 	wm.perTx, wm.driver = 1, "pgx"
-	_ = fs.Parse(args)
+	fs.parse(args)
 	if natsBatch != "fast" && natsBatch != "atomic" && natsBatch != "none" {
 		return fmt.Errorf("--nats-batch %q: want fast, atomic or none", natsBatch)
 	}

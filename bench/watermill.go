@@ -12,7 +12,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -261,9 +260,8 @@ func (e *benchEnv) checkForwarded(ctx context.Context, events int) error {
 // group: the offsets row is locked FOR UPDATE, so a second one would only
 // wait.
 func watermillForwarderCmd(args []string) error {
-	fs := flag.NewFlagSet("watermill-forwarder", flag.ExitOnError)
-	db := fs.String("db", defaultPG, "PostgreSQL URL")
-	broker := fs.String("broker", defaultNATS, "NATS URL")
+	fs := newFlags("watermill-forwarder")
+	db, broker := fs.services()
 	topic := fs.String("topic", "", "watermill-sql topic the forwarder reads")
 	batch := fs.Int("batch", 1000, "SubscribeBatchSize")
 	poll := fs.Duration("poll", 10*time.Millisecond, "PollInterval")
@@ -271,7 +269,7 @@ func watermillForwarderCmd(args []string) error {
 	schemaName := fs.String("schema", "default", "default, or queue (PostgreSQLQueueSchema + DeleteOnAck)")
 	publishTime := fs.Bool("publish-time", false, "at exit, print the time spent inside the NATS publisher's Publish against the time from first to last message")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (written when the forwarder stops)")
-	_ = fs.Parse(args)
+	fs.parse(args)
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
