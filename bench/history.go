@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/internal/open"
 	"github.com/txbox/txbox/internal/redact"
 	"github.com/txbox/txbox/outbox"
 	"github.com/txbox/txbox/store"
@@ -34,21 +33,8 @@ func history(args []string) error {
 	vacuum := fs.Bool("vacuum", false, "VACUUM the outbox table once after building the history (PostgreSQL; what autovacuum would do)")
 	fs.parse(args)
 	ctx := context.Background()
-	quiet := quiet()
 	// A fresh table for each fresh run, and one table for the history.
-	newTable := func() (store.Store, func(), error) {
-		sfx := txbox.NewID()[24:]
-		tb := store.Tables{Outbox: "bench_ob" + sfx[:6], Inbox: "bench_ib" + sfx[:6]}
-		s, err := open.Store(ctx, *db, open.StoreOptions{Tables: tb, Logger: quiet})
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := s.Migrate(ctx); err != nil {
-			s.Close()
-			return nil, nil, err
-		}
-		return s, func() { dropTables(ctx, s, tb); s.Close() }, nil
-	}
+	newTable := func() (store.Store, func(), error) { return freshStore(ctx, *db, "bench_ob", "bench_ib") }
 
 	// Each measured drain starts checkpointed, after its backlog is
 	// written: otherwise whether a checkpoint (and the full-page writes
