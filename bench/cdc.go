@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"time"
 
@@ -53,9 +52,8 @@ func cdcSetup(ctx context.Context, e *benchEnv) (slot string, cleanup func(), er
 // tableless events), the drain of a backlog, then the write path (a
 // hand-written INSERT, txbox's row, txbox's logical message).
 func cdcCmd(args []string) error {
-	fs := flag.NewFlagSet("cdc", flag.ExitOnError)
-	pg := fs.String("db", defaultPG, "PostgreSQL URL")
-	natsURL := fs.String("broker", defaultNATS, "NATS URL")
+	fs := newFlags("cdc")
+	pg, natsURL := fs.services()
 	var rates intList
 	fs.Var(&rates, "rate", "events per second for the latency runs (default 500,2000)")
 	duration := fs.Duration("duration", 20*time.Second, "writing time per latency run")
@@ -63,7 +61,7 @@ func cdcCmd(args []string) error {
 	runs := fs.Int("runs", 3, "drain and write-path runs")
 	events := fs.Int("events", 1_000_000, "drain backlog size")
 	aggs := fs.Int("aggregates", 100_000, "aggregates of the drain backlog")
-	_ = fs.Parse(args)
+	fs.parse(args)
 	if len(rates) == 0 {
 		rates = intList{500, 2000}
 	}

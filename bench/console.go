@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,9 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/console"
-	"github.com/txbox/txbox/internal/open"
 	"github.com/txbox/txbox/internal/redact"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
@@ -27,24 +24,19 @@ import (
 // keyset pages, each filter, the count a bulk action shows, and the
 // overview. Medians of --runs after one warm-up.
 func consoleCmd(args []string) error {
-	fs := flag.NewFlagSet("console", flag.ExitOnError)
+	fs := newFlags("console")
 	db := fs.String("db", defaultPG, "database URL: postgres://, mysql:// (MariaDB) or sqlite://")
 	rows := fs.Int("rows", 1_000_000, "dead rows")
 	runs := fs.Int("runs", 9, "timed requests per case")
-	_ = fs.Parse(args)
+	fs.parse(args)
 	ctx := context.Background()
-	sfx := txbox.NewID()[24:]
-	tb := store.Tables{Outbox: "bench_cons" + sfx[:6], Inbox: "bench_consib" + sfx[:6]}
-	s, err := open.Store(ctx, *db, open.StoreOptions{Tables: tb, Logger: quiet()})
+	s, drop, err := freshStore(ctx, *db, "bench_cons", "bench_consib")
 	if err != nil {
 		return err
 	}
-	defer func() { dropTables(ctx, s, tb); s.Close() }()
-	if err := s.Migrate(ctx); err != nil {
-		return err
-	}
+	defer drop()
 	start := time.Now()
-	if err := fillDead(ctx, s, tb, *rows); err != nil {
+	if err := fillDead(ctx, s, s.Tables(), *rows); err != nil {
 		return fmt.Errorf("fill: %w", err)
 	}
 	fmt.Printf("console API on %d dead rows (%s, filled in %v), %d runs per case, db %s\n\n",

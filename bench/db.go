@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/internal/open"
 	"github.com/txbox/txbox/pgxtx"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/postgres"
@@ -36,6 +38,23 @@ func inTx(ctx context.Context, s store.Store, fn func(store.Tx) error) error {
 	default:
 		return fmt.Errorf("bench: no transactions for %T", s)
 	}
+}
+
+// freshStore opens the store at url on fresh tables, outbox and inbox
+// followed by a suffix of their own, and migrates them; drop drops the
+// tables and closes the store.
+func freshStore(ctx context.Context, url, outbox, inbox string) (s store.Store, drop func(), err error) {
+	sfx := txbox.NewID()[24:]
+	tb := store.Tables{Outbox: outbox + sfx[:6], Inbox: inbox + sfx[:6]}
+	if s, err = open.Store(ctx, url, open.StoreOptions{Tables: tb, Logger: quiet()}); err != nil {
+		return nil, nil, err
+	}
+	drop = func() { dropTables(ctx, s, tb); s.Close() }
+	if err := s.Migrate(ctx); err != nil {
+		drop()
+		return nil, nil, err
+	}
+	return s, drop, nil
 }
 
 func dropTables(ctx context.Context, s store.Store, tb store.Tables) {

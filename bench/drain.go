@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,21 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// writeTxboxBacklog writes a backlog of events with ~300-byte JSON payloads
-// into the txbox outbox table, spread over aggs aggregates in write order,
-// by the database itself so the setup takes seconds.
-func (e *benchEnv) writeTxboxBacklog(ctx context.Context, events, aggs int) error {
-	_, err := e.pool.Exec(ctx, `INSERT INTO `+e.tables.Outbox+` (event_id, aggregate_type, aggregate_id, event_type, payload)
-		SELECT gen_random_uuid()::text, 'Order', 'order-' || (g % $2), 'OrderCreated',
-		       json_build_object('seq', g, 'customer', 'c-' || (g % 997), 'note', repeat('x', 240))
-		FROM generate_series(1, $1) g`, events, aggs)
-	if err != nil {
-		return fmt.Errorf("backlog: %w", err)
-	}
-	_, err = e.pool.Exec(ctx, `ANALYZE `+e.tables.Outbox)
-	return err
-}
 
 type drainResult struct {
 	name    string
@@ -62,7 +46,12 @@ func drainChildren(ctx context.Context, e *benchEnv, o drainOpts, procs []*child
 // holds every event.
 func drainTxbox(ctx context.Context, e *benchEnv, bin string, o drainOpts, procs int, extra ...string) (drainResult, error) {
 	args := append(e.relayArgs(), "--poll-interval", "50ms", "--batch-size", strconv.Itoa(o.batch))
-	args = append(args, extra...)
+	return drainRelays(ctx, e, bin, o, procs, append(args, extra...))
+}
+
+// drainRelays runs procs `txbox relay` processes with args, each with a
+// relay id of its own, until the stream holds every event.
+func drainRelays(ctx context.Context, e *benchEnv, bin string, o drainOpts, procs int, args []string) (drainResult, error) {
 	var cs []*child
 	for i := range procs {
 		c, err := startChild(fmt.Sprintf("txbox relay %d", i), bin, append(args, "--relay-id", fmt.Sprintf("bench-%d", i))...)
@@ -95,38 +84,12 @@ func drainRaw(ctx context.Context, e *benchEnv, events, batch int) (drainResult,
 			if err != nil {
 				return err
 			}
-			var ids []int64
-			var futs []jetstream.PubAckFuture
-			for rows.Next() {
-				var id int64
-				var eid, at, et, payload string
-				if err := rows.Scan(&id, &eid, &at, &et, &payload); err != nil {
-					return err
-				}
-				m := nats.NewMsg(e.prefix + "." + at + "." + et)
-				m.Header.Set("Nats-Msg-Id", eid)
-				m.Data = []byte(payload)
-				f, err := js.PublishMsgAsync(m)
-				if err != nil {
-					return err
-				}
-				ids = append(ids, id)
-				futs = append(futs, f)
-			}
-			if err := rows.Err(); err != nil {
+			ids, err := publishRows(ctx, e, js, rows)
+			if err != nil {
 				return err
 			}
 			if len(ids) == 0 {
 				return fmt.Errorf("outbox empty with %d of %d sent", sent, events)
-			}
-			for _, f := range futs {
-				select {
-				case <-f.Ok():
-				case err := <-f.Err():
-					return err
-				case <-ctx.Done():
-					return ctx.Err()
-				}
 			}
 			if _, err := tx.Exec(ctx, `DELETE FROM `+e.tables.Outbox+` WHERE id = ANY($1)`, ids); err != nil {
 				return err
@@ -141,6 +104,43 @@ func drainRaw(ctx context.Context, e *benchEnv, events, batch int) (drainResult,
 	return drainResult{events: events, elapsed: time.Since(start)}, nil
 }
 
+// publishRows publishes each row (id, event_id, aggregate_type,
+// event_type, payload) to e's stream asynchronously with Nats-Msg-Id, waits
+// for every ack, and returns the rows' ids: the raw loops' publish step.
+func publishRows(ctx context.Context, e *benchEnv, js jetstream.JetStream, rows pgx.Rows) ([]int64, error) {
+	var ids []int64
+	var futs []jetstream.PubAckFuture
+	for rows.Next() {
+		var id int64
+		var eid, at, et, payload string
+		if err := rows.Scan(&id, &eid, &at, &et, &payload); err != nil {
+			return nil, err
+		}
+		m := nats.NewMsg(e.prefix + "." + at + "." + et)
+		m.Header.Set("Nats-Msg-Id", eid)
+		m.Data = []byte(payload)
+		f, err := js.PublishMsgAsync(m)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+		futs = append(futs, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, f := range futs {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return nil, err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return ids, nil
+}
+
 // drainContender is one way of draining a backlog; watermill says whether
 // its backlog is written in Watermill's schema instead of txbox's.
 type drainContender struct {
@@ -153,16 +153,14 @@ type drainContender struct {
 var drainNames = []string{"raw", "txbox", "txbox-delete", "txbox-2proc", "txbox-lease", "watermill", "txbox-metrics", "txbox-tracedrows", "txbox-traced", "txbox-cdc"}
 
 func drainCmd(args []string) error {
-	fs := flag.NewFlagSet("drain", flag.ExitOnError)
-	pg := fs.String("db", defaultPG, "PostgreSQL URL")
-	natsURL := fs.String("broker", defaultNATS, "NATS URL")
+	fs := newFlags("drain")
+	pg, natsURL := fs.services()
 	events := fs.Int("events", 1_000_000, "backlog size")
 	aggs := fs.Int("aggregates", 100_000, "aggregates the backlog is spread over")
 	runs := fs.Int("runs", 3, "runs per contender")
 	batch := fs.Int("batch", 1000, "batch size for every contender (Watermill: SubscribeBatchSize)")
 	which := fs.String("only", strings.Join(drainNames, ","), "contenders, comma separated: "+strings.Join(drainNames, ", "))
-	timeout := fs.Duration("timeout", 30*time.Minute, "longest one drain may take")
-	stall := fs.Duration("stall", 2*time.Minute, "fail a drain whose stream count has not moved for this long")
+	timeout, stall := fs.drainLimits()
 	sampledPct := fs.Int("traced-sampled", 100, "txbox-traced: percent of the backlog whose writer's span was sampled (the rest carry an unsampled traceparent)")
 	fs.StringVar(&relayLogLevel, "relay-log", relayLogLevel, "log level of the txbox relay processes (info: time per phase at stop)")
 	var wm wmOpts
@@ -170,7 +168,7 @@ func drainCmd(args []string) error {
 	fs.DurationVar(&wm.poll, "wm-poll", 10*time.Millisecond, "Watermill SQL subscriber PollInterval (only waited when a query finds nothing)")
 	fs.StringVar(&wm.driver, "wm-driver", "pgx", "Watermill SQL subscriber's database access: pgx (BeginnerFromPgx on a pgxpool) or stdlib (database/sql with pgx/v5/stdlib)")
 	fs.StringVar(&wm.cpuProfile, "wm-cpuprofile", "", "the Watermill forwarder process writes its CPU profile to this file (with --runs > 1, the last run's) and prints its time inside the NATS Publish")
-	_ = fs.Parse(args)
+	fs.parse(args)
 	order, err := contenderList(*which, drainNames)
 	if err != nil {
 		return err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/internal/open"
 	"github.com/txbox/txbox/internal/redact"
 	"github.com/txbox/txbox/outbox"
 	"github.com/txbox/txbox/store"
@@ -25,7 +23,7 @@ import (
 // machine two invocations minutes apart differ by up to 20%, as much as the
 // effect measured.
 func history(args []string) error {
-	fs := flag.NewFlagSet("history", flag.ExitOnError)
+	fs := newFlags("history")
 	db := fs.String("db", "", "database URL")
 	hist := fs.Int("history", 2_000_000, "delivered rows to put behind the table")
 	backlog := fs.Int("backlog", 50_000, "rows per measured drain")
@@ -33,23 +31,10 @@ func history(args []string) error {
 	runs := fs.Int("runs", 3, "measured drains per phase")
 	interleave := fs.Bool("interleave", true, "alternate fresh and history drains after the history is built (false: all fresh drains first, then the build, then the history drains)")
 	vacuum := fs.Bool("vacuum", false, "VACUUM the outbox table once after building the history (PostgreSQL; what autovacuum would do)")
-	_ = fs.Parse(args)
+	fs.parse(args)
 	ctx := context.Background()
-	quiet := quiet()
 	// A fresh table for each fresh run, and one table for the history.
-	newTable := func() (store.Store, func(), error) {
-		sfx := txbox.NewID()[24:]
-		tb := store.Tables{Outbox: "bench_ob" + sfx[:6], Inbox: "bench_ib" + sfx[:6]}
-		s, err := open.Store(ctx, *db, open.StoreOptions{Tables: tb, Logger: quiet})
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := s.Migrate(ctx); err != nil {
-			s.Close()
-			return nil, nil, err
-		}
-		return s, func() { dropTables(ctx, s, tb); s.Close() }, nil
-	}
+	newTable := func() (store.Store, func(), error) { return freshStore(ctx, *db, "bench_ob", "bench_ib") }
 
 	// Each measured drain starts checkpointed, after its backlog is
 	// written: otherwise whether a checkpoint (and the full-page writes

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -73,9 +72,8 @@ var inboxContenders = map[string]func(context.Context, *inboxEnv, inboxOpts) (ti
 }
 
 func inboxCmd(args []string) error {
-	fs := flag.NewFlagSet("inbox", flag.ExitOnError)
-	pg := fs.String("db", defaultPG, "PostgreSQL URL")
-	natsURL := fs.String("broker", defaultNATS, "NATS URL")
+	fs := newFlags("inbox")
+	pg, natsURL := fs.services()
 	var o inboxOpts
 	fs.IntVar(&o.events, "events", 100_000, "events pre-published per run")
 	fs.IntVar(&o.aggs, "aggregates", 1000, "aggregates the events are spread over")
@@ -85,7 +83,7 @@ func inboxCmd(args []string) error {
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "longest one drain may take")
 	runs := fs.Int("runs", 3, "runs per contender")
 	which := fs.String("only", strings.Join(inboxNames, ","), "contenders, comma separated: "+strings.Join(inboxNames, ", "))
-	_ = fs.Parse(args)
+	fs.parse(args)
 	order, err := contenderList(*which, inboxNames)
 	if err != nil {
 		return err

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"slices"
 	"strconv"
@@ -77,9 +76,8 @@ type latencyResult struct {
 var latencyVariants = []string{"listen", "poll", "default", "watermill", "cdc", "cdc-tableless"}
 
 func latencyCmd(args []string) error {
-	fs := flag.NewFlagSet("latency", flag.ExitOnError)
-	pg := fs.String("db", defaultPG, "PostgreSQL URL")
-	natsURL := fs.String("broker", defaultNATS, "NATS URL")
+	fs := newFlags("latency")
+	pg, natsURL := fs.services()
 	var rates intList
 	fs.Var(&rates, "rate", "events per second, one per transaction (repeat or comma-separate for several; default 500)")
 	duration := fs.Duration("duration", 20*time.Second, "writing time per rate")
@@ -95,7 +93,7 @@ func latencyCmd(args []string) error {
 	fs.DurationVar(&wm.poll, "wm-poll", 10*time.Millisecond, "the watermill variant's PollInterval")
 	fs.StringVar(&wm.schema, "wm-schema", "default", "the watermill variant's schema: default, or queue (PostgreSQLQueueSchema + DeleteOnAck)")
 	fs.IntVar(&wm.batch, "wm-batch", 1000, "the watermill variant's SubscribeBatchSize")
-	_ = fs.Parse(args)
+	fs.parse(args)
 	if len(rates) == 0 {
 		rates = intList{500}
 	}

@@ -19,38 +19,31 @@ import (
 	"os"
 )
 
+// subcommands are bench's subcommands by name; each parses its own
+// arguments.
+var subcommands = map[string]func(args []string) error{
+	"history":             history,
+	"drain":               drainCmd,
+	"write":               writeCmd,
+	"latency":             latencyCmd,
+	"inbox":               inboxCmd,
+	"console":             consoleCmd,
+	"skew":                skewCmd,
+	"wmsweep":             wmsweepCmd,
+	"cdc":                 cdcCmd,
+	"smoke":               smoke,
+	"watermill-forwarder": watermillForwarderCmd, // drain's Watermill contender, run as a child process
+}
+
 func main() {
 	if len(os.Args) < 2 {
 		usage()
 	}
-	var err error
-	switch os.Args[1] {
-	case "history":
-		err = history(os.Args[2:])
-	case "drain":
-		err = drainCmd(os.Args[2:])
-	case "write":
-		err = writeCmd(os.Args[2:])
-	case "latency":
-		err = latencyCmd(os.Args[2:])
-	case "inbox":
-		err = inboxCmd(os.Args[2:])
-	case "console":
-		err = consoleCmd(os.Args[2:])
-	case "skew":
-		err = skewCmd(os.Args[2:])
-	case "wmsweep":
-		err = wmsweepCmd(os.Args[2:])
-	case "cdc":
-		err = cdcCmd(os.Args[2:])
-	case "smoke":
-		err = smoke(os.Args[2:])
-	case "watermill-forwarder": // drain's Watermill contender, run as a child process
-		err = watermillForwarderCmd(os.Args[2:])
-	default:
+	run, ok := subcommands[os.Args[1]]
+	if !ok {
 		usage()
 	}
-	if err != nil {
+	if err := run(os.Args[2:]); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -57,17 +56,10 @@ func withOTLP(f func() (drainResult, error)) (drainResult, error) {
 // every row's headers, as the write API stores it inside a span;
 // sampledPct of the rows have the sampled flag (a head-sampling writer).
 func (e *benchEnv) writeTracedBacklog(ctx context.Context, events, aggs, sampledPct int) error {
-	_, err := e.pool.Exec(ctx, `INSERT INTO `+e.tables.Outbox+` (event_id, aggregate_type, aggregate_id, event_type, payload, headers)
-		SELECT gen_random_uuid()::text, 'Order', 'order-' || (g % $2), 'OrderCreated',
-		       json_build_object('seq', g, 'customer', 'c-' || (g % 997), 'note', repeat('x', 240)),
-		       json_build_object('traceparent', '00-' || md5(g::text) || '-' || substr(md5((g + 1)::text), 1, 16)
-		                         || CASE WHEN g % 100 < $3 THEN '-01' ELSE '-00' END)
-		FROM generate_series(1, $1) g`, events, aggs, sampledPct)
-	if err != nil {
-		return fmt.Errorf("traced backlog: %w", err)
-	}
-	_, err = e.pool.Exec(ctx, `ANALYZE `+e.tables.Outbox)
-	return err
+	return e.writeBacklog(ctx, "traced backlog", e.tables.Outbox, e.ordersInsert(`(g % $2)`,
+		`json_build_object('traceparent', '00-' || md5(g::text) || '-' || substr(md5((g + 1)::text), 1, 16)
+		                         || CASE WHEN g % 100 < $3 THEN '-01' ELSE '-00' END)`,
+		`generate_series(1, $1) g`), events, aggs, sampledPct)
 }
 
 // discard is a span exporter that drops what it is given.

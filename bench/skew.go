@@ -8,16 +8,13 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -44,45 +41,6 @@ func parseLayouts(s string) ([]layout, error) {
 		out = append(out, layout{name: fmt.Sprintf("%d aggregates", n), aggs: n})
 	}
 	return out, nil
-}
-
-// writeTxboxLayout writes drain's backlog with the layout's keys.
-func (e *benchEnv) writeTxboxLayout(ctx context.Context, events int, l layout) error {
-	if !l.zipf {
-		return e.writeTxboxBacklog(ctx, events, l.aggs)
-	}
-	rng := rand.New(rand.NewPCG(1, 1)) // the same backlog every run
-	z := rand.NewZipf(rng, 1.1, 1, uint64(l.aggs-1))
-	keys := make([]int32, events)
-	for i := range keys {
-		keys[i] = int32(z.Uint64())
-	}
-	_, err := e.pool.Exec(ctx, `INSERT INTO `+e.tables.Outbox+` (event_id, aggregate_type, aggregate_id, event_type, payload)
-		SELECT gen_random_uuid()::text, 'Order', 'order-' || k, 'OrderCreated',
-		       json_build_object('seq', g, 'customer', 'c-' || (g % 997), 'note', repeat('x', 240))
-		FROM unnest($1::int[]) WITH ORDINALITY AS u(k, g) ORDER BY g`, keys)
-	if err != nil {
-		return fmt.Errorf("zipf backlog: %w", err)
-	}
-	_, err = e.pool.Exec(ctx, `ANALYZE `+e.tables.Outbox)
-	return err
-}
-
-// drainTxboxDefaults runs procs `txbox relay` processes with nothing but
-// the connection flags: what a new user gets.
-func drainTxboxDefaults(ctx context.Context, e *benchEnv, bin string, o drainOpts, procs int) (drainResult, error) {
-	var cs []*child
-	for i := range procs {
-		c, err := startChild(fmt.Sprintf("txbox relay %d", i), bin, append(e.relayArgs(), "--relay-id", fmt.Sprintf("bench-%d", i))...)
-		if err != nil {
-			for _, c := range cs {
-				c.stop()
-			}
-			return drainResult{}, err
-		}
-		cs = append(cs, c)
-	}
-	return drainChildren(ctx, e, o, cs)
 }
 
 // drainRawPipelined is the hand-written limit without order: inflight
@@ -137,39 +95,13 @@ func rawBatch(ctx context.Context, e *benchEnv, js jetstream.JetStream, batch in
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `DELETE FROM `+e.tables.Outbox+` WHERE id IN (
 				SELECT id FROM `+e.tables.Outbox+` WHERE status = 'PENDING' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
-			RETURNING event_id, aggregate_type, event_type, payload::text`, batch)
+			RETURNING id, event_id, aggregate_type, event_type, payload::text`, batch)
 		if err != nil {
 			return err
 		}
-		var futs []jetstream.PubAckFuture
-		for rows.Next() {
-			var eid, at, et, payload string
-			if err := rows.Scan(&eid, &at, &et, &payload); err != nil {
-				return err
-			}
-			m := nats.NewMsg(e.prefix + "." + at + "." + et)
-			m.Header.Set("Nats-Msg-Id", eid)
-			m.Data = []byte(payload)
-			f, err := js.PublishMsgAsync(m)
-			if err != nil {
-				return err
-			}
-			futs = append(futs, f)
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, f := range futs {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				return err
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		n = len(futs)
-		return nil
+		ids, err := publishRows(ctx, e, js, rows)
+		n = len(ids)
+		return err
 	})
 	return n, err
 }
@@ -177,17 +109,15 @@ func rawBatch(ctx context.Context, e *benchEnv, js jetstream.JetStream, batch in
 var skewNames = []string{"txbox", "txbox-2proc", "raw-pipelined", "watermill"}
 
 func skewCmd(args []string) error {
-	fs := flag.NewFlagSet("skew", flag.ExitOnError)
-	pg := fs.String("db", defaultPG, "PostgreSQL URL")
-	natsURL := fs.String("broker", defaultNATS, "NATS URL")
+	fs := newFlags("skew")
+	pg, natsURL := fs.services()
 	events := fs.Int("events", 1_000_000, "backlog size")
 	layouts := fs.String("layouts", "1,10,100,1000,100000,zipf", "key distributions: numbers of aggregates, or zipf (s=1.1 over 10k)")
 	runs := fs.Int("runs", 3, "runs per contender and layout")
 	batch := fs.Int("batch", 1000, "raw loop batch size (txbox runs with its defaults)")
 	inflight := fs.Int("raw-inflight", 3, "raw loop: batches (transactions) in flight")
 	which := fs.String("only", strings.Join(skewNames, ","), "contenders: "+strings.Join(skewNames, ", "))
-	timeout := fs.Duration("timeout", 30*time.Minute, "longest one drain may take")
-	stall := fs.Duration("stall", 2*time.Minute, "fail a drain whose stream count has not moved for this long")
+	timeout, stall := fs.drainLimits()
 	var wm wmOpts
 	fs.IntVar(&wm.batch, "wm-batch", 1000, "Watermill SubscribeBatchSize (take the best of `bench wmsweep`)")
 	fs.StringVar(&wm.schema, "wm-schema", "default", "Watermill schema: default, or queue (PostgreSQLQueueSchema + DeleteOnAck)")
@@ -197,7 +127,7 @@ func skewCmd(args []string) error {
 	useKafka := fs.Bool("kafka", false, "publish to franz-go's in-process fake Kafka (kfake, a topic of 8 partitions per run) instead of NATS; txbox contenders only")
 	embedded := fs.Bool("nats-embedded", false, "start a nats-server 2.15 in the bench process (atomic batch publish: the relay pipelines one aggregate's events) instead of using --broker")
 	wm.perTx, wm.driver = 1, "pgx"
-	_ = fs.Parse(args)
+	fs.parse(args)
 	if natsBatch != "fast" && natsBatch != "atomic" && natsBatch != "none" {
 		return fmt.Errorf("--nats-batch %q: want fast, atomic or none", natsBatch)
 	}
@@ -254,10 +184,12 @@ func skewCmd(args []string) error {
 				var res drainResult
 				if err == nil {
 					switch name {
+					// The relays get nothing but the connection flags:
+					// what a new user gets.
 					case "txbox":
-						res, err = drainTxboxDefaults(ctx, e, bin, o, 1)
+						res, err = drainRelays(ctx, e, bin, o, 1, e.relayArgs())
 					case "txbox-2proc":
-						res, err = drainTxboxDefaults(ctx, e, bin, o, 2)
+						res, err = drainRelays(ctx, e, bin, o, 2, e.relayArgs())
 					case "raw-pipelined":
 						res, err = drainRawPipelined(ctx, e, o, *inflight)
 					case "watermill":

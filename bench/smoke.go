@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"time"
@@ -11,11 +10,10 @@ import (
 // working: `cd bench && go run . smoke`. The figures it prints mean
 // nothing. It fails on the first error, and a watchdog fails it if it hangs.
 func smoke(args []string) error {
-	fs := flag.NewFlagSet("smoke", flag.ExitOnError)
-	pg := fs.String("db", defaultPG, "PostgreSQL URL")
-	natsURL := fs.String("broker", defaultNATS, "NATS URL")
+	fs := newFlags("smoke")
+	pg, natsURL := fs.services()
 	limit := fs.Duration("limit", 4*time.Minute, "fail if the whole smoke run takes longer")
-	_ = fs.Parse(args)
+	fs.parse(args)
 	watchdog := time.AfterFunc(*limit, func() {
 		fmt.Fprintf(os.Stderr, "bench smoke: still running after %v\n", *limit)
 		os.Exit(1) // child processes die with us (Pdeathsig)

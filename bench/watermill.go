@@ -12,7 +12,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -107,45 +106,54 @@ func (e *benchEnv) writeWatermillBacklog(ctx context.Context, o drainOpts, wm *w
 	if err != nil {
 		return err
 	}
-	if wm.queue() {
-		return e.writeWatermillQueueBacklog(ctx, o, table)
-	}
-	txID := `pg_current_xact_id()`
 	args := []any{o.events, o.aggs, e.wmDestination()}
-	if wm.perTx > 0 {
-		var xmin int64
-		if err := e.pool.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`).Scan(&xmin); err != nil {
+	// The queue schema has no transaction ids: its rows go in offset order
+	// (it reads the unacked rows FOR UPDATE and deletes them on ack).
+	what, txCol, txID := "watermill queue backlog", "", ""
+	if !wm.queue() {
+		what, txCol = "watermill backlog", ", transaction_id"
+		if txID, err = e.wmTransactionIDs(ctx, o, wm, &args); err != nil {
 			return err
 		}
-		perTx := wm.perTx
-		if avail := int(xmin) - 2; (o.events+perTx-1)/perTx > avail {
-			if avail < 1 {
-				return fmt.Errorf("watermill backlog: the database has no past transaction ids (xmin %d)", xmin)
-			}
-			perTx = (o.events + avail - 1) / avail
-		}
-		ntx := (o.events + perTx - 1) / perTx
-		wm.effPerTx = perTx
-		txID = `($4::bigint + (g - 1) / $5)::text::xid8`
-		args = append(args, xmin-int64(ntx), perTx) // the last id is xmin-1
+		txID = ",\n\t\t       " + txID
 	}
-	_, err = e.pool.Exec(ctx, `INSERT INTO `+table+` (uuid, payload, metadata, transaction_id)
+	return e.writeBacklog(ctx, what, table, `INSERT INTO `+table+` (uuid, payload, metadata`+txCol+`)
 		SELECT gen_random_uuid()::text,
 		       json_build_object(
 		           'destination_topic', $3::text,
 		           'uuid', gen_random_uuid()::text,
 		           'payload', translate(encode(convert_to(p.doc::text, 'UTF8'), 'base64'), E'\n', ''),
 		           'metadata', json_build_object('aggregate_type', 'Order', 'aggregate_id', 'order-' || (g % $2), 'event_type', 'OrderCreated')),
-		       '{}'::json,
-		       `+txID+`
+		       '{}'::json`+txID+`
 		FROM generate_series(1, $1) g,
-		     LATERAL (SELECT json_build_object('seq', g, 'customer', 'c-' || (g % 997), 'note', repeat('x', 240)) AS doc) p
+		     LATERAL (SELECT `+payloadSQL+` AS doc) p
 		ORDER BY g`, args...)
-	if err != nil {
-		return fmt.Errorf("watermill backlog: %w", err)
+}
+
+// wmTransactionIDs is the SQL of row g's transaction_id in the default
+// schema's backlog, appending the arguments it takes to args: with
+// wm.perTx, past ids below the current xmin, wm.perTx rows each (more where
+// the database has too few; wm.effPerTx says how many); without, the
+// inserting transaction's own.
+func (e *benchEnv) wmTransactionIDs(ctx context.Context, o drainOpts, wm *wmOpts, args *[]any) (string, error) {
+	if wm.perTx == 0 {
+		return `pg_current_xact_id()`, nil
 	}
-	_, err = e.pool.Exec(ctx, `ANALYZE `+table)
-	return err
+	var xmin int64
+	if err := e.pool.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`).Scan(&xmin); err != nil {
+		return "", err
+	}
+	perTx := wm.perTx
+	if avail := int(xmin) - 2; (o.events+perTx-1)/perTx > avail {
+		if avail < 1 {
+			return "", fmt.Errorf("watermill backlog: the database has no past transaction ids (xmin %d)", xmin)
+		}
+		perTx = (o.events + avail - 1) / avail
+	}
+	ntx := (o.events + perTx - 1) / perTx
+	wm.effPerTx = perTx
+	*args = append(*args, xmin-int64(ntx), perTx) // the last id is xmin-1
+	return `($4::bigint + (g - 1) / $5)::text::xid8`, nil
 }
 
 // initWatermillTopic makes this env's watermill-sql topic (e.wmTopic) for
@@ -173,28 +181,6 @@ func (e *benchEnv) initWatermillTopic(wm wmOpts) (string, error) {
 	}
 	e.wmTopic = topic
 	return table, nil
-}
-
-// writeWatermillQueueBacklog is writeWatermillBacklog for the queue
-// schema: rows in offset order, no transaction ids (the queue schema reads
-// the unacked rows FOR UPDATE and deletes them on ack).
-func (e *benchEnv) writeWatermillQueueBacklog(ctx context.Context, o drainOpts, table string) error {
-	_, err := e.pool.Exec(ctx, `INSERT INTO `+table+` (uuid, payload, metadata)
-		SELECT gen_random_uuid()::text,
-		       json_build_object(
-		           'destination_topic', $3::text,
-		           'uuid', gen_random_uuid()::text,
-		           'payload', translate(encode(convert_to(p.doc::text, 'UTF8'), 'base64'), E'\n', ''),
-		           'metadata', json_build_object('aggregate_type', 'Order', 'aggregate_id', 'order-' || (g % $2), 'event_type', 'OrderCreated')),
-		       '{}'::json
-		FROM generate_series(1, $1) g,
-		     LATERAL (SELECT json_build_object('seq', g, 'customer', 'c-' || (g % 997), 'note', repeat('x', 240)) AS doc) p
-		ORDER BY g`, o.events, o.aggs, e.wmDestination())
-	if err != nil {
-		return fmt.Errorf("watermill queue backlog: %w", err)
-	}
-	_, err = e.pool.Exec(ctx, `ANALYZE `+table)
-	return err
 }
 
 // drainWatermill runs the forwarder process until the stream holds every
@@ -261,9 +247,8 @@ func (e *benchEnv) checkForwarded(ctx context.Context, events int) error {
 // group: the offsets row is locked FOR UPDATE, so a second one would only
 // wait.
 func watermillForwarderCmd(args []string) error {
-	fs := flag.NewFlagSet("watermill-forwarder", flag.ExitOnError)
-	db := fs.String("db", defaultPG, "PostgreSQL URL")
-	broker := fs.String("broker", defaultNATS, "NATS URL")
+	fs := newFlags("watermill-forwarder")
+	db, broker := fs.services()
 	topic := fs.String("topic", "", "watermill-sql topic the forwarder reads")
 	batch := fs.Int("batch", 1000, "SubscribeBatchSize")
 	poll := fs.Duration("poll", 10*time.Millisecond, "PollInterval")
@@ -271,7 +256,7 @@ func watermillForwarderCmd(args []string) error {
 	schemaName := fs.String("schema", "default", "default, or queue (PostgreSQLQueueSchema + DeleteOnAck)")
 	publishTime := fs.Bool("publish-time", false, "at exit, print the time spent inside the NATS publisher's Publish against the time from first to last message")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (written when the forwarder stops)")
-	_ = fs.Parse(args)
+	fs.parse(args)
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {

@@ -8,7 +8,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,19 +15,17 @@ import (
 )
 
 func wmsweepCmd(args []string) error {
-	fs := flag.NewFlagSet("wmsweep", flag.ExitOnError)
-	pg := fs.String("db", defaultPG, "PostgreSQL URL")
-	natsURL := fs.String("broker", defaultNATS, "NATS URL")
+	fs := newFlags("wmsweep")
+	pg, natsURL := fs.services()
 	sizes := fs.String("events", "100000,1000000", "backlog sizes, comma separated")
 	batches := fs.String("batches", "100,1000,5000", "SubscribeBatchSize values, comma separated")
 	schemas := fs.String("schemas", "default,queue", "schemas: default, queue")
 	aggs := fs.Int("aggregates", 100_000, "aggregates in the events' metadata (Watermill keeps one global order)")
 	runs := fs.Int("runs", 3, "runs per setting")
-	timeout := fs.Duration("timeout", 30*time.Minute, "longest one drain may take")
-	stall := fs.Duration("stall", 2*time.Minute, "fail a drain whose stream count has not moved for this long")
+	timeout, stall := fs.drainLimits()
 	capAt := fs.Duration("cap", 0, "stop a drain after this long and report its rate so far, marked partial (0: no cap; --timeout still fails a run)")
 	poll := fs.Duration("wm-poll", 10*time.Millisecond, "Watermill PollInterval")
-	_ = fs.Parse(args)
+	fs.parse(args)
 	ints := func(flagName, s string) ([]int, error) {
 		var out []int
 		for _, f := range strings.Split(s, ",") {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -79,8 +78,8 @@ func (we *writeEnv) businessTx(ctx context.Context, pool *pgxpool.Pool, rng *ran
 }
 
 func writeCmd(args []string) error {
-	fs := flag.NewFlagSet("write", flag.ExitOnError)
-	pg := fs.String("db", defaultPG, "PostgreSQL URL")
+	fs := newFlags("write")
+	pg := fs.pg()
 	clients := fs.Int("clients", 2, "concurrent connections, one transaction at a time each")
 	duration := fs.Duration("duration", 10*time.Second, "measured time per run")
 	warmup := fs.Duration("warmup", time.Second, "unmeasured time before each run")
@@ -89,7 +88,7 @@ func writeCmd(args []string) error {
 	which := fs.String("only", "business,handwritten,txbox", "contenders, comma separated: "+strings.Join(writeNames, ", "))
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of each contender's runs to PREFIX-<contender>-<run>.pprof")
 	interleave := fs.Bool("interleave", false, "run the contenders side by side on the same tables, each client taking them in turn, transaction by transaction: drift of the machine's load hits all alike")
-	_ = fs.Parse(args)
+	fs.parse(args)
 	order, err := contenderList(*which, writeNames)
 	if err != nil {
 		return err
