@@ -22,6 +22,7 @@ import (
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/internal/ce"
 	"github.com/txbox/txbox/broker/internal/defaults"
+	"github.com/txbox/txbox/broker/internal/receive"
 )
 
 // SubscriberOptions configure a consumer-group member.
@@ -263,9 +264,7 @@ func (s *Subscriber) lost(_ context.Context, _ *kgo.Client, lost map[string][]in
 // otherwise it waits for new records and returns what arrived, up to max,
 // without waiting to fill a batch.
 func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, error) {
-	if max <= 0 {
-		max = 1
-	}
+	max = receive.Max(max)
 	s.recvMu.Lock()
 	defer s.recvMu.Unlock()
 	for {
