@@ -29,10 +29,8 @@ func init() {
 			f.IntVar(&kafkaFlags.replicationFactor, "kafka-replication-factor", 0, "replication factor of topics created with --kafka-create-topics (0: the broker's default.replication.factor)")
 			f.IntVar(&kafkaFlags.maxMessageBytes, "kafka-max-message-bytes", kafkabroker.DefaultMaxPayload, "largest record (key, headers and payload) to send; a topic's max.message.bytes may lower it")
 		},
+		check: checkKafkaFlags,
 		open: func(ctx context.Context, raw string, log *slog.Logger) (broker.Publisher, error) {
-			if err := checkKafkaFlags(); err != nil {
-				return nil, err
-			}
 			return kafkabroker.Open(ctx, raw, kafkabroker.Options{
 				CreateTopics:      kafkaFlags.createTopics,
 				Partitions:        int32(kafkaFlags.partitions),

@@ -30,6 +30,7 @@ func init() {
 			f.StringVar(&natsFlags.subjects, "nats-subjects", "", "comma-separated subjects the stream must hold when --nats-create-stream is set; empty: the fixed leading tokens of --topic plus > (outbox.> for the default topic)")
 			f.BoolVar(&natsFlags.createStream, "nats-create-stream", false, "create the stream at start when it is missing; add subjects to an existing stream only when --nats-subjects names them (a stream that does not capture --topic is refused, exit 2)")
 		},
+		check: checkNATSFlags,
 		open: func(ctx context.Context, raw string, log *slog.Logger) (broker.Publisher, error) {
 			var subjects []string
 			for _, s := range strings.Split(natsFlags.subjects, ",") {
