@@ -170,10 +170,6 @@ func (h *timerHeap) Pop() any {
 // background; a new group starts at the earliest offset. Errors are as for
 // Open.
 func OpenSubscriber(ctx context.Context, brokers string, opts SubscriberOptions) (*Subscriber, error) {
-	seeds, err := ParseBrokers(brokers)
-	if err != nil {
-		return nil, err
-	}
 	if err := opts.withDefaults(); err != nil {
 		return nil, err
 	}
@@ -190,11 +186,11 @@ func OpenSubscriber(ctx context.Context, brokers string, opts SubscriberOptions)
 	if opts.Regex {
 		consume = append(consume, kgo.ConsumeRegex())
 	}
-	cl, err := newClient(seeds, common{opts.Name, opts.ConnectTimeout, opts.Logger}, nil, opts.ClientOptions, consume...)
+	cl, err := newClient(common{brokers, opts.Name, opts.ConnectTimeout, opts.Logger}, nil, opts.ClientOptions, consume...)
 	if err != nil {
 		return nil, err
 	}
-	if err := ping(ctx, cl, seeds, opts.ConnectTimeout); err != nil {
+	if err := ping(ctx, cl, opts.ConnectTimeout); err != nil {
 		cl.Close()
 		return nil, err
 	}
