@@ -47,13 +47,13 @@ func init() {
 // refuse only when a topic is created, if ever.
 func checkKafkaFlags() error {
 	if kafkaFlags.partitions < 0 || kafkaFlags.partitions > math.MaxInt32 {
-		return &txbox.ConfigError{Field: "--kafka-partitions (TXBOX_KAFKA_PARTITIONS)", Reason: fmt.Sprintf("%d is not a partition count (0 for the broker's default)", kafkaFlags.partitions)}
+		return &txbox.ConfigError{Field: flagField("kafka-partitions"), Reason: fmt.Sprintf("%d is not a partition count (0 for the broker's default)", kafkaFlags.partitions)}
 	}
 	if kafkaFlags.replicationFactor < 0 || kafkaFlags.replicationFactor > math.MaxInt16 {
-		return &txbox.ConfigError{Field: "--kafka-replication-factor (TXBOX_KAFKA_REPLICATION_FACTOR)", Reason: fmt.Sprintf("%d is not a replication factor (0 for the broker's default)", kafkaFlags.replicationFactor)}
+		return &txbox.ConfigError{Field: flagField("kafka-replication-factor"), Reason: fmt.Sprintf("%d is not a replication factor (0 for the broker's default)", kafkaFlags.replicationFactor)}
 	}
 	if kafkaFlags.maxMessageBytes < 512 || kafkaFlags.maxMessageBytes > 1<<30 {
-		return &txbox.ConfigError{Field: "--kafka-max-message-bytes (TXBOX_KAFKA_MAX_MESSAGE_BYTES)", Reason: fmt.Sprintf("%d is outside 512..%d", kafkaFlags.maxMessageBytes, 1<<30)}
+		return &txbox.ConfigError{Field: flagField("kafka-max-message-bytes"), Reason: fmt.Sprintf("%d is outside 512..%d", kafkaFlags.maxMessageBytes, 1<<30)}
 	}
 	return nil
 }

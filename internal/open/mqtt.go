@@ -43,11 +43,11 @@ func init() {
 			if mqttFlags.caFile != "" {
 				pem, err := os.ReadFile(mqttFlags.caFile)
 				if err != nil {
-					return nil, &txbox.ConfigError{Field: "--mqtt-ca-file (TXBOX_MQTT_CA_FILE)", Reason: err.Error()}
+					return nil, &txbox.ConfigError{Field: flagField("mqtt-ca-file"), Reason: err.Error()}
 				}
 				pool := x509.NewCertPool()
 				if !pool.AppendCertsFromPEM(pem) {
-					return nil, &txbox.ConfigError{Field: "--mqtt-ca-file (TXBOX_MQTT_CA_FILE)", Reason: fmt.Sprintf("%s holds no PEM certificate", mqttFlags.caFile)}
+					return nil, &txbox.ConfigError{Field: flagField("mqtt-ca-file"), Reason: fmt.Sprintf("%s holds no PEM certificate", mqttFlags.caFile)}
 				}
 				tlsConf = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 			}

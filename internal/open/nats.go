@@ -44,7 +44,7 @@ func init() {
 				if len(subjects) == 0 && natsFlags.createStream {
 					var err error
 					if subjects, err = natsbroker.SubjectsFor(string(relayTopic)); err != nil {
-						return nil, &txbox.ConfigError{Field: "--nats-subjects (TXBOX_NATS_SUBJECTS)", Reason: err.Error() + "; name the stream's subjects"}
+						return nil, &txbox.ConfigError{Field: flagField("nats-subjects"), Reason: err.Error() + "; name the stream's subjects"}
 					}
 				}
 			}
@@ -97,7 +97,7 @@ func openNoImplicitSubjects(ctx context.Context, raw string, opts natsbroker.Opt
 		}
 	}
 	want, _ := natsbroker.SubjectsFor(string(relayTopic))
-	return nil, &txbox.ConfigError{Field: "--nats-create-stream (TXBOX_NATS_CREATE_STREAM)", Reason: fmt.Sprintf(
+	return nil, &txbox.ConfigError{Field: flagField("nats-create-stream"), Reason: fmt.Sprintf(
 		"stream %q exists%s and does not capture %q, a subject of --topic %q: a mistyped --topic? --nats-create-stream adds subjects to an existing stream only when they are named: give --nats-subjects %s to add them, or fix --topic, or name another stream with --nats-stream",
 		target, held, opts.Topic, string(relayTopic), strings.Join(want, ","))}
 }
@@ -109,7 +109,7 @@ func checkNATSFlags() error {
 		return nil
 	}
 	if err := natsbroker.ValidateStreamName(natsFlags.stream); err != nil {
-		return &txbox.ConfigError{Field: "--nats-stream (TXBOX_NATS_STREAM)", Reason: err.Error()}
+		return &txbox.ConfigError{Field: flagField("nats-stream"), Reason: err.Error()}
 	}
 	return nil
 }

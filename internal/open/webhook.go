@@ -56,9 +56,9 @@ func init() {
 func checkWebhookFlags() error {
 	switch {
 	case webhookFlags.timeout <= 0:
-		return &txbox.ConfigError{Field: "--webhook-timeout (TXBOX_WEBHOOK_TIMEOUT)", Reason: fmt.Sprintf("%v: want a positive duration", webhookFlags.timeout)}
+		return &txbox.ConfigError{Field: flagField("webhook-timeout"), Reason: fmt.Sprintf("%v: want a positive duration", webhookFlags.timeout)}
 	case webhookFlags.maxInFlight <= 0:
-		return &txbox.ConfigError{Field: "--webhook-max-in-flight (TXBOX_WEBHOOK_MAX_IN_FLIGHT)", Reason: fmt.Sprintf("%d: want 1 or more", webhookFlags.maxInFlight)}
+		return &txbox.ConfigError{Field: flagField("webhook-max-in-flight"), Reason: fmt.Sprintf("%d: want 1 or more", webhookFlags.maxInFlight)}
 	}
 	return notNegative("webhook-max-payload", webhookFlags.maxPayload, "want a number of bytes, or 0 for no limit")
 }
