@@ -202,9 +202,10 @@ func parseBrokers(raw string) ([]string, error) {
 	return seeds, nil
 }
 
-// common is what both sides set the same way: the client's name, its
-// dial timeout and its logger.
+// common is what both sides set the same way: the brokers (see
+// parseBrokers), the client's name, its dial timeout and its logger.
 type common struct {
+	brokers        string
 	name           string
 	connectTimeout time.Duration
 	log            *slog.Logger
@@ -213,8 +214,12 @@ type common struct {
 // newClient makes a franz-go client with txbox's options, then own (the
 // side's defaults), then the caller's ClientOptions, then enforced, which
 // the side's guarantees rest on and which the caller's may therefore not
-// change.
-func newClient(seeds []string, c common, own, caller []kgo.Opt, enforced ...kgo.Opt) (*kgo.Client, error) {
+// change. A bad broker list or option is a *txbox.ConfigError.
+func newClient(c common, own, caller []kgo.Opt, enforced ...kgo.Opt) (*kgo.Client, error) {
+	seeds, err := parseBrokers(c.brokers)
+	if err != nil {
+		return nil, err
+	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...),
 		kgo.ClientID(c.name),
@@ -230,12 +235,13 @@ func newClient(seeds []string, c common, own, caller []kgo.Opt, enforced ...kgo.
 	return cl, nil
 }
 
-// ping checks that a broker answers, bounded by ctx and twice the dial
-// timeout.
-func ping(ctx context.Context, cl *kgo.Client, seeds []string, dial time.Duration) error {
+// ping checks that one of the client's seed brokers answers, bounded by
+// ctx and twice the dial timeout.
+func ping(ctx context.Context, cl *kgo.Client, dial time.Duration) error {
 	pctx, cancel := context.WithTimeout(ctx, 2*dial)
 	defer cancel()
 	if err := cl.Ping(pctx); err != nil {
+		seeds, _ := cl.OptValue(kgo.SeedBrokers).([]string)
 		return txbox.Unavailable(fmt.Errorf("kafka: connect to %s: %w", strings.Join(seeds, ","), err))
 	}
 	return nil

@@ -115,10 +115,6 @@ func (p *Publisher) PipelinesPerKey() bool { return true }
 // An unreachable cluster is reported with txbox.ErrBrokerUnavailable, a
 // bad broker list or option with a *txbox.ConfigError.
 func Open(ctx context.Context, brokers string, opts Options) (*Publisher, error) {
-	seeds, err := parseBrokers(brokers)
-	if err != nil {
-		return nil, err
-	}
 	if err := opts.withDefaults(); err != nil {
 		return nil, err
 	}
@@ -127,7 +123,7 @@ func Open(ctx context.Context, brokers string, opts Options) (*Publisher, error)
 	// Every Publish waits for its records, so lingering only adds latency;
 	// records handed over while a request is in flight are batched anyway.
 	own := []kgo.Opt{kgo.ProducerLinger(0)}
-	cl, err := newClient(seeds, common{opts.Name, opts.ConnectTimeout, opts.Logger}, own, opts.ClientOptions,
+	cl, err := newClient(common{brokers, opts.Name, opts.ConnectTimeout, opts.Logger}, own, opts.ClientOptions,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.AllowIdempotentProduceCancellation(),
 		kgo.RecordDeliveryTimeout(opts.AckTimeout),
@@ -141,7 +137,7 @@ func Open(ctx context.Context, brokers string, opts Options) (*Publisher, error)
 		cl.Close()
 		return nil, &txbox.ConfigError{Field: "Kafka ClientOptions", Reason: "idempotent writes must stay enabled (remove kgo.DisableIdempotentWrite)"}
 	}
-	if err := ping(ctx, cl, seeds, opts.ConnectTimeout); err != nil {
+	if err := ping(ctx, cl, opts.ConnectTimeout); err != nil {
 		cl.Close()
 		return nil, err
 	}

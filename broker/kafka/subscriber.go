@@ -22,6 +22,7 @@ import (
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/internal/ce"
 	"github.com/txbox/txbox/broker/internal/defaults"
+	"github.com/txbox/txbox/broker/internal/receive"
 )
 
 // SubscriberOptions configure a consumer-group member.
@@ -169,10 +170,6 @@ func (h *timerHeap) Pop() any {
 // background; a new group starts at the earliest offset. Errors are as for
 // Open.
 func OpenSubscriber(ctx context.Context, brokers string, opts SubscriberOptions) (*Subscriber, error) {
-	seeds, err := parseBrokers(brokers)
-	if err != nil {
-		return nil, err
-	}
 	if err := opts.withDefaults(); err != nil {
 		return nil, err
 	}
@@ -189,11 +186,11 @@ func OpenSubscriber(ctx context.Context, brokers string, opts SubscriberOptions)
 	if opts.Regex {
 		consume = append(consume, kgo.ConsumeRegex())
 	}
-	cl, err := newClient(seeds, common{opts.Name, opts.ConnectTimeout, opts.Logger}, nil, opts.ClientOptions, consume...)
+	cl, err := newClient(common{brokers, opts.Name, opts.ConnectTimeout, opts.Logger}, nil, opts.ClientOptions, consume...)
 	if err != nil {
 		return nil, err
 	}
-	if err := ping(ctx, cl, seeds, opts.ConnectTimeout); err != nil {
+	if err := ping(ctx, cl, opts.ConnectTimeout); err != nil {
 		cl.Close()
 		return nil, err
 	}
@@ -263,9 +260,7 @@ func (s *Subscriber) lost(_ context.Context, _ *kgo.Client, lost map[string][]in
 // otherwise it waits for new records and returns what arrived, up to max,
 // without waiting to fill a batch.
 func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, error) {
-	if max <= 0 {
-		max = 1
-	}
+	max = receive.Max(max)
 	s.recvMu.Lock()
 	defer s.recvMu.Unlock()
 	for {

@@ -28,6 +28,7 @@ import (
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/internal/ce"
 	"github.com/txbox/txbox/broker/internal/defaults"
+	"github.com/txbox/txbox/broker/internal/receive"
 )
 
 // HeaderPrefix is put before every CloudEvents attribute name in the headers
@@ -375,9 +376,7 @@ var ErrClosed = errors.New("mem: subscriber closed")
 // returns up to max of them: messages due for redelivery first, then new
 // ones in publish order.
 func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, error) {
-	if max <= 0 {
-		max = 1
-	}
+	max = receive.Max(max)
 	b := s.b
 	for {
 		if err := ctx.Err(); err != nil {

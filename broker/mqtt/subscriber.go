@@ -22,6 +22,7 @@ import (
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/internal/ce"
 	"github.com/txbox/txbox/broker/internal/defaults"
+	"github.com/txbox/txbox/broker/internal/receive"
 )
 
 // SubscriberOptions configure a Subscriber.
@@ -189,7 +190,7 @@ func (s *Subscriber) conn(ctx context.Context) (*conn, error) {
 		},
 		onLost: func(err error) {
 			s.log.Warn("mqtt: subscriber connection lost", "server", s.ep.redacted, "client_id", s.opts.ClientID, "err", err)
-			s.wake()
+			receive.Wake(s.ready)
 		},
 	})
 	if err != nil {
@@ -253,7 +254,7 @@ func (s *Subscriber) received(gen uint64, st *state.State, pr paho.PublishReceiv
 	s.mu.Lock()
 	s.queue = append(s.queue, &delivery{s: s, m: m, attempt: first})
 	s.mu.Unlock()
-	s.wake()
+	receive.Wake(s.ready)
 }
 
 // done reports whether cli has shut down.
@@ -266,22 +267,13 @@ func done(cli *paho.Client) bool {
 	}
 }
 
-func (s *Subscriber) wake() {
-	select {
-	case s.ready <- struct{}{}:
-	default:
-	}
-}
-
 // Receive returns up to max queued deliveries, or waits for the first. If
 // the connection was lost it makes one new connection attempt; when that
 // fails, or the connection is lost while waiting, it returns an error
 // wrapping txbox.ErrBrokerUnavailable and the caller decides when to call
 // again.
 func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, error) {
-	if max <= 0 {
-		max = 1
-	}
+	max = receive.Max(max)
 	redialed := false
 	for {
 		if err := ctx.Err(); err != nil {
@@ -304,7 +296,7 @@ func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, e
 			}
 			s.queue = slices.Delete(s.queue, 0, n)
 			if len(s.queue) > 0 {
-				s.wake()
+				receive.Wake(s.ready)
 			}
 			s.mu.Unlock()
 			return out, nil
@@ -358,7 +350,7 @@ func (s *Subscriber) redeliver(m *message) {
 	m.emitted++
 	s.queue = append(s.queue, &delivery{s: s, m: m, attempt: m.first + m.emitted - 1})
 	s.mu.Unlock()
-	s.wake()
+	receive.Wake(s.ready)
 }
 
 // Close disconnects, keeping the session: the broker queues for it, and

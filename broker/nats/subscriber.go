@@ -20,6 +20,7 @@ import (
 	"github.com/txbox/txbox/broker/internal/ce"
 	"github.com/txbox/txbox/broker/internal/deadline"
 	"github.com/txbox/txbox/broker/internal/defaults"
+	"github.com/txbox/txbox/broker/internal/receive"
 )
 
 // SubscriberOptions configure a durable pull consumer.
@@ -157,9 +158,7 @@ func OpenSubscriber(ctx context.Context, url string, opts SubscriberOptions) (*S
 // the first message and takes whatever arrived with it. It does not wait to
 // fill a batch: the inbox should start on one message as soon as it exists.
 func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, error) {
-	if max <= 0 {
-		max = 1
-	}
+	max = receive.Max(max)
 	if err := deadline.Ended(ctx); err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/internal/deadline"
 	"github.com/txbox/txbox/broker/internal/defaults"
+	"github.com/txbox/txbox/broker/internal/receive"
 )
 
 // SubscriberOptions configure a consumer of one durable queue.
@@ -226,9 +227,7 @@ func (s *Subscriber) session(ctx context.Context) (*session, error) {
 // Receive returns the deliveries the channel has ready, up to max, or else
 // waits for the first one and takes whatever arrived with it.
 func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, error) {
-	if max <= 0 {
-		max = 1
-	}
+	max = receive.Max(max)
 	if err := deadline.Ended(ctx); err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/txbox/txbox/broker/internal/ce"
 	"github.com/txbox/txbox/broker/internal/deadline"
 	"github.com/txbox/txbox/broker/internal/defaults"
+	"github.com/txbox/txbox/broker/internal/receive"
 )
 
 // SubscriberOptions configure one consumer of a consumer group.
@@ -126,9 +127,7 @@ func (s *Subscriber) createGroups(ctx context.Context) error {
 // consumer) or else new ones, up to max; it waits for the first, polling
 // for claimable entries at least once a second.
 func (s *Subscriber) Receive(ctx context.Context, max int) ([]broker.Delivery, error) {
-	if max <= 0 {
-		max = 1
-	}
+	max = receive.Max(max)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {

@@ -21,6 +21,7 @@ import (
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/internal/ce"
 	"github.com/txbox/txbox/broker/internal/defaults"
+	"github.com/txbox/txbox/broker/internal/receive"
 )
 
 // Defaults for ReceiverOptions.
@@ -171,7 +172,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rc.queue = append(rc.queue, d)
 	rc.mu.Unlock()
-	rc.wake()
+	receive.Wake(rc.ready)
 
 	timer := time.NewTimer(rc.opts.HoldTimeout)
 	defer timer.Stop()
@@ -216,18 +217,9 @@ func busy(w http.ResponseWriter, msg string, after time.Duration) {
 	http.Error(w, msg, http.StatusServiceUnavailable)
 }
 
-func (rc *Receiver) wake() {
-	select {
-	case rc.ready <- struct{}{}:
-	default:
-	}
-}
-
 // Receive returns up to max waiting deliveries, or waits for the first.
 func (rc *Receiver) Receive(ctx context.Context, max int) ([]broker.Delivery, error) {
-	if max <= 0 {
-		max = 1
-	}
+	max = receive.Max(max)
 	for {
 		rc.mu.Lock()
 		if rc.closed {
@@ -243,7 +235,7 @@ func (rc *Receiver) Receive(ctx context.Context, max int) ([]broker.Delivery, er
 			}
 			rc.queue = slices.Delete(rc.queue, 0, n)
 			if len(rc.queue) > 0 {
-				rc.wake()
+				receive.Wake(rc.ready)
 			}
 			rc.mu.Unlock()
 			return out, nil

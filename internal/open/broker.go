@@ -20,7 +20,10 @@ import (
 type publisherDef struct {
 	schemes []string
 	flags   func(f *pflag.FlagSet)
-	open    func(ctx context.Context, raw string, log *slog.Logger) (broker.Publisher, error)
+	// check, when set, refuses flag values the adapter would refuse,
+	// without connecting; it runs before open.
+	check func() error
+	open  func(ctx context.Context, raw string, log *slog.Logger) (broker.Publisher, error)
 }
 
 var publishers []publisherDef
@@ -70,5 +73,21 @@ func Publisher(ctx context.Context, raw string, log *slog.Logger) (broker.Publis
 	if err != nil {
 		return nil, err
 	}
+	if d.check != nil {
+		if err := d.check(); err != nil {
+			return nil, err
+		}
+	}
 	return d.open(ctx, raw, log)
+}
+
+// CheckBrokerFlags checks the flags of the adapter brokerURL selects that
+// can be checked without connecting. A URL no adapter takes is not its
+// concern (CheckPublisherURL's).
+func CheckBrokerFlags(brokerURL string) error {
+	d, err := publisherFor(brokerURL)
+	if err != nil || d.check == nil {
+		return nil
+	}
+	return d.check()
 }

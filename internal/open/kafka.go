@@ -29,10 +29,8 @@ func init() {
 			f.IntVar(&kafkaFlags.replicationFactor, "kafka-replication-factor", 0, "replication factor of topics created with --kafka-create-topics (0: the broker's default.replication.factor)")
 			f.IntVar(&kafkaFlags.maxMessageBytes, "kafka-max-message-bytes", kafkabroker.DefaultMaxPayload, "largest record (key, headers and payload) to send; a topic's max.message.bytes may lower it")
 		},
+		check: checkKafkaFlags,
 		open: func(ctx context.Context, raw string, log *slog.Logger) (broker.Publisher, error) {
-			if err := checkKafkaFlags(); err != nil {
-				return nil, err
-			}
 			return kafkabroker.Open(ctx, raw, kafkabroker.Options{
 				CreateTopics:      kafkaFlags.createTopics,
 				Partitions:        int32(kafkaFlags.partitions),
@@ -49,13 +47,13 @@ func init() {
 // refuse only when a topic is created, if ever.
 func checkKafkaFlags() error {
 	if kafkaFlags.partitions < 0 || kafkaFlags.partitions > math.MaxInt32 {
-		return &txbox.ConfigError{Field: "--kafka-partitions (TXBOX_KAFKA_PARTITIONS)", Reason: fmt.Sprintf("%d is not a partition count (0 for the broker's default)", kafkaFlags.partitions)}
+		return &txbox.ConfigError{Field: flagField("kafka-partitions"), Reason: fmt.Sprintf("%d is not a partition count (0 for the broker's default)", kafkaFlags.partitions)}
 	}
 	if kafkaFlags.replicationFactor < 0 || kafkaFlags.replicationFactor > math.MaxInt16 {
-		return &txbox.ConfigError{Field: "--kafka-replication-factor (TXBOX_KAFKA_REPLICATION_FACTOR)", Reason: fmt.Sprintf("%d is not a replication factor (0 for the broker's default)", kafkaFlags.replicationFactor)}
+		return &txbox.ConfigError{Field: flagField("kafka-replication-factor"), Reason: fmt.Sprintf("%d is not a replication factor (0 for the broker's default)", kafkaFlags.replicationFactor)}
 	}
 	if kafkaFlags.maxMessageBytes < 512 || kafkaFlags.maxMessageBytes > 1<<30 {
-		return &txbox.ConfigError{Field: "--kafka-max-message-bytes (TXBOX_KAFKA_MAX_MESSAGE_BYTES)", Reason: fmt.Sprintf("%d is outside 512..%d", kafkaFlags.maxMessageBytes, 1<<30)}
+		return &txbox.ConfigError{Field: flagField("kafka-max-message-bytes"), Reason: fmt.Sprintf("%d is outside 512..%d", kafkaFlags.maxMessageBytes, 1<<30)}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package open
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -36,19 +37,17 @@ func init() {
 			f.StringVar(&mqttFlags.caFile, "mqtt-ca-file", "", "PEM file of the CAs that sign the broker's certificate (mqtts://); default: system roots")
 			f.DurationVar(&mqttFlags.keepAlive, "mqtt-keepalive", mqttbroker.DefaultKeepAlive, "MQTT keep-alive of the relay's connection")
 		},
+		check: checkMQTTFlags,
 		open: func(ctx context.Context, raw string, log *slog.Logger) (broker.Publisher, error) {
-			if err := checkMQTTFlags(); err != nil {
-				return nil, err
-			}
 			var tlsConf *tls.Config
 			if mqttFlags.caFile != "" {
 				pem, err := os.ReadFile(mqttFlags.caFile)
 				if err != nil {
-					return nil, &txbox.ConfigError{Field: "--mqtt-ca-file (TXBOX_MQTT_CA_FILE)", Reason: err.Error()}
+					return nil, &txbox.ConfigError{Field: flagField("mqtt-ca-file"), Reason: err.Error()}
 				}
 				pool := x509.NewCertPool()
 				if !pool.AppendCertsFromPEM(pem) {
-					return nil, &txbox.ConfigError{Field: "--mqtt-ca-file (TXBOX_MQTT_CA_FILE)", Reason: fmt.Sprintf("%s holds no PEM certificate", mqttFlags.caFile)}
+					return nil, &txbox.ConfigError{Field: flagField("mqtt-ca-file"), Reason: fmt.Sprintf("%s holds no PEM certificate", mqttFlags.caFile)}
 				}
 				tlsConf = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 			}
@@ -62,11 +61,8 @@ func init() {
 
 // checkMQTTFlags refuses bad numbers before anything connects.
 func checkMQTTFlags() error {
-	if mqttFlags.maxPayload < 0 {
-		return &txbox.ConfigError{Field: "--mqtt-max-payload (TXBOX_MQTT_MAX_PAYLOAD)", Reason: fmt.Sprintf("%d is negative: want a number of bytes, or 0 for the broker's limit only", mqttFlags.maxPayload)}
-	}
-	if mqttFlags.keepAlive < 0 {
-		return &txbox.ConfigError{Field: "--mqtt-keepalive (TXBOX_MQTT_KEEPALIVE)", Reason: fmt.Sprintf("%v is negative", mqttFlags.keepAlive)}
-	}
-	return nil
+	return cmp.Or(
+		notNegative("mqtt-max-payload", mqttFlags.maxPayload, "want a number of bytes, or 0 for the broker's limit only"),
+		notNegative("mqtt-keepalive", mqttFlags.keepAlive, ""),
+	)
 }

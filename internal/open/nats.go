@@ -30,6 +30,7 @@ func init() {
 			f.StringVar(&natsFlags.subjects, "nats-subjects", "", "comma-separated subjects the stream must hold when --nats-create-stream is set; empty: the fixed leading tokens of --topic plus > (outbox.> for the default topic)")
 			f.BoolVar(&natsFlags.createStream, "nats-create-stream", false, "create the stream at start when it is missing; add subjects to an existing stream only when --nats-subjects names them (a stream that does not capture --topic is refused, exit 2)")
 		},
+		check: checkNATSFlags,
 		open: func(ctx context.Context, raw string, log *slog.Logger) (broker.Publisher, error) {
 			var subjects []string
 			for _, s := range strings.Split(natsFlags.subjects, ",") {
@@ -43,7 +44,7 @@ func init() {
 				if len(subjects) == 0 && natsFlags.createStream {
 					var err error
 					if subjects, err = natsbroker.SubjectsFor(string(relayTopic)); err != nil {
-						return nil, &txbox.ConfigError{Field: "--nats-subjects (TXBOX_NATS_SUBJECTS)", Reason: err.Error() + "; name the stream's subjects"}
+						return nil, &txbox.ConfigError{Field: flagField("nats-subjects"), Reason: err.Error() + "; name the stream's subjects"}
 					}
 				}
 			}
@@ -96,7 +97,7 @@ func openNoImplicitSubjects(ctx context.Context, raw string, opts natsbroker.Opt
 		}
 	}
 	want, _ := natsbroker.SubjectsFor(string(relayTopic))
-	return nil, &txbox.ConfigError{Field: "--nats-create-stream (TXBOX_NATS_CREATE_STREAM)", Reason: fmt.Sprintf(
+	return nil, &txbox.ConfigError{Field: flagField("nats-create-stream"), Reason: fmt.Sprintf(
 		"stream %q exists%s and does not capture %q, a subject of --topic %q: a mistyped --topic? --nats-create-stream adds subjects to an existing stream only when they are named: give --nats-subjects %s to add them, or fix --topic, or name another stream with --nats-stream",
 		target, held, opts.Topic, string(relayTopic), strings.Join(want, ","))}
 }
@@ -108,7 +109,7 @@ func checkNATSFlags() error {
 		return nil
 	}
 	if err := natsbroker.ValidateStreamName(natsFlags.stream); err != nil {
-		return &txbox.ConfigError{Field: "--nats-stream (TXBOX_NATS_STREAM)", Reason: err.Error()}
+		return &txbox.ConfigError{Field: flagField("nats-stream"), Reason: err.Error()}
 	}
 	return nil
 }

@@ -73,21 +73,3 @@ var relayTopic broker.Topic
 // UseTopic tells the adapters the relay's topic template before Publisher
 // opens one.
 func UseTopic(t broker.Topic) { relayTopic = t }
-
-// CheckBrokerFlags checks the flags of the adapter brokerURL selects that
-// can be checked without connecting.
-func CheckBrokerFlags(brokerURL string) error {
-	switch scheme, _, _ := strings.Cut(brokerURL, "://"); scheme {
-	case "nats", "tls":
-		return checkNATSFlags()
-	case "kafka":
-		return checkKafkaFlags()
-	case "mqtt", "mqtts":
-		return checkMQTTFlags()
-	case "redis", "rediss":
-		return checkRedisFlags()
-	case "http", "https":
-		return checkWebhookFlags()
-	}
-	return nil
-}

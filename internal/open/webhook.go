@@ -32,6 +32,7 @@ func init() {
 			f.IntVar(&webhookFlags.maxInFlight, "webhook-max-in-flight", webhookbroker.DefaultMaxInFlight, "webhook requests open at once")
 			f.IntVar(&webhookFlags.maxPayload, "webhook-max-payload", 0, "fail payloads over this many bytes permanently; 0: no limit")
 		},
+		check: checkWebhookFlags,
 		open: func(ctx context.Context, raw string, log *slog.Logger) (broker.Publisher, error) {
 			secret := webhookFlags.secret
 			if secret == "" {
@@ -42,9 +43,6 @@ func init() {
 			}
 			if _, err := webhookbroker.Key(secret); err != nil {
 				return nil, &txbox.ConfigError{Field: "--webhook-secret (" + webhookSecretEnv + ")", Reason: err.Error()}
-			}
-			if err := checkWebhookFlags(); err != nil {
-				return nil, err
 			}
 			return webhookbroker.Open(ctx, raw, webhookbroker.Options{
 				Secret: secret, AckTimeout: webhookFlags.timeout, MaxInFlight: webhookFlags.maxInFlight,
@@ -58,11 +56,9 @@ func init() {
 func checkWebhookFlags() error {
 	switch {
 	case webhookFlags.timeout <= 0:
-		return &txbox.ConfigError{Field: "--webhook-timeout (TXBOX_WEBHOOK_TIMEOUT)", Reason: fmt.Sprintf("%v: want a positive duration", webhookFlags.timeout)}
+		return &txbox.ConfigError{Field: flagField("webhook-timeout"), Reason: fmt.Sprintf("%v: want a positive duration", webhookFlags.timeout)}
 	case webhookFlags.maxInFlight <= 0:
-		return &txbox.ConfigError{Field: "--webhook-max-in-flight (TXBOX_WEBHOOK_MAX_IN_FLIGHT)", Reason: fmt.Sprintf("%d: want 1 or more", webhookFlags.maxInFlight)}
-	case webhookFlags.maxPayload < 0:
-		return &txbox.ConfigError{Field: "--webhook-max-payload (TXBOX_WEBHOOK_MAX_PAYLOAD)", Reason: fmt.Sprintf("%d is negative: want a number of bytes, or 0 for no limit", webhookFlags.maxPayload)}
+		return &txbox.ConfigError{Field: flagField("webhook-max-in-flight"), Reason: fmt.Sprintf("%d: want 1 or more", webhookFlags.maxInFlight)}
 	}
-	return nil
+	return notNegative("webhook-max-payload", webhookFlags.maxPayload, "want a number of bytes, or 0 for no limit")
 }
