@@ -106,7 +106,9 @@ func open(t *testing.T, h Harness) store.Store {
 }
 
 func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// A bound for a case that hangs, generous for a loaded machine: a case
+	// that passes returns long before it.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -370,12 +372,21 @@ func testLeaseExpiry(t *testing.T, h Harness) {
 	s := open(t, h)
 	a1, a2 := ev("a", 1), ev("a", 2)
 	write(t, h, s, a1, a2)
-	first := claim(t, s, "dead-relay", 10, 300*time.Millisecond)
+	const lease = 2 * time.Second
+	start := time.Now()
+	first := claim(t, s, "dead-relay", 10, lease)
 	if len(first) != 2 {
 		t.Fatalf("claimed %d", len(first))
 	}
-	if got := claim(t, s, "rescuer", 10, time.Minute); len(got) != 0 {
+	// The lease runs from the first claim's statement, which began after
+	// start: a second claim that returned within lease of start ran while
+	// it held. One that returned later proves nothing either way (a loaded
+	// machine), so only the first case can fail.
+	if got := claim(t, s, "rescuer", 10, time.Minute); len(got) != 0 && time.Since(start) < lease {
 		t.Fatalf("rows taken while the lease holds: %v", eventIDs(got))
+	} else if len(got) != 0 {
+		t.Logf("the second claim came %v after the first, past its %v lease: on this loaded machine the case shows nothing", time.Since(start), lease)
+		return
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	var got []store.Record
