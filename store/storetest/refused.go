@@ -25,14 +25,7 @@ func refuseMark(t *testing.T, h Harness, s store.Store, eventID string) {
 	default:
 		q = fmt.Sprintf(`ALTER TABLE %s ADD CONSTRAINT refuse_test CHECK (event_id <> '%s')`, tb.Qualified(tb.Outbox+"_sent"), eventID)
 	}
-	tx, commit, rollback := h.Begin(t, s)
-	if _, err := tx.Exec(ctxT(t), q); err != nil {
-		_ = rollback()
-		t.Fatalf("%s: %v", q, err)
-	}
-	if err := commit(); err != nil {
-		t.Fatal(err)
-	}
+	execSQL(t, h, s, q)
 }
 
 // testRefusedMark: a mark the database refuses for a row's own reason is

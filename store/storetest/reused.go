@@ -31,21 +31,10 @@ func testReusedIDs(t *testing.T, h Harness) {
 	// delivered row to the truncate first.
 	table := s.Tables().Qualified(s.Tables().Outbox)
 	second := txbox.NewID()
-	tx, commit, rollback := h.Begin(t, s)
-	stmts := []string{
+	execSQL(t, h, s,
 		fmt.Sprintf(`DELETE FROM %s WHERE id = %d`, table, id),
 		fmt.Sprintf(`INSERT INTO %s (id, event_id, aggregate_type, aggregate_id, event_type, payload)
-			VALUES (%d, '%s', 'Order', 'reused', 'OrderEvent', '{}')`, table, id, second),
-	}
-	for _, q := range stmts {
-		if _, err := tx.Exec(ctx, q); err != nil {
-			_ = rollback()
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	if err := commit(); err != nil {
-		t.Fatal(err)
-	}
+			VALUES (%d, '%s', 'Order', 'reused', 'OrderEvent', '{}')`, table, id, second))
 	got = claim(t, s, "L2", 10, time.Minute)
 	if len(got) != 1 || got[0].ID != id || got[0].EventID != second {
 		t.Fatalf("claim after the id was reused: %+v", got)
