@@ -37,18 +37,7 @@ var (
 
 // Permanent wraps err so that errors.Is(err, ErrPermanent) holds while the
 // original error stays reachable with errors.Is/As.
-func Permanent(err error) error {
-	if err == nil || errors.Is(err, ErrPermanent) {
-		return err
-	}
-	return permanentError{err}
-}
-
-type permanentError struct{ err error }
-
-func (e permanentError) Error() string        { return e.err.Error() }
-func (e permanentError) Unwrap() []error      { return []error{e.err, ErrPermanent} }
-func (e permanentError) Is(target error) bool { return target == ErrPermanent }
+func Permanent(err error) error { return mark(err, ErrPermanent, false) }
 
 // Unavailable wraps err so that errors.Is(err, ErrBrokerUnavailable) holds
 // while the original error stays reachable with errors.Is/As. Broker
@@ -59,7 +48,7 @@ func (e permanentError) Is(target error) bool { return target == ErrPermanent }
 // broker unavailable: <err>", because an operator reading a bare "EOF" in
 // a log cannot tell it will be retried.
 func Unavailable(err error) error {
-	return wrapOutage(err, ErrBrokerUnavailable)
+	return mark(err, ErrBrokerUnavailable, true)
 }
 
 // DatabaseUnavailable wraps err so that errors.Is(err,
@@ -67,7 +56,7 @@ func Unavailable(err error) error {
 // returns it for a database that cannot be reached or written; a handler
 // may return it for a database of its own.
 func DatabaseUnavailable(err error) error {
-	return wrapOutage(err, ErrDatabaseUnavailable)
+	return mark(err, ErrDatabaseUnavailable, true)
 }
 
 // IsOutage reports whether err is a failure of the way out (the broker or
@@ -77,18 +66,30 @@ func IsOutage(err error) bool {
 	return errors.Is(err, ErrBrokerUnavailable) || errors.Is(err, ErrDatabaseUnavailable)
 }
 
-func wrapOutage(err, kind error) error {
+// mark wraps err so that errors.Is matches kind while err stays reachable;
+// nil, or an err already of kind, is returned as it is. With prefix the
+// message is "<kind>: <err>", else err's own.
+func mark(err, kind error, prefix bool) error {
 	if err == nil || errors.Is(err, kind) {
 		return err
 	}
-	return outageError{err, kind}
+	return markedError{err, kind, prefix}
 }
 
-type outageError struct{ err, kind error }
+type markedError struct {
+	err, kind error
+	prefix    bool
+}
 
-func (e outageError) Error() string        { return e.kind.Error() + ": " + e.err.Error() }
-func (e outageError) Unwrap() []error      { return []error{e.err, e.kind} }
-func (e outageError) Is(target error) bool { return target == e.kind }
+func (e markedError) Error() string {
+	if e.prefix {
+		return e.kind.Error() + ": " + e.err.Error()
+	}
+	return e.err.Error()
+}
+
+func (e markedError) Unwrap() []error      { return []error{e.err, e.kind} }
+func (e markedError) Is(target error) bool { return target == e.kind }
 
 // ConfigError names the setting that is wrong. Its message is one line meant
 // for an operator: "txbox: config TXBOX_DB (--db): scheme "foo" not supported".

@@ -92,24 +92,18 @@ func (e Event) Validate() error {
 
 // validateFields is Validate without the payload.
 func (e *Event) validateFields() error {
-	switch {
-	case e.ID == "":
-		return fmt.Errorf("%w: empty id", ErrInvalidEvent)
-	case len(e.ID) > 64:
-		return fmt.Errorf("%w: id longer than 64 characters", ErrInvalidEvent)
-	case e.Type == "":
-		return fmt.Errorf("%w: empty event type", ErrInvalidEvent)
-	case len(e.Type) > 128:
-		return fmt.Errorf("%w: event type longer than 128 characters", ErrInvalidEvent)
-	case e.AggregateType == "":
-		return fmt.Errorf("%w: empty aggregate type", ErrInvalidEvent)
-	case len(e.AggregateType) > 64:
-		return fmt.Errorf("%w: aggregate type longer than 64 characters", ErrInvalidEvent)
-	case e.AggregateID == "":
-		return fmt.Errorf("%w: empty aggregate id", ErrInvalidEvent)
-	case len(e.AggregateID) > 128:
-		return fmt.Errorf("%w: aggregate id longer than 128 characters", ErrInvalidEvent)
-	case e.AggregateVersion < 0:
+	for _, f := range [...]struct {
+		name, v string
+		max     int
+	}{{"id", e.ID, 64}, {"event type", e.Type, 128}, {"aggregate type", e.AggregateType, 64}, {"aggregate id", e.AggregateID, 128}} {
+		if f.v == "" {
+			return fmt.Errorf("%w: empty %s", ErrInvalidEvent, f.name)
+		}
+		if len(f.v) > f.max {
+			return fmt.Errorf("%w: %s longer than %d characters", ErrInvalidEvent, f.name, f.max)
+		}
+	}
+	if e.AggregateVersion < 0 {
 		return fmt.Errorf("%w: negative aggregate version", ErrInvalidEvent)
 	}
 	return nil

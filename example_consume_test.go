@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
@@ -24,17 +23,13 @@ import (
 // duplicates absorbed: 1".
 func Example_consumeExactlyOnce() {
 	ctx := context.Background()
-	url := os.Getenv("TXBOX_TEST_POSTGRES")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	pool, err := pgxpool.New(ctx, url)
+	st, err := postgres.Open(ctx, os.Getenv("DATABASE_URL"), postgres.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer pool.Close()
-	st, _ := postgres.New(pool, postgres.Options{})
+	defer st.Close()
+	pool := st.Pool() // the application's own statements share the store's pool
 	if err := st.Migrate(ctx); err != nil {
 		fmt.Println(err)
 		return
@@ -74,6 +69,6 @@ func Example_consumeExactlyOnce() {
 
 // Run where PostgreSQL is, as TestExampleWriteInTransaction.
 func TestExampleConsumeExactlyOnce(t *testing.T) {
-	testenv.URL(t, "TXBOX_TEST_POSTGRES")
+	t.Setenv("DATABASE_URL", testenv.URL(t, "TXBOX_TEST_POSTGRES"))
 	testenv.CheckExample(t, Example_consumeExactlyOnce, "applied: 1 duplicates absorbed: 1")
 }

@@ -21,11 +21,7 @@ import (
 // It prints "committed: true".
 func Example_writeInTransaction() {
 	ctx := context.Background()
-	url := os.Getenv("TXBOX_TEST_POSTGRES")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	pool, err := pgxpool.New(ctx, url)
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -53,10 +49,10 @@ func Example_writeInTransaction() {
 	fmt.Println("committed:", err == nil)
 }
 
-// The example needs PostgreSQL, so it has no "Output:" for `go test` to
-// check without it: this test runs it where the database is, and skips
-// (fails under TXBOX_REQUIRE_SERVICES=1) where it is not.
+// The example needs PostgreSQL at DATABASE_URL, so it has no "Output:"
+// for `go test` to check without it: this test runs it where the database
+// is, and skips (fails under TXBOX_REQUIRE_SERVICES=1) where it is not.
 func TestExampleWriteInTransaction(t *testing.T) {
-	testenv.URL(t, "TXBOX_TEST_POSTGRES")
+	t.Setenv("DATABASE_URL", testenv.URL(t, "TXBOX_TEST_POSTGRES"))
 	testenv.CheckExample(t, Example_writeInTransaction, "committed: true")
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -31,18 +30,13 @@ import (
 // here is the in-memory one; a service would use natsbroker or another.)
 func Example_consumerMetrics() {
 	ctx := context.Background()
-	url := os.Getenv("TXBOX_TEST_POSTGRES")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	pool, err := pgxpool.New(ctx, url)
+	tables := store.Tables{Outbox: "example_metrics_outbox", Inbox: "example_metrics_inbox"}
+	s, err := postgres.Open(ctx, os.Getenv("DATABASE_URL"), postgres.Options{Tables: tables})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer pool.Close()
-	tables := store.Tables{Outbox: "example_metrics_outbox", Inbox: "example_metrics_inbox"}
-	s, _ := postgres.New(pool, postgres.Options{Tables: tables})
+	defer s.Close()
 	if err := s.Migrate(ctx); err != nil {
 		fmt.Println(err)
 		return
@@ -73,14 +67,14 @@ func Example_consumerMetrics() {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	_, _ = pool.Exec(ctx, `DELETE FROM `+tables.Inbox)
+	_, _ = s.Pool().Exec(ctx, `DELETE FROM `+tables.Inbox)
 }
 
 // The example needs PostgreSQL, so it has no Output line: this test runs
 // it where the database is (skipping, or failing under
 // TXBOX_REQUIRE_SERVICES=1, where it is not) and checks what it printed.
 func TestExampleConsumerMetrics(t *testing.T) {
-	testenv.URL(t, "TXBOX_TEST_POSTGRES")
+	t.Setenv("DATABASE_URL", testenv.URL(t, "TXBOX_TEST_POSTGRES"))
 	testenv.CheckExample(t, Example_consumerMetrics, `txbox_inbox_processed_total{consumer="billing"} 1`)
 }
 

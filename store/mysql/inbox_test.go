@@ -13,6 +13,7 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/store"
 	"github.com/txbox/txbox/store/mysql"
+	"github.com/txbox/txbox/store/storetest"
 )
 
 func migrated(t *testing.T, s store.Store) *mysql.Store {
@@ -119,16 +120,10 @@ func TestInboxRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	dbNow := time.UnixMicro(us)
-	tx, err := s.DB().BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.InboxDialect().InboxFail(ctx, store.SQLTx(tx), "c", e, "boom", 5, txbox.StatusRetry); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	storetest.InTx(t, Harness{}, s, func(tx store.Tx) error {
+		_, _, err := s.InboxDialect().InboxFail(ctx, tx, "c", e, "boom", 5, txbox.StatusRetry)
+		return err
+	})
 	rows, err := s.InboxList(ctx, store.InboxFilter{Since: dbNow.Add(-time.Second), Until: dbNow.Add(time.Minute)})
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("list: %v %d", err, len(rows))

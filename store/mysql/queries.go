@@ -2,7 +2,6 @@ package mysql
 
 import (
 	"embed"
-	"fmt"
 	"strconv"
 	"text/template"
 
@@ -21,7 +20,7 @@ import (
 var queryFiles embed.FS
 
 var queryTemplates = sqltemplate.Must(queryFiles, "queries/*.sql", template.FuncMap{
-	"deliverable": func(alias string) string { return fmt.Sprintf(deliverable, alias) },
+	"deliverable": func(alias string) string { return sqltemplate.Deliverable(alias, "UTC_TIMESTAMP(6)") },
 	"cols":        cols,
 })
 
@@ -32,13 +31,6 @@ func cols(alias ...string) string {
 	}
 	return prefixed(alias[0], recordCols)
 }
-
-// deliverable is true for a row a claimer may take now. It is NULL for a
-// RETRY or PROCESSING row without next_retry_at or locked_until (written
-// by hand), which a claim must read as false.
-const deliverable = `(%[1]s.status = 'PENDING'
-	OR (%[1]s.status = 'RETRY' AND %[1]s.next_retry_at <= UTC_TIMESTAMP(6))
-	OR (%[1]s.status = 'PROCESSING' AND %[1]s.locked_until <= UTC_TIMESTAMP(6)))`
 
 // sqlArgs are the named fragments of the statement templates.
 type sqlArgs struct {

@@ -73,7 +73,7 @@ type sqlArgs struct {
 // queryFuncs fill in the fragments that take a row alias.
 var queryFuncs = template.FuncMap{
 	"unsent":      func(alias string) string { return fmt.Sprintf(unsent, alias) },
-	"deliverable": func(alias string) string { return fmt.Sprintf(deliverable, alias) },
+	"deliverable": func(alias string) string { return sqltemplate.Deliverable(alias, "now()") },
 	"cols":        func(alias string) string { return prefixed(alias, cols) },
 	"split":       splitSQL,
 	"inSplit":     inSplit,
@@ -81,13 +81,6 @@ var queryFuncs = template.FuncMap{
 
 // unsent is true for a row not yet delivered nor dead.
 const unsent = `%[1]s.status IN ('PENDING', 'RETRY', 'PROCESSING')`
-
-// deliverable is true for a row a claimer may take now. It is NULL for a
-// RETRY or PROCESSING row without next_retry_at or locked_until (written
-// by hand), which a claim must read as false.
-const deliverable = `(%[1]s.status = 'PENDING'
-	OR (%[1]s.status = 'RETRY' AND %[1]s.next_retry_at <= now())
-	OR (%[1]s.status = 'PROCESSING' AND %[1]s.locked_until <= now()))`
 
 func newQueries(table, sent string, deleteSent bool) queries {
 	base := sqlArgs{Table: table, Sent: sent, DeleteSent: deleteSent, Sequence: "%[1]s", MaxRun: maxRun, HeadBound: headBound}

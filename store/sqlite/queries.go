@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"embed"
-	"fmt"
 	"strconv"
 	"text/template"
 
@@ -22,7 +21,7 @@ var queryFiles embed.FS
 
 var queryTemplates = sqltemplate.Must(queryFiles, "queries/*.sql", template.FuncMap{
 	"unsent":      unsent,
-	"deliverable": func(alias, now string) string { return fmt.Sprintf(deliverable, alias, now) },
+	"deliverable": sqltemplate.Deliverable,
 	"cols":        func() string { return cols },
 	"nowMicros":   func() string { return nowMicros },
 })
@@ -74,11 +73,6 @@ func unsent(alias ...string) string {
 	}
 	return alias[0] + "." + unsentTerm
 }
-
-// deliverable is true for a row a claimer may take at time %[2]s (unix µs).
-const deliverable = `(%[1]s.status = 'PENDING'
-	OR (%[1]s.status = 'RETRY' AND %[1]s.next_retry_at <= %[2]s)
-	OR (%[1]s.status = 'PROCESSING' AND %[1]s.locked_until <= %[2]s))`
 
 func newQueries(table, inbox string, deleteSent bool) queries {
 	a := sqlArgs{Table: table, Inbox: inbox, DeleteSent: deleteSent}

@@ -116,14 +116,12 @@ func ctxT(t *testing.T) context.Context {
 // write commits events in one transaction through the public write API.
 func write(t *testing.T, h Harness, s store.Store, events ...txbox.Event) {
 	t.Helper()
-	tx, commit, rollback := h.Begin(t, s)
-	if err := outbox.NewWriter(s.Dialect()).Add(ctxT(t), tx, events...); err != nil {
-		_ = rollback()
-		t.Fatalf("write: %v", err)
-	}
-	if err := commit(); err != nil {
-		t.Fatalf("commit: %v", err)
-	}
+	InTx(t, h, s, func(tx store.Tx) error {
+		if err := outbox.NewWriter(s.Dialect()).Add(ctxT(t), tx, events...); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		return nil
+	})
 }
 
 func ev(agg string, n int) txbox.Event {
@@ -470,49 +468,6 @@ func testBackoff(t *testing.T, h Harness) {
 	}
 }
 
-func testDeadReplay(t *testing.T, h Harness) {
-	s := open(t, h)
-	ctx := ctxT(t)
-	a1, a2 := ev("a", 1), ev("a", 2)
-	write(t, h, s, a1, a2)
-	got := claim(t, s, "L", 1, time.Minute)
-	n, err := s.MarkFailed(ctx, "L", []store.Failure{{ID: got[0].ID, Error: "poison: subject invalid", Dead: true}})
-	mustMark(t, n, err, 1, "dead")
-	next := claim(t, s, "L", 10, time.Minute)
-	if len(next) != 1 || next[0].EventID != a2.ID {
-		t.Fatalf("a DEAD row must not block its aggregate; got %v", eventIDs(next))
-	}
-	// a2 is delivered before the replay: a store may queue a replayed row
-	// behind its aggregate's unsent rows (PostgreSQL gives it a new id).
-	n, err = s.MarkSent(ctx, "L", ids(next))
-	mustMark(t, n, err, 1, "sent")
-	dead, err := s.List(ctx, store.Filter{Status: txbox.StatusDead})
-	if err != nil || len(dead) != 1 || dead[0].EventID != a1.ID || dead[0].LastError != "poison: subject invalid" {
-		t.Fatalf("dead list: %v %+v", err, dead)
-	}
-	// Filters: a non-matching filter replays nothing.
-	if n, err := s.Replay(ctx, store.Filter{EventType: "Nope"}); err != nil || n != 0 {
-		t.Fatalf("replay with non-matching filter: %d %v", n, err)
-	}
-	if n, err := s.Replay(ctx, store.Filter{Until: time.Now().Add(-time.Hour)}); err != nil || n != 0 {
-		t.Fatalf("replay with time range before the row: %d %v", n, err)
-	}
-	// Replay never touches non-DEAD rows even if the filter matches them.
-	n, err = s.Replay(ctx, store.Filter{EventIDs: []string{a1.ID, a2.ID}})
-	mustMark(t, n, err, 1, "replay")
-	back := claim(t, s, "L2", 10, time.Minute)
-	if len(back) != 1 || back[0].EventID != a1.ID || back[0].RetryCount != 0 {
-		t.Fatalf("replayed row must be claimable with a fresh budget and the same event id; got %+v", back)
-	}
-	n, err = s.MarkFailed(ctx, "L2", []store.Failure{{ID: back[0].ID, Error: "again", Dead: true}})
-	mustMark(t, n, err, 1, "dead again")
-	n, err = s.Purge(ctx, store.Filter{AggregateID: "a"})
-	mustMark(t, n, err, 1, "purge")
-	if dead, _ := s.List(ctx, store.Filter{Status: txbox.StatusDead}); len(dead) != 0 {
-		t.Fatalf("purge left %d", len(dead))
-	}
-}
-
 func testRelease(t *testing.T, h Harness) {
 	s := open(t, h)
 	write(t, h, s, ev("a", 1), ev("a", 2))
@@ -522,23 +477,6 @@ func testRelease(t *testing.T, h Harness) {
 	again := claim(t, s, "L2", 10, time.Hour)
 	if len(again) != 2 || again[0].ID != got[0].ID {
 		t.Fatalf("released rows must be claimable at once, in order; got %v", ids(again))
-	}
-}
-
-func testStats(t *testing.T, h Harness) {
-	s := open(t, h)
-	ctx := ctxT(t)
-	st, err := s.Stats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.OldestPending != nil || st.Dead != 0 || len(st.Counts) != 0 {
-		t.Fatalf("empty table stats: %+v", st)
-	}
-	writeMixed(t, h, s)
-	st = mixedStats(t, s)
-	if st.Dead != 1 || st.OldestPending == nil || st.OldestAge < 40*time.Millisecond || st.OldestAge > time.Minute {
-		t.Fatalf("stats: dead %d oldest %v age %v", st.Dead, st.OldestPending, st.OldestAge)
 	}
 }
 
@@ -560,78 +498,6 @@ func grid(prefix string, aggs, perAgg int) []txbox.Event {
 		}
 	}
 	return in
-}
-
-// writeMixed writes five events of five aggregates and, 50 ms later,
-// leaves one SENT, one DEAD, one RETRY for an hour and two PENDING: what
-// Stats and Backlog are checked against.
-func writeMixed(t *testing.T, h Harness, s store.Store) {
-	t.Helper()
-	ctx := ctxT(t)
-	write(t, h, s, ev("a", 1), ev("b", 1), ev("c", 1), ev("d", 1), ev("e", 1))
-	time.Sleep(50 * time.Millisecond)
-	got := claim(t, s, "L", 3, time.Minute)
-	mustMark(t, must(s.MarkSent(ctx, "L", []int64{got[0].ID})), nil, 1, "sent")
-	mustMark(t, must(s.MarkFailed(ctx, "L", []store.Failure{{ID: got[1].ID, Dead: true, Error: "x"}})), nil, 1, "dead")
-	mustMark(t, must(s.MarkFailed(ctx, "L", []store.Failure{{ID: got[2].ID, Delay: time.Hour, Error: "y"}})), nil, 1, "retry")
-}
-
-// mixedStats reads Stats and checks its counts are those of one SENT, one
-// DEAD, one RETRY and two PENDING rows (what writeMixed leaves).
-func mixedStats(t *testing.T, s store.Store) store.Stats {
-	t.Helper()
-	st, err := s.Stats(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[txbox.Status]int64{txbox.StatusSent: 1, txbox.StatusDead: 1, txbox.StatusRetry: 1, txbox.StatusPending: 2}
-	for k, v := range want {
-		if st.Counts[k] != v {
-			t.Fatalf("count %s = %d, want %d (all: %v)", k, st.Counts[k], v, st.Counts)
-		}
-	}
-	return st
-}
-
-// cleanupFuncs are a cleanup's one batch and its loop over batches (the
-// outbox's or the inbox's).
-type cleanupFuncs struct {
-	batch func(ctx context.Context, age time.Duration, limit int) (int64, error)
-	loop  func(ctx context.Context, age time.Duration, limit int) (int64, error)
-}
-
-// checkCleanup checks a cleanup of due rows in batches of limit: rows
-// younger than an hour stay, one batch deletes exactly its limit when more
-// rows are due (the core's loop stops at the first short batch), and the
-// loop deletes the rest.
-func checkCleanup(t *testing.T, c cleanupFuncs, due, limit int) {
-	t.Helper()
-	ctx := ctxT(t)
-	if n, err := c.loop(ctx, time.Hour, limit); err != nil || n != 0 {
-		t.Fatalf("cleanup of young rows: %d %v", n, err)
-	}
-	time.Sleep(20 * time.Millisecond)
-	if n, err := c.batch(ctx, 10*time.Millisecond, limit); err != nil || n != int64(limit) {
-		t.Fatalf("cleanup batch (limit %d) of %d due rows: %d %v, want %d", limit, due, n, err, limit)
-	}
-	if n, err := c.loop(ctx, 10*time.Millisecond, limit); err != nil || n != int64(due-limit) {
-		t.Fatalf("cleanup: %d %v, want the other %d in batches of %d", n, err, due-limit, limit)
-	}
-}
-
-func testCleanup(t *testing.T, h Harness) {
-	s := open(t, h)
-	ctx := ctxT(t)
-	write(t, h, s, grid("a", 25, 1)...)
-	got := claim(t, s, "L", 20, time.Minute)
-	mustMark(t, must(s.MarkSent(ctx, "L", ids(got))), nil, 20, "sent")
-	checkCleanup(t, cleanupFuncs{s.CleanupBatch, func(ctx context.Context, age time.Duration, limit int) (int64, error) {
-		return store.Cleanup(ctx, s, age, limit)
-	}}, 20, 7)
-	st, _ := s.Stats(ctx)
-	if st.Counts[txbox.StatusSent] != 0 || st.Counts[txbox.StatusProcessing]+st.Counts[txbox.StatusPending] != 5 {
-		t.Fatalf("after cleanup: %v", st.Counts)
-	}
 }
 
 // testDeepBlocked: an aggregate whose first row waits in RETRY, with a long

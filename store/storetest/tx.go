@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/txbox/txbox/store"
@@ -23,4 +24,18 @@ func InTx(t *testing.T, h Beginner, s store.Store, fn func(store.Tx) error) {
 	if err := commit(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// execSQL runs the statements in one transaction of h's on s and commits
+// it; a statement's error fails the test, naming the statement.
+func execSQL(t *testing.T, h Beginner, s store.Store, stmts ...string) {
+	t.Helper()
+	InTx(t, h, s, func(tx store.Tx) error {
+		for _, q := range stmts {
+			if _, err := tx.Exec(ctxT(t), q); err != nil {
+				return fmt.Errorf("%s: %w", q, err)
+			}
+		}
+		return nil
+	})
 }

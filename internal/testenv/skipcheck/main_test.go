@@ -1,43 +1,63 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/txbox/txbox/internal/testenv"
 )
 
-// Lines recorded from `go test -json` runs of this module.
+// What `go test -json` writes for runs of this module: a test's lines
+// (testLines) and a package's (packageLines).
+var (
+	kafkaDedupeSkip = testLines(kafka, "TestConformance/NativeDedupe", "skip", 0, "    dedupe.go:14: skipped: adapter does not declare NativeDedupe\n")
+	kafkaPass       = testLines(kafka, "TestConformance", "pass", 3.1) +
+		packageLines(kafka, "pass", "PASS\n", "ok  \tgithub.com/txbox/txbox/broker/kafka\t14.886s\n")
+	kcatSkip = testLines(kafka, "TestKcatReadsTheEvent", "skip", 0,
+		"    kcat_test.go:25: skipped: kcat is not installed (Debian package kcat), so no stock command-line client read the record\n")
+	relayFail = testLines(relay, "TestGivesUpAfterMaxAttempts", "fail", 10, "    relay_test.go:241: timed out after 10s waiting for dead after 3 attempts\n") +
+		packageLines(relay, "fail", "FAIL\n", "FAIL\tgithub.com/txbox/txbox/relay\t10.512s\n")
+)
+
 const (
-	kafkaDedupeSkip = `{"Action":"run","Package":"github.com/txbox/txbox/broker/kafka","Test":"TestConformance/NativeDedupe"}
-{"Action":"output","Package":"github.com/txbox/txbox/broker/kafka","Test":"TestConformance/NativeDedupe","Output":"=== RUN   TestConformance/NativeDedupe\n"}
-{"Action":"output","Package":"github.com/txbox/txbox/broker/kafka","Test":"TestConformance/NativeDedupe","Output":"    dedupe.go:14: skipped: adapter does not declare NativeDedupe\n"}
-{"Action":"output","Package":"github.com/txbox/txbox/broker/kafka","Test":"TestConformance/NativeDedupe","Output":"--- SKIP: TestConformance/NativeDedupe (0.00s)\n"}
-{"Action":"skip","Package":"github.com/txbox/txbox/broker/kafka","Test":"TestConformance/NativeDedupe","Elapsed":0}
-`
-	kafkaPass = `{"Action":"run","Package":"github.com/txbox/txbox/broker/kafka","Test":"TestConformance"}
-{"Action":"output","Package":"github.com/txbox/txbox/broker/kafka","Test":"TestConformance","Output":"=== RUN   TestConformance\n"}
-{"Action":"output","Package":"github.com/txbox/txbox/broker/kafka","Test":"TestConformance","Output":"--- PASS: TestConformance (3.10s)\n"}
-{"Action":"pass","Package":"github.com/txbox/txbox/broker/kafka","Test":"TestConformance","Elapsed":3.1}
-{"Action":"output","Package":"github.com/txbox/txbox/broker/kafka","Output":"PASS\n"}
-{"Action":"output","Package":"github.com/txbox/txbox/broker/kafka","Output":"ok  \tgithub.com/txbox/txbox/broker/kafka\t14.886s\n"}
-{"Action":"pass","Package":"github.com/txbox/txbox/broker/kafka","Elapsed":14.886}
-`
-	kcatSkip = `{"Action":"run","Package":"github.com/txbox/txbox/broker/kafka","Test":"TestKcatReadsTheEvent"}
-{"Action":"output","Package":"github.com/txbox/txbox/broker/kafka","Test":"TestKcatReadsTheEvent","Output":"=== RUN   TestKcatReadsTheEvent\n"}
-{"Action":"output","Package":"github.com/txbox/txbox/broker/kafka","Test":"TestKcatReadsTheEvent","Output":"    kcat_test.go:25: skipped: kcat is not installed (Debian package kcat), so no stock command-line client read the record\n"}
-{"Action":"output","Package":"github.com/txbox/txbox/broker/kafka","Test":"TestKcatReadsTheEvent","Output":"--- SKIP: TestKcatReadsTheEvent (0.00s)\n"}
-{"Action":"skip","Package":"github.com/txbox/txbox/broker/kafka","Test":"TestKcatReadsTheEvent","Elapsed":0}
-`
-	relayFail = `{"Action":"run","Package":"github.com/txbox/txbox/relay","Test":"TestGivesUpAfterMaxAttempts"}
-{"Action":"output","Package":"github.com/txbox/txbox/relay","Test":"TestGivesUpAfterMaxAttempts","Output":"=== RUN   TestGivesUpAfterMaxAttempts\n"}
-{"Action":"output","Package":"github.com/txbox/txbox/relay","Test":"TestGivesUpAfterMaxAttempts","Output":"    relay_test.go:241: timed out after 10s waiting for dead after 3 attempts\n"}
-{"Action":"output","Package":"github.com/txbox/txbox/relay","Test":"TestGivesUpAfterMaxAttempts","Output":"--- FAIL: TestGivesUpAfterMaxAttempts (10.00s)\n"}
-{"Action":"fail","Package":"github.com/txbox/txbox/relay","Test":"TestGivesUpAfterMaxAttempts","Elapsed":10}
-{"Action":"output","Package":"github.com/txbox/txbox/relay","Output":"FAIL\n"}
-{"Action":"output","Package":"github.com/txbox/txbox/relay","Output":"FAIL\tgithub.com/txbox/txbox/relay\t10.512s\n"}
-{"Action":"fail","Package":"github.com/txbox/txbox/relay","Elapsed":10.512}
-`
+	kafka = "github.com/txbox/txbox/broker/kafka"
+	relay = "github.com/txbox/txbox/relay"
+)
+
+// testLines is one test's run: its start, what it printed (whole lines),
+// its closing "--- PASS" (FAIL, SKIP) line after secs, and its action.
+func testLines(pkg, test, action string, secs float64, printed ...string) string {
+	printed = append([]string{"=== RUN   " + test + "\n"}, printed...)
+	printed = append(printed, fmt.Sprintf("--- %s: %s (%.2fs)\n", strings.ToUpper(action), test, secs))
+	return jsonLines(pkg, test, "run", printed, action)
+}
+
+// packageLines is what a package's test binary printed outside any test,
+// and its action.
+func packageLines(pkg, action string, printed ...string) string {
+	return jsonLines(pkg, "", "", printed, action)
+}
+
+// jsonLines is the events first, printed and last, one JSON line each.
+func jsonLines(pkg, test, first string, printed []string, last string) string {
+	var b strings.Builder
+	add := func(action, output string) {
+		line, _ := json.Marshal(event{Action: action, Package: pkg, Test: test, Output: output})
+		b.Write(append(line, '\n'))
+	}
+	if first != "" {
+		add(first, "")
+	}
+	for _, p := range printed {
+		add("output", p)
+	}
+	add(last, "")
+	return b.String()
+}
+
+const (
 	buildFail = `{"ImportPath":"github.com/txbox/txbox/store/storetest","Action":"build-output","Output":"store/storetest/clock.go:9:2: \"time\" imported and not used\n"}
 {"ImportPath":"github.com/txbox/txbox/store/storetest","Action":"build-fail"}
 {"Action":"start","Package":"github.com/txbox/txbox/examples"}

@@ -9,6 +9,7 @@
 package sqltemplate
 
 import (
+	"fmt"
 	"io/fs"
 	"strings"
 	"text/template"
@@ -32,4 +33,15 @@ func (s Set) Render(file string, data any) string {
 		panic(err)
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// Deliverable is the SQL test of whether the row alias may be claimed at
+// now (an SQL expression): PENDING, a RETRY due, or PROCESSING with its
+// lease run out. It is NULL for a RETRY or PROCESSING row without
+// next_retry_at or locked_until (written by hand), which a claim must read
+// as false.
+func Deliverable(alias, now string) string {
+	return fmt.Sprintf(`(%[1]s.status = 'PENDING'
+	OR (%[1]s.status = 'RETRY' AND %[1]s.next_retry_at <= %[2]s)
+	OR (%[1]s.status = 'PROCESSING' AND %[1]s.locked_until <= %[2]s))`, alias, now)
 }
