@@ -19,13 +19,3 @@ type Metrics interface {
 	// took (Config.TxBatch above 1: one per shared transaction).
 	Transaction(took time.Duration)
 }
-
-// NopMetrics implements Metrics doing nothing: embed it in an
-// implementation that needs only some of the methods.
-type NopMetrics struct{}
-
-func (NopMetrics) Attach(string, func() Stats)  {}
-func (NopMetrics) Handled(time.Duration, error) {}
-func (NopMetrics) Transaction(time.Duration)    {}
-
-var _ Metrics = NopMetrics{}

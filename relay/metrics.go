@@ -44,18 +44,3 @@ const (
 	WokeByPoll   WakeSource = "poll"   // the poll interval ran out
 	WokeByBatch  WakeSource = "batch"  // one of the relay's own batches ended, freeing its aggregates
 )
-
-// NopMetrics implements Metrics doing nothing: embed it in an
-// implementation that needs only some of the methods.
-type NopMetrics struct{}
-
-func (NopMetrics) Attach(func() Stats)               {}
-func (NopMetrics) Claimed(time.Duration, int, error) {}
-func (NopMetrics) PublishRound(time.Duration)        {}
-func (NopMetrics) Confirmed(time.Duration)           {}
-func (NopMetrics) BatchStarted()                     {}
-func (NopMetrics) BatchDone(bool)                    {}
-func (NopMetrics) Woke(WakeSource)                   {}
-func (NopMetrics) BacklogSampled(error)              {}
-
-var _ Metrics = NopMetrics{}
