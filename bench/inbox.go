@@ -177,7 +177,7 @@ func inboxRun(ctx context.Context, pg, natsURL, name string, o inboxOpts) (float
 // prepublish sends the events through txbox's own NATS publisher, so they
 // are what a relay delivers.
 func (e *inboxEnv) prepublish(ctx context.Context, events, aggs int) error {
-	pub, err := natsbroker.Open(ctx, e.natsU, natsbroker.Options{Stream: e.stream, Logger: quiet()})
+	pub, err := natsbroker.Open(ctx, e.natsU, natsbroker.Options{Stream: e.stream, Connection: natsbroker.Connection{Logger: quiet()}})
 	if err != nil {
 		return err
 	}
@@ -205,7 +205,7 @@ func (e *inboxEnv) prepublish(ctx context.Context, events, aggs int) error {
 }
 
 func inboxTxbox(ctx context.Context, e *inboxEnv, o inboxOpts, txBatch int) (time.Duration, error) {
-	sub, err := natsbroker.OpenSubscriber(ctx, e.natsU, natsbroker.SubscriberOptions{Stream: e.stream, Durable: "bench-txbox", AckWait: 30 * time.Second, Logger: quiet()})
+	sub, err := natsbroker.OpenSubscriber(ctx, e.natsU, natsbroker.SubscriberOptions{Stream: e.stream, Durable: "bench-txbox", AckWait: 30 * time.Second, Connection: natsbroker.Connection{Logger: quiet()}})
 	if err != nil {
 		return 0, err
 	}

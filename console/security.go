@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/txbox/txbox/internal/loopback"
 )
 
 const cookieName = "txbox_console"
@@ -108,7 +110,7 @@ func (c *Console) admitWho(r *http.Request) (status int, msg string, ok, bearer 
 		if !loopbackAddr(r.RemoteAddr) {
 			return http.StatusForbidden, "this console serves loopback clients only; start it with --token to serve others", false, false
 		}
-		if !LoopbackHost(hostOnly(r.Host)) {
+		if !loopback.Host(hostOnly(r.Host)) {
 			return http.StatusForbidden, "Host " + quoteHost(r.Host) + " is not a loopback name; start the console with --token to serve other names", false, false
 		}
 		return 0, "", true, false
@@ -199,17 +201,6 @@ func sameOrigin(r *http.Request) bool {
 	}
 	u, err := url.Parse(o)
 	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
-}
-
-// LoopbackHost reports whether host (a name or an IP, without port) names
-// this machine only: localhost, *.localhost, 127.0.0.0/8 or ::1.
-func LoopbackHost(host string) bool {
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
 }
 
 func loopbackAddr(remote string) bool {

@@ -174,14 +174,15 @@ func openSubscriber(ctx context.Context, durable string) (broker.Subscriber, err
 	switch g("FAULTS_BROKER_KIND") {
 	case "nats":
 		return natsbroker.OpenSubscriber(ctx, g("FAULTS_BROKER"), natsbroker.SubscriberOptions{
-			Stream: g("FAULTS_STREAM"), Durable: durable, AckWait: 3 * time.Second, MaxAckPending: 2000, Name: g("FAULTS_NAME")})
+			Stream: g("FAULTS_STREAM"), Durable: durable, AckWait: 3 * time.Second, MaxAckPending: 2000, Connection: natsbroker.Connection{Name: g("FAULTS_NAME")}})
 	case "kafka":
 		// A member SIGKILLed leaves the group when its session times out:
 		// short, so that its partitions do not wait the default 45 s.
 		return kafkabroker.OpenSubscriber(ctx, g("FAULTS_BROKER"), kafkabroker.SubscriberOptions{
-			Group: durable, Topics: []string{g("FAULTS_STREAM")}, AckWait: 3 * time.Second, Name: g("FAULTS_NAME"),
-			ClientOptions: []kgo.Opt{kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(time.Second),
-				kgo.RebalanceTimeout(10 * time.Second), kgo.MetadataMaxAge(2 * time.Second)}})
+			Group: durable, Topics: []string{g("FAULTS_STREAM")}, AckWait: 3 * time.Second,
+			Connection: kafkabroker.Connection{Name: g("FAULTS_NAME"),
+				ClientOptions: []kgo.Opt{kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(time.Second),
+					kgo.RebalanceTimeout(10 * time.Second), kgo.MetadataMaxAge(2 * time.Second)}}})
 	}
 	return nil, fmt.Errorf("FAULTS_BROKER_KIND %q", g("FAULTS_BROKER_KIND"))
 }

@@ -93,7 +93,7 @@ type Config struct {
 	// metrics of METRICS.md on reg, each labelled consumer=Name, so a
 	// service that embeds a consumer shows them on its own /metrics; nil:
 	// no metrics. One per consumer.
-	Metrics telemetry.InboxMetrics
+	Metrics Metrics
 	// Tracer, when set, wraps each handler call in a span that continues
 	// the trace the event carries: with otel.NewTracer(tp) (package
 	// telemetry/otel) an OpenTelemetry span continuing its traceparent.

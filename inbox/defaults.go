@@ -13,9 +13,3 @@ const (
 	DefaultMaxHeld        = 10000
 	DefaultReplayInterval = 2 * time.Second
 )
-
-// WithDefaults returns c with every zero field set to its default.
-func (c Config) WithDefaults() Config {
-	c.withDefaults()
-	return c
-}

@@ -454,8 +454,8 @@ func TestOrderedAppliesInVersionOrder(t *testing.T) {
 	if strings.Join(o1, ",") != "o-1/1,o-1/2,o-1/3" {
 		t.Fatalf("aggregate o-1 applied as %v (all handler calls: %v)", o1, applied)
 	}
-	if c.Stats().Gaps == 0 || c.Stats().Stale != 0 {
-		t.Fatalf("gaps %d stale %d", c.Stats().Gaps, c.Stats().Stale)
+	if c.Stats().Held == 0 || c.Stats().Stale != 0 {
+		t.Fatalf("held %d stale %d", c.Stats().Held, c.Stats().Stale)
 	}
 	e.appliedOnce()
 }

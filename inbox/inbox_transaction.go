@@ -187,7 +187,7 @@ func (c *Consumer) checkVersion(ctx context.Context, tx store.Tx, ev txbox.Event
 		if _, ok, err := d.InboxVersion(ctx, tx, name, ev.AggregateType, ev.AggregateID, v-1); err != nil {
 			return "", nil, err
 		} else if ok {
-			c.ctrs.Gaps.Add(1)
+			c.ctrs.Held.Add(1)
 			return "", fmt.Errorf("waiting for version %d of %s/%s before applying version %d", v-1, ev.AggregateType, ev.AggregateID, v), nil
 		}
 	}

@@ -13,21 +13,14 @@ import (
 // allocation.
 type observer struct {
 	name   string
-	m      telemetry.InboxMetrics // nil: no metrics
-	tracer telemetry.Tracer       // nil: no tracing
+	m      Metrics          // nil: no metrics
+	tracer telemetry.Tracer // nil: no tracing
 }
 
 func newObserver(c *Consumer) *observer {
 	o := &observer{name: c.cfg.Name, m: c.cfg.Metrics, tracer: c.cfg.Tracer}
 	if o.m != nil {
-		o.m.Attach(c.cfg.Name, func() telemetry.InboxState {
-			k := &c.ctrs
-			return telemetry.InboxState{
-				Processed: k.Processed.Load(), Duplicates: k.Duplicates.Load(), Failed: k.Failed.Load(), Parked: k.Parked.Load(),
-				Undecodable: k.Undecodable.Load(), Stale: k.Stale.Load(), Held: k.Gaps.Load(), Replayed: k.Replayed.Load(),
-				OutageWaits: k.OutageWaits.Load(), DatabaseUp: c.out.up.Load(),
-			}
-		})
+		o.m.Attach(c.cfg.Name, c.Stats)
 	}
 	return o
 }

@@ -33,7 +33,7 @@ func heldKey(ev txbox.Event, version int64) string {
 // runs the moment the predecessor commits instead of after a redelivery
 // round. Past MaxHeld it is sent back instead.
 func (c *Consumer) hold(ctx context.Context, ev txbox.Event, d broker.Delivery) {
-	c.ctrs.Gaps.Add(1)
+	c.ctrs.Held.Add(1)
 	k := heldKey(ev, ev.AggregateVersion)
 	if _, ok := c.held[k]; ok {
 		// A copy handed out again replaces the held one, unsettled: the
@@ -69,7 +69,7 @@ func (c *Consumer) runHeld(ctx context.Context, k string, h held) bool {
 		h.tries++
 		h.retry = time.Now().Add(min(recheckEvery<<min(h.tries, 10), c.cfg.HoldFor))
 		c.held[k] = h
-		c.ctrs.Gaps.Add(-1) // it was counted when first held
+		c.ctrs.Held.Add(-1) // it was counted when first held
 		return false
 	}
 	c.settle(ctx, h.d, ack, delay)

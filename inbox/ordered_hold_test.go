@@ -140,7 +140,7 @@ func TestOrderedSharedNameKeepsUp(t *testing.T) {
 	waitProgress(t, "two processes", bound, bound, n, count(a, b))
 	took := time.Since(start)
 	t.Logf("%d events of one aggregate: one process %v, two %v (%d and %d; held %d and %d times)",
-		n, alone.Round(time.Millisecond), took.Round(time.Millisecond), a.Stats().Processed, b.Stats().Processed, a.Stats().Gaps, b.Stats().Gaps)
+		n, alone.Round(time.Millisecond), took.Round(time.Millisecond), a.Stats().Processed, b.Stats().Processed, a.Stats().Held, b.Stats().Held)
 	mu.Lock()
 	defer mu.Unlock()
 	for name, vs := range applied {

@@ -91,7 +91,7 @@ type Config struct {
 	// Metrics, when set, receives the relay's measurements: with
 	// prom.NewRelayMetrics(reg) (package telemetry/prom) the Prometheus
 	// metrics of METRICS.md on reg; nil: no metrics. One per relay.
-	Metrics telemetry.RelayMetrics
+	Metrics Metrics
 	// Tracer, when set, makes a publish span per event, a child of the
 	// writer's span, and carries its trace context on the wire: with
 	// otel.NewTracer(tp) (package telemetry/otel) an OpenTelemetry span and

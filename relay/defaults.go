@@ -38,12 +38,6 @@ const (
 	ClaimLease ClaimMode = "lease"
 )
 
-// WithDefaults returns c with every zero field set to its default.
-func (c Config) WithDefaults() Config {
-	c.withDefaults()
-	return c
-}
-
 // publishTimeoutFor is the default publish timeout for a lease:
 // min(DefaultPublishTimeout, lease/3).
 func publishTimeoutFor(lease time.Duration) time.Duration {

@@ -26,3 +26,9 @@ func (r *Relay) ChainStats() ChainStats {
 	c := &r.ctrs
 	return ChainStats{c.Chained.Load(), c.ChainWaits.Load(), c.ChainReleased.Load()}
 }
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	c.withDefaults()
+	return c
+}

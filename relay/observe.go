@@ -9,7 +9,6 @@ import (
 
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/store"
-	"github.com/txbox/txbox/telemetry"
 )
 
 // observer is the relay's metrics, health state and progress log. Its hot
@@ -17,8 +16,8 @@ import (
 // Config.Metrics nil the hook is nil and skipped.
 type observer struct {
 	r       *Relay
-	sampler store.BacklogSampler   // nil: the store cannot sample its backlog
-	m       telemetry.RelayMetrics // nil: no metrics
+	sampler store.BacklogSampler // nil: the store cannot sample its backlog
+	m       Metrics              // nil: no metrics
 
 	pinger      broker.Pinger // nil: the publisher cannot be pinged
 	started     time.Time
@@ -57,24 +56,14 @@ func newObserver(r *Relay) *observer {
 		r.out.backlog = func() int64 { o.mu.Lock(); defer o.mu.Unlock(); return o.backlog.Unsent() }
 	}
 	o.beat.Store(o.started.UnixNano())
-	if r.cfg.Metrics != nil {
-		o.m = r.cfg.Metrics
-		o.m.Attach(o.state)
-	}
+	o.m = r.cfg.Metrics
 	return o
 }
 
-// state is what the metrics hook reads: the relay's totals and its last
-// sampled state.
-func (o *observer) state() telemetry.RelayState {
-	c := &o.r.ctrs
-	s := telemetry.RelayState{
-		Delivered: c.Published.Load(), Retried: c.Retried.Load(), Deferred: c.Deferred.Load(), Dead: c.Dead.Load(),
-		Claimed: c.Claimed.Load(), Released: c.Released.Load(), LeaseLost: c.LeaseLost.Load(),
-	}
+// state fills in s the relay's last sampled state.
+func (o *observer) state(s *Stats) {
 	o.mu.Lock()
-	b := o.backlog
-	s.Backlog = telemetry.Backlog{Pending: b.Pending, Retry: b.Retry, Processing: b.Processing, Dead: b.Dead, OldestAge: b.OldestAge}
+	s.Backlog = o.backlog
 	s.SampledAt = o.sampledAt
 	s.Ready = o.lastReady == nil
 	o.mu.Unlock()
@@ -86,7 +75,6 @@ func (o *observer) state() telemetry.RelayState {
 	o.dbMu.Lock()
 	s.DatabaseUp = o.dbKnown && o.dbDown.IsZero()
 	o.dbMu.Unlock()
-	return s
 }
 
 // claimed records one claim.
@@ -179,16 +167,16 @@ const (
 func (r *Relay) wait(ctx context.Context, d time.Duration, ended <-chan struct{}) (by woke, ok bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	var src telemetry.WakeSource
+	var src WakeSource
 	select {
 	case <-ctx.Done():
 		return 0, false
 	case <-t.C:
-		by, src = wokeByPoll, telemetry.WokeByPoll
+		by, src = wokeByPoll, WokeByPoll
 	case <-r.cfg.Wakeup:
-		by, src = wokeByListen, telemetry.WokeByListen
+		by, src = wokeByListen, WokeByListen
 	case <-ended:
-		by, src = wokeByBatch, telemetry.WokeByBatch
+		by, src = wokeByBatch, WokeByBatch
 	}
 	if r.obs.m != nil {
 		r.obs.m.Woke(src)

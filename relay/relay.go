@@ -58,6 +58,9 @@ func New(cfg Config) (*Relay, error) {
 	// over; one that can is up once its first ping answers.
 	r.out = newOutages(r.log, cfg.BackoffBase, cfg.OutageProbeMax, !pingable)
 	r.obs = newObserver(r)
+	if cfg.Metrics != nil {
+		cfg.Metrics.Attach(r.Stats)
+	}
 	r.tracer = cfg.Tracer
 	return r, nil
 }

@@ -3,6 +3,8 @@ package relay
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/txbox/txbox/store"
 )
 
 // counters are cumulative since the relay started.
@@ -29,17 +31,19 @@ type counters struct {
 	MarkNanos    atomic.Int64
 }
 
-// Stats is a snapshot of a relay's counters, cumulative since it started.
+// Stats is a relay's running totals, cumulative since it started, and its
+// last sampled state: what Relay.Stats returns and what Config.Metrics
+// reads.
 type Stats struct {
-	Claimed   int64     // rows claimed
-	Published int64     // rows confirmed by the broker
-	Retried   int64     // rows sent to RETRY, an attempt spent
-	Deferred  int64     // rows sent to RETRY by an outage of the way out, no attempt spent
-	Dead      int64     // rows sent to DEAD
-	Released  int64     // rows released unpublished
-	LeaseLost int64     // marks refused because another relay took the row
-	Errors    int64     // store errors in the loop
-	LastClaim time.Time // of the last successful claim; zero before the first
+	// Publish outcomes: Published (the broker confirmed), Retried (row to
+	// RETRY, an attempt spent), Deferred (row to RETRY for an outage of
+	// the way out, no attempt spent), Dead (row to DEAD).
+	Published, Retried, Deferred, Dead int64
+	// Claimed rows; Released: claimed rows handed back unpublished;
+	// LeaseLost: marks refused because another relay took the rows over.
+	Claimed, Released, LeaseLost int64
+	Errors                       int64     // store errors in the loop
+	LastClaim                    time.Time // of the last successful claim; zero before the first
 
 	// What short claims waited for: IdleWaits counts waits for the poll
 	// interval or a wake-up with nothing of this relay's in flight;
@@ -52,10 +56,29 @@ type Stats struct {
 	// (claims run one at a time; publishes and marks of up to Workers
 	// batches overlap).
 	ClaimTime, PublishTime, MarkTime time.Duration
+
+	// Backlog is the last successful sample from the database, taken at
+	// SampledAt (zero: none yet, or the store cannot sample its backlog).
+	Backlog   store.Backlog
+	SampledAt time.Time
+	// LastPublish is when the broker last confirmed a message (zero: not
+	// yet).
+	LastPublish time.Time
+	// BrokerUp: the broker takes publishes (false until the first publish
+	// or ping succeeded, and during an outage). DestinationsDown counts the
+	// destinations refusing publishes for an outage of their own while the
+	// broker takes others.
+	BrokerUp         bool
+	DestinationsDown int
+	// DatabaseUp: the relay's claims and backlog samples succeed (false
+	// until the first success and from a failure to the next success).
+	DatabaseUp bool
+	// Ready is the last readiness verdict (Relay.Ready).
+	Ready bool
 }
 
-// Stats returns a snapshot of the relay's counters. Each field is read
-// atomically; the fields are not read at one instant.
+// Stats returns a snapshot of the relay's totals and state. Each field is
+// read atomically; the fields are not read at one instant.
 func (r *Relay) Stats() Stats {
 	c := &r.ctrs
 	s := Stats{
@@ -68,5 +91,6 @@ func (r *Relay) Stats() Stats {
 	if ns := c.LastClaim.Load(); ns != 0 {
 		s.LastClaim = time.Unix(0, ns)
 	}
+	r.obs.state(&s)
 	return s
 }

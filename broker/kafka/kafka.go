@@ -202,32 +202,50 @@ func parseBrokers(raw string) ([]string, error) {
 	return seeds, nil
 }
 
-// common is what both sides set the same way: the brokers (see
-// parseBrokers), the client's name, its dial timeout and its logger.
-type common struct {
-	brokers        string
-	name           string
-	connectTimeout time.Duration
-	log            *slog.Logger
+// Connection is how Open and OpenSubscriber reach the cluster, embedded in
+// Options and SubscriberOptions: one value serves both sides.
+type Connection struct {
+	// ConnectTimeout bounds dialling one broker. Default 5s.
+	ConnectTimeout time.Duration
+	// Name is the client id the brokers log. Default "txbox-publisher"
+	// (Open) or "txbox-subscriber" (OpenSubscriber).
+	Name string
+	// Logger gets topic creation and franz-go's warnings. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// ClientOptions are franz-go's own, added after txbox's: TLS
+	// (kgo.DialTLSConfig), SASL (kgo.SASL), compression, session and
+	// rebalance timeouts, fetch sizes, and so on. What a side's guarantees
+	// rest on is enforced after them: the publisher's idempotent writes,
+	// acks=all and the cancellation behaviour described in the package
+	// documentation; the subscriber's manual commits, and a new group
+	// starting at the earliest offset.
+	ClientOptions []kgo.Opt
 }
 
-// newClient makes a franz-go client with txbox's options, then own (the
-// side's defaults), then the caller's ClientOptions, then enforced, which
-// the side's guarantees rest on and which the caller's may therefore not
-// change. A bad broker list or option is a *txbox.ConfigError.
-func newClient(c common, own, caller []kgo.Opt, enforced ...kgo.Opt) (*kgo.Client, error) {
-	seeds, err := parseBrokers(c.brokers)
+// withDefaults fills the fields left zero; name is the side's client id.
+func (c *Connection) withDefaults(name string) {
+	c.Name, c.Logger, c.ConnectTimeout = defaults.Client(c.Name, name, c.Logger, c.ConnectTimeout)
+}
+
+// newClient makes a franz-go client for brokers (see parseBrokers) with
+// txbox's options, then own (the side's defaults), then the caller's
+// ClientOptions, then enforced, which the side's guarantees rest on and
+// which the caller's may therefore not change. A bad broker list or option
+// is a *txbox.ConfigError.
+func newClient(brokers string, c Connection, own []kgo.Opt, enforced ...kgo.Opt) (*kgo.Client, error) {
+	seeds, err := parseBrokers(brokers)
 	if err != nil {
 		return nil, err
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...),
-		kgo.ClientID(c.name),
-		kgo.DialTimeout(c.connectTimeout),
-		kgo.WithLogger(kgoLogger{c.log}),
+		kgo.ClientID(c.Name),
+		kgo.DialTimeout(c.ConnectTimeout),
+		kgo.WithLogger(kgoLogger{c.Logger}),
 		kgo.MetadataMinAge(time.Second),
 	}
-	opts = append(append(append(opts, own...), caller...), enforced...)
+	opts = append(append(append(opts, own...), c.ClientOptions...), enforced...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, &txbox.ConfigError{Field: "Kafka ClientOptions", Reason: err.Error()}

@@ -48,7 +48,7 @@ func TestConformance(t *testing.T) {
 		// Small record batches: a run of one key goes out in several
 		// produce requests, several in flight, so a failure can hit
 		// the middle of it (see FailPublishAfter).
-		NewPublisher: adaptertest.NewPublisher(kafkabroker.Open, kc.URL(), kafkabroker.Options{Logger: adaptertest.Quiet, MaxPayload: 16 << 10}),
+		NewPublisher: adaptertest.NewPublisher(kafkabroker.Open, kc.URL(), kafkabroker.Options{Connection: kafkabroker.Connection{Logger: adaptertest.Quiet}, MaxPayload: 16 << 10}),
 		NewSubscriber: adaptertest.NewSubscriber(kafkabroker.OpenSubscriber, kc.URL(), func(group, topic string) kafkabroker.SubscriberOptions {
 			return kafkabroker.SubscriberOptions{Group: group, Topics: []string{topic}, AckWait: ackWait}
 		}),

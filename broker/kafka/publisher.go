@@ -49,19 +49,9 @@ type Options struct {
 	// acknowledgement even when the caller's context has no deadline.
 	// Default 30s.
 	AckTimeout time.Duration
-	// ConnectTimeout bounds dialling one broker. Default 5s.
-	ConnectTimeout time.Duration
-	// Name is the client id the brokers log. Default "txbox-publisher".
-	Name string
-	// Logger gets topic creation and franz-go's warnings. Default
-	// slog.Default().
-	Logger *slog.Logger
-	// ClientOptions are franz-go's own, added after txbox's: TLS
-	// (kgo.DialTLSConfig), SASL (kgo.SASL), compression, and so on. They
-	// may not disable idempotent writes; acks=all and the cancellation
-	// behaviour described in the package documentation are enforced after
-	// them.
-	ClientOptions []kgo.Opt
+	// Connection is how to reach the cluster, the same as in
+	// SubscriberOptions.
+	Connection
 }
 
 // withDefaults fills the fields left zero and checks the others.
@@ -74,7 +64,7 @@ func (o *Options) withDefaults() error {
 		return &txbox.ConfigError{Field: "Kafka topic creation", Reason: "partitions and replication factor must be positive, or 0 for the broker's default"}
 	}
 	o.AckTimeout = defaults.Positive(o.AckTimeout, defaultAckTimeout)
-	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-publisher", o.Logger, o.ConnectTimeout)
+	o.Connection.withDefaults("txbox-publisher")
 	return nil
 }
 
@@ -123,7 +113,7 @@ func Open(ctx context.Context, brokers string, opts Options) (*Publisher, error)
 	// Every Publish waits for its records, so lingering only adds latency;
 	// records handed over while a request is in flight are batched anyway.
 	own := []kgo.Opt{kgo.ProducerLinger(0)}
-	cl, err := newClient(common{brokers, opts.Name, opts.ConnectTimeout, opts.Logger}, own, opts.ClientOptions,
+	cl, err := newClient(brokers, opts.Connection, own,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.AllowIdempotentProduceCancellation(),
 		kgo.RecordDeliveryTimeout(opts.AckTimeout),

@@ -254,7 +254,7 @@ func TestOpenErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, bad := range []string{"", "kafka://user:s3cret@h:9092", "nats://h:4222", "kafka://h:port", "kafka://h:9092/path"} {
-		_, err := kafkabroker.Open(ctx, bad, kafkabroker.Options{Logger: adaptertest.Quiet})
+		_, err := kafkabroker.Open(ctx, bad, kafkabroker.Options{Connection: kafkabroker.Connection{Logger: adaptertest.Quiet}})
 		if !errors.Is(err, txbox.ErrConfig) {
 			t.Errorf("Open(%q) = %v, want a config error", bad, err)
 		}
@@ -263,17 +263,17 @@ func TestOpenErrors(t *testing.T) {
 		}
 	}
 	kc := kafkatest.Start(t)
-	_, err := kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Logger: adaptertest.Quiet, ClientOptions: []kgo.Opt{kgo.DisableIdempotentWrite()}})
+	_, err := kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Connection: kafkabroker.Connection{Logger: adaptertest.Quiet, ClientOptions: []kgo.Opt{kgo.DisableIdempotentWrite()}}})
 	if !errors.Is(err, txbox.ErrConfig) || !strings.Contains(err.Error(), "idempotent") {
 		t.Errorf("DisableIdempotentWrite: %v, want a config error", err)
 	}
-	_, err = kafkabroker.OpenSubscriber(ctx, kc.URL(), kafkabroker.SubscriberOptions{Topics: []string{"x"}, Logger: adaptertest.Quiet})
+	_, err = kafkabroker.OpenSubscriber(ctx, kc.URL(), kafkabroker.SubscriberOptions{Topics: []string{"x"}, Connection: kafkabroker.Connection{Logger: adaptertest.Quiet}})
 	if !errors.Is(err, txbox.ErrConfig) {
 		t.Errorf("subscriber without group: %v, want a config error", err)
 	}
 	kc.Stop()
 	start := time.Now()
-	_, err = kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Logger: adaptertest.Quiet, ConnectTimeout: 500 * time.Millisecond})
+	_, err = kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{Connection: kafkabroker.Connection{Logger: adaptertest.Quiet, ConnectTimeout: 500 * time.Millisecond}})
 	if !errors.Is(err, txbox.ErrBrokerUnavailable) {
 		t.Errorf("cluster down: %v, want ErrBrokerUnavailable", err)
 	}
@@ -330,8 +330,8 @@ func TestClientOptions(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, host)
 	})}
-	p := adaptertest.Open(t, kafkabroker.Open, kc.URL(), kafkabroker.Options{ClientOptions: own})
-	s := adaptertest.Open(t, kafkabroker.OpenSubscriber, kc.URL(), kafkabroker.SubscriberOptions{Group: "opts", Topics: []string{"opts"}, ClientOptions: own})
+	p := adaptertest.Open(t, kafkabroker.Open, kc.URL(), kafkabroker.Options{Connection: kafkabroker.Connection{ClientOptions: own}})
+	s := adaptertest.Open(t, kafkabroker.OpenSubscriber, kc.URL(), kafkabroker.SubscriberOptions{Group: "opts", Topics: []string{"opts"}, Connection: kafkabroker.Connection{ClientOptions: own}})
 	for side, cl := range map[string]*kgo.Client{"publisher": p.Client(), "subscriber": s.Client()} {
 		if id, _ := cl.OptValue(kgo.ClientID).(string); id != "billing-relay" {
 			t.Errorf("%s client id %q, want the caller's", side, id)

@@ -45,14 +45,8 @@ type SubscriberOptions struct {
 	// CommitTimeout bounds the offset commit of one Ack even when its
 	// context has no deadline. Default 10s.
 	CommitTimeout time.Duration
-	// ConnectTimeout, Name, Logger and ClientOptions are as in Options.
-	// Default Name "txbox-subscriber". ClientOptions may set session and
-	// rebalance timeouts, fetch sizes, TLS, SASL; auto-commit stays off
-	// and a new group starts at the earliest offset.
-	ConnectTimeout time.Duration
-	Name           string
-	Logger         *slog.Logger
-	ClientOptions  []kgo.Opt
+	// Connection is how to reach the cluster, the same as in Options.
+	Connection
 }
 
 // withDefaults fills the fields left zero and checks the others.
@@ -74,7 +68,7 @@ func (o *SubscriberOptions) withDefaults() error {
 	}
 	o.AckWait = cmp.Or(o.AckWait, defaultAckWait) // negative disables it
 	o.CommitTimeout = defaults.Positive(o.CommitTimeout, defaultCommitTimeout)
-	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-subscriber", o.Logger, o.ConnectTimeout)
+	o.Connection.withDefaults("txbox-subscriber")
 	return nil
 }
 
@@ -186,7 +180,7 @@ func OpenSubscriber(ctx context.Context, brokers string, opts SubscriberOptions)
 	if opts.Regex {
 		consume = append(consume, kgo.ConsumeRegex())
 	}
-	cl, err := newClient(common{brokers, opts.Name, opts.ConnectTimeout, opts.Logger}, nil, opts.ClientOptions, consume...)
+	cl, err := newClient(brokers, opts.Connection, nil, consume...)
 	if err != nil {
 		return nil, err
 	}

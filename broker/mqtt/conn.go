@@ -42,6 +42,7 @@
 package mqttbroker
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -63,6 +64,38 @@ import (
 	"github.com/txbox/txbox/broker/internal/defaults"
 	"github.com/txbox/txbox/internal/redact"
 )
+
+// Connection is how Open and OpenSubscriber reach the broker, embedded in
+// Options and SubscriberOptions: one value serves both sides. The client
+// id is not part of it: each side has its own (see Options.ClientID and
+// SubscriberOptions.ClientID).
+type Connection struct {
+	// TLSConfig for mqtts:// URLs. Default: system roots, TLS 1.2+.
+	TLSConfig *tls.Config
+	// ConnectTimeout bounds dialling and the CONNECT handshake, and the
+	// subscriber's SUBSCRIBE. Default 5s.
+	ConnectTimeout time.Duration
+	// KeepAlive is the MQTT keep-alive; a connection silent for 1.5 times
+	// as long is dropped. Default 30s.
+	KeepAlive time.Duration
+	// Logger gets connection events. Default slog.Default().
+	Logger *slog.Logger
+	// ClientOptions, when set, edits paho's client configuration and the
+	// CONNECT packet txbox made, before each connection: credentials other
+	// than the URL's, enhanced authentication (AuthMethod and an
+	// AuthHandler), a will message, user properties, the packet timeout.
+	// The connection, session, client id, Clean Start, session expiry and
+	// the handlers of received messages and lost connections are txbox's
+	// again afterwards.
+	ClientOptions func(*paho.ClientConfig, *paho.Connect)
+}
+
+// withDefaults fills the fields left zero.
+func (c *Connection) withDefaults() {
+	c.ConnectTimeout = defaults.Positive(c.ConnectTimeout, defaultConnectTimeout)
+	c.KeepAlive = defaults.Positive(c.KeepAlive, DefaultKeepAlive)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+}
 
 // Defaults for Options and SubscriberOptions.
 const (

@@ -66,7 +66,7 @@ func harness(t *testing.T, url string, opts mqttbroker.Options) brokertest.Harne
 // harness stops it.
 func TestConformance(t *testing.T) {
 	srv := testenv.StartMosquitto(t, "max_packet_size 65536")
-	h := harness(t, srv.URL, mqttbroker.Options{AssumePersistent: true, ConnectTimeout: 2 * time.Second})
+	h := harness(t, srv.URL, mqttbroker.Options{AssumePersistent: true, Connection: mqttbroker.Connection{ConnectTimeout: 2 * time.Second}})
 	h.StopBroker = func(*testing.T) { srv.Stop() }
 	h.StartBroker = func(*testing.T) { srv.Start() }
 	brokertest.Run(t, h)
@@ -254,19 +254,19 @@ func TestPasswordNeverShown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	for _, u := range []string{"mqtt://user:s3cr3t@" + addr, "mqtt://user:s3cr3t@" + addr + "/path", "bogus://user:s3cr3t@x", "mqtt://user:s3cr3t@[::1"} {
-		_, err := mqttbroker.Open(ctx, u, mqttbroker.Options{Logger: adaptertest.Quiet})
+		_, err := mqttbroker.Open(ctx, u, mqttbroker.Options{Connection: mqttbroker.Connection{Logger: adaptertest.Quiet}})
 		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
 			t.Errorf("Open(%q) = %v: want an error without the password", redact.URL(u), err)
 		}
-		_, err = mqttbroker.OpenSubscriber(ctx, u, mqttbroker.SubscriberOptions{ClientID: "x", Topics: []string{"x"}, Logger: adaptertest.Quiet})
+		_, err = mqttbroker.OpenSubscriber(ctx, u, mqttbroker.SubscriberOptions{ClientID: "x", Topics: []string{"x"}, Connection: mqttbroker.Connection{Logger: adaptertest.Quiet}})
 		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
 			t.Errorf("OpenSubscriber(%q) = %v: want an error without the password", redact.URL(u), err)
 		}
 	}
-	if _, err := mqttbroker.Open(ctx, "mqtt://user:s3cr3t@"+addr, mqttbroker.Options{Logger: adaptertest.Quiet}); !errors.Is(err, txbox.ErrBrokerUnavailable) {
+	if _, err := mqttbroker.Open(ctx, "mqtt://user:s3cr3t@"+addr, mqttbroker.Options{Connection: mqttbroker.Connection{Logger: adaptertest.Quiet}}); !errors.Is(err, txbox.ErrBrokerUnavailable) {
 		t.Errorf("refused connection: %v, want ErrBrokerUnavailable", err)
 	}
-	if _, err := mqttbroker.Open(ctx, "kafka://x", mqttbroker.Options{Logger: adaptertest.Quiet}); !errors.Is(err, txbox.ErrConfig) {
+	if _, err := mqttbroker.Open(ctx, "kafka://x", mqttbroker.Options{Connection: mqttbroker.Connection{Logger: adaptertest.Quiet}}); !errors.Is(err, txbox.ErrConfig) {
 		t.Errorf("bad scheme: %v, want a config error", err)
 	}
 }
@@ -283,8 +283,8 @@ func TestClientOptions(t *testing.T) {
 		cp.Properties.AuthMethod = "txbox-test-unknown"
 	}
 	adaptertest.ConfigRefused(t, "bad authentication method", map[string]func(context.Context) error{
-		"publisher":  adaptertest.Opening(mqttbroker.Open, url, mqttbroker.Options{ClientOptions: auth}),
-		"subscriber": adaptertest.Opening(mqttbroker.OpenSubscriber, url, mqttbroker.SubscriberOptions{ClientID: adaptertest.Unique("auth"), Topics: []string{"txboxtest/auth"}, ClientOptions: auth}),
+		"publisher":  adaptertest.Opening(mqttbroker.Open, url, mqttbroker.Options{Connection: mqttbroker.Connection{ClientOptions: auth}}),
+		"subscriber": adaptertest.Opening(mqttbroker.OpenSubscriber, url, mqttbroker.SubscriberOptions{ClientID: adaptertest.Unique("auth"), Topics: []string{"txboxtest/auth"}, Connection: mqttbroker.Connection{ClientOptions: auth}}),
 	})
 	adaptertest.ConfigRefused(t, "MaxAckPending", map[string]func(context.Context) error{
 		"MaxAckPending -1":    adaptertest.Opening(mqttbroker.OpenSubscriber, url, mqttbroker.SubscriberOptions{ClientID: "x", Topics: []string{"x"}, MaxAckPending: -1}),

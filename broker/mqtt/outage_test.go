@@ -164,7 +164,7 @@ func TestPubackReasonsClassified(t *testing.T) {
 // gone once the broker takes the connection again.
 func TestConnectRefusedOnReconnectIsOutage(t *testing.T) {
 	b := startFakeBroker(t, nil)
-	p := adaptertest.Open(t, mqttbroker.Open, b.url(), mqttbroker.Options{ConnectTimeout: 2 * time.Second})
+	p := adaptertest.Open(t, mqttbroker.Open, b.url(), mqttbroker.Options{Connection: mqttbroker.Connection{ConnectTimeout: 2 * time.Second}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	m := adaptertest.Msg("x/y", "k", 0)
@@ -207,7 +207,7 @@ func TestNotAuthorizedIsOutage(t *testing.T) {
 	}
 	writeACL("topic readwrite txboxtest/allowed/#\n")
 	srv := testenv.StartMosquitto(t, "acl_file "+acl)
-	p := adaptertest.Open(t, mqttbroker.Open, srv.URL, mqttbroker.Options{ConnectTimeout: 2 * time.Second})
+	p := adaptertest.Open(t, mqttbroker.Open, srv.URL, mqttbroker.Options{Connection: mqttbroker.Connection{ConnectTimeout: 2 * time.Second}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	m := adaptertest.Msg("txboxtest/denied/Order/Created", "k", 0)

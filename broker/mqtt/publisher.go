@@ -1,9 +1,7 @@
 package mqttbroker
 
 import (
-	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,16 +26,9 @@ type Options struct {
 	// must differ between relay processes: the broker drops the older of
 	// two connections with one client id.
 	ClientID string
-	// TLSConfig for mqtts:// URLs. Default: system roots, TLS 1.2+.
-	TLSConfig *tls.Config
-	// ConnectTimeout bounds dialling and the CONNECT handshake. Default 5s.
-	ConnectTimeout time.Duration
 	// AckTimeout bounds the wait for PUBACKs even when the caller's context
 	// has no deadline. Default 30s.
 	AckTimeout time.Duration
-	// KeepAlive is the MQTT keep-alive; a connection silent for 1.5 times
-	// as long is dropped. Default 30s.
-	KeepAlive time.Duration
 	// MaxPayload, when > 0, fails larger payloads permanently before they
 	// are sent. Set it to the broker's own payload limit (Mosquitto's
 	// message_size_limit, which it reports only as reason 0x83). The
@@ -53,16 +44,9 @@ type Options struct {
 	// out (txbox.ErrBrokerUnavailable: no attempt spent, never DEAD)
 	// instead of a confirmation.
 	RequireSubscribers bool
-	// Logger gets connection events. Default slog.Default().
-	Logger *slog.Logger
-	// ClientOptions, when set, edits paho's client configuration and the
-	// CONNECT packet txbox made, before each connection: credentials other
-	// than the URL's, enhanced authentication (AuthMethod and an
-	// AuthHandler), a will message, user properties, the packet timeout.
-	// The connection, session, client id, Clean Start, session expiry and
-	// the handlers of received messages and lost connections are txbox's
-	// again afterwards.
-	ClientOptions func(*paho.ClientConfig, *paho.Connect)
+	// Connection is how to reach the broker, the same as in
+	// SubscriberOptions.
+	Connection
 }
 
 // withDefaults fills the fields left zero and checks the others.
@@ -73,10 +57,8 @@ func (o *Options) withDefaults() error {
 	if err := checkString(o.ClientID); err != nil {
 		return &txbox.ConfigError{Field: "MQTT client id", Reason: err.Error()}
 	}
-	o.ConnectTimeout = defaults.Positive(o.ConnectTimeout, defaultConnectTimeout)
 	o.AckTimeout = defaults.Positive(o.AckTimeout, defaultAckTimeout)
-	o.KeepAlive = defaults.Positive(o.KeepAlive, DefaultKeepAlive)
-	o.Logger = cmp.Or(o.Logger, slog.Default())
+	o.Connection.withDefaults()
 	return nil
 }
 

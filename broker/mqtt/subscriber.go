@@ -3,7 +3,6 @@ package mqttbroker
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -48,16 +47,8 @@ type SubscriberOptions struct {
 	// AckWait: a delivery neither acknowledged nor Nak'd within it is
 	// delivered again by the Subscriber. Default 30s; negative disables.
 	AckWait time.Duration
-	// TLSConfig for mqtts:// URLs. Default: system roots, TLS 1.2+.
-	TLSConfig *tls.Config
-	// ConnectTimeout bounds dialling, CONNECT and SUBSCRIBE. Default 5s.
-	ConnectTimeout time.Duration
-	// KeepAlive is the MQTT keep-alive. Default 30s.
-	KeepAlive time.Duration
-	// Logger gets connection events. Default slog.Default().
-	Logger *slog.Logger
-	// ClientOptions is as in Options.
-	ClientOptions func(*paho.ClientConfig, *paho.Connect)
+	// Connection is how to reach the broker, the same as in Options.
+	Connection
 }
 
 // withDefaults fills the fields left zero and checks the others.
@@ -83,9 +74,7 @@ func (o *SubscriberOptions) withDefaults() error {
 	o.SessionExpiry = defaults.Positive(o.SessionExpiry, defaultSessionExpiry)
 	o.MaxAckPending = cmp.Or(o.MaxAckPending, defaultMaxAckPending)
 	o.AckWait = cmp.Or(o.AckWait, defaultAckWait) // negative disables it
-	o.ConnectTimeout = defaults.Positive(o.ConnectTimeout, defaultConnectTimeout)
-	o.KeepAlive = defaults.Positive(o.KeepAlive, DefaultKeepAlive)
-	o.Logger = cmp.Or(o.Logger, slog.Default())
+	o.Connection.withDefaults()
 	return nil
 }
 

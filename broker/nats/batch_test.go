@@ -422,7 +422,7 @@ func TestBatchServerDowngradedUnderneath(t *testing.T) {
 	preCreate(t, oldSrv.URL, cfg)
 	url, proxy := testenv.ProxyURL(t, newSrv.URL)
 	p := adaptertest.Open(t, natsbroker.Open, url, natsbroker.Options{Stream: stream, Subjects: cfg.Subjects, CreateStream: true,
-		ReconnectWait: 50 * time.Millisecond, AckTimeout: 2 * time.Second})
+		Connection: natsbroker.Connection{ReconnectWait: 50 * time.Millisecond}, AckTimeout: 2 * time.Second})
 	if p.BatchMode() != "fast" {
 		t.Fatalf("batch mode %q on 2.15, want fast", p.BatchMode())
 	}

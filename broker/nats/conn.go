@@ -45,14 +45,32 @@ const (
 	defaultAckWait        = 30 * time.Second
 )
 
-// connConfig is what both sides need to dial.
-type connConfig struct {
-	url            string
-	name           string
-	connectTimeout time.Duration
-	reconnectWait  time.Duration
-	logger         *slog.Logger
-	extra          []nats.Option
+// Connection is how Open and OpenSubscriber reach the server, embedded in
+// Options and SubscriberOptions: one value serves both sides.
+type Connection struct {
+	// ConnectTimeout bounds dialling. Default 5s.
+	ConnectTimeout time.Duration
+	// ReconnectWait is the pause between reconnection attempts, which go on
+	// forever. Default 1s.
+	ReconnectWait time.Duration
+	// Name is the client name the server shows. Default "txbox-publisher"
+	// (Open) or "txbox-subscriber" (OpenSubscriber).
+	Name string
+	// Logger gets connection events. Default slog.Default().
+	Logger *slog.Logger
+	// Conn, when set, is used instead of dialling url, and Close leaves it
+	// open. Its reconnect buffer should be disabled (nats.ReconnectBufSize(-1))
+	// or publishes during an outage wait in it until their context ends.
+	Conn *nats.Conn
+	// ClientOptions are nats.go's own, added after txbox's when dialling:
+	// credentials, TLS, ping interval, and so on. Unused with Conn.
+	ClientOptions []nats.Option
+}
+
+// withDefaults fills the fields left zero; name is the side's client name.
+func (c *Connection) withDefaults(name string) {
+	c.ReconnectWait = defaults.Positive(c.ReconnectWait, defaultReconnectWait)
+	c.Name, c.Logger, c.ConnectTimeout = defaults.Client(c.Name, name, c.Logger, c.ConnectTimeout)
 }
 
 // session is what both sides work through: a connection and JetStream on
@@ -63,12 +81,12 @@ type session struct {
 	js  jetstream.JetStream
 }
 
-// openSession takes the caller's connection (given) or else dials one, and
+// openSession takes the caller's connection (c.Conn) or else dials url, and
 // opens JetStream on it with opts.
-func openSession(ctx context.Context, given *nats.Conn, c connConfig, opts ...jetstream.JetStreamOpt) (session, error) {
-	s := session{nc: given}
-	if given == nil {
-		nc, err := connect(ctx, c)
+func openSession(ctx context.Context, url string, c Connection, opts ...jetstream.JetStreamOpt) (session, error) {
+	s := session{nc: c.Conn}
+	if c.Conn == nil {
+		nc, err := connect(ctx, url, c)
 		if err != nil {
 			return session{}, err
 		}
@@ -93,20 +111,20 @@ func (s session) close() {
 // connect dials NATS so that the client reconnects forever by itself and
 // never buffers while disconnected: a publish during an outage fails at once
 // instead of waiting in a buffer the relay cannot see.
-func connect(ctx context.Context, c connConfig) (*nats.Conn, error) {
-	if err := checkURL(c.url); err != nil {
+func connect(ctx context.Context, url string, c Connection) (*nats.Conn, error) {
+	if err := checkURL(url); err != nil {
 		return nil, err
 	}
-	timeout, err := deadline.Budget(ctx, c.connectTimeout)
+	timeout, err := deadline.Budget(ctx, c.ConnectTimeout)
 	if err != nil {
-		return nil, txbox.Unavailable(fmt.Errorf("nats: connect to %s: %w", redact.URL(c.url), err))
+		return nil, txbox.Unavailable(fmt.Errorf("nats: connect to %s: %w", redact.URL(url), err))
 	}
-	log := c.logger
+	log := c.Logger
 	opts := []nats.Option{
-		nats.Name(c.name),
+		nats.Name(c.Name),
 		nats.Timeout(timeout),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(c.reconnectWait),
+		nats.ReconnectWait(c.ReconnectWait),
 		nats.ReconnectBufSize(-1),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if err == nil {
@@ -127,9 +145,9 @@ func connect(ctx context.Context, c connConfig) (*nats.Conn, error) {
 			log.Error("nats: async error", "subject", subject, "err", err)
 		}),
 	}
-	nc, err := nats.Connect(c.url, append(opts, c.extra...)...)
+	nc, err := nats.Connect(url, append(opts, c.ClientOptions...)...)
 	if err != nil {
-		return nil, txbox.Unavailable(fmt.Errorf("nats: connect to %s: %w", redact.URL(c.url), redact.Error(err, c.url)))
+		return nil, txbox.Unavailable(fmt.Errorf("nats: connect to %s: %w", redact.URL(url), redact.Error(err, url)))
 	}
 	return nc, nil
 }

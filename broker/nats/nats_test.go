@@ -90,7 +90,7 @@ func conformance(t *testing.T, url string, stop, start func(*testing.T), mode st
 	}
 	opts := natsbroker.Options{
 		Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true,
-		ReconnectWait: 100 * time.Millisecond, Logger: adaptertest.Quiet,
+		Connection: natsbroker.Connection{ReconnectWait: 100 * time.Millisecond, Logger: adaptertest.Quiet},
 	}
 	// Made once here so every case's publisher finds it.
 	setup := adaptertest.Open(t, natsbroker.Open, url, opts)
@@ -257,22 +257,22 @@ func TestOpenErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	_, err := natsbroker.Open(ctx, url, natsbroker.Options{Stream: adaptertest.Unique("MISSING"), Logger: adaptertest.Quiet})
+	_, err := natsbroker.Open(ctx, url, natsbroker.Options{Stream: adaptertest.Unique("MISSING"), Connection: natsbroker.Connection{Logger: adaptertest.Quiet}})
 	if !errors.Is(err, txbox.ErrConfig) {
 		t.Errorf("missing stream: %v, want a config error", err)
 	}
-	_, err = natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Stream: adaptertest.Unique("MISSING"), Durable: "d", Logger: adaptertest.Quiet})
+	_, err = natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Stream: adaptertest.Unique("MISSING"), Durable: "d", Connection: natsbroker.Connection{Logger: adaptertest.Quiet}})
 	if !errors.Is(err, txbox.ErrConfig) {
 		t.Errorf("subscriber on missing stream: %v, want a config error", err)
 	}
-	_, err = natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Logger: adaptertest.Quiet})
+	_, err = natsbroker.OpenSubscriber(ctx, url, natsbroker.SubscriberOptions{Connection: natsbroker.Connection{Logger: adaptertest.Quiet}})
 	if !errors.Is(err, txbox.ErrConfig) {
 		t.Errorf("subscriber without durable: %v, want a config error", err)
 	}
 
 	// A closed loopback port: nothing listens there.
 	secretURL := "nats://alice:s3cr3t-pw@127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	_, err = natsbroker.Open(ctx, secretURL, natsbroker.Options{ConnectTimeout: time.Second, Logger: adaptertest.Quiet})
+	_, err = natsbroker.Open(ctx, secretURL, natsbroker.Options{Connection: natsbroker.Connection{ConnectTimeout: time.Second, Logger: adaptertest.Quiet}})
 	if !errors.Is(err, txbox.ErrBrokerUnavailable) {
 		t.Errorf("server down: %v, want ErrBrokerUnavailable", err)
 	}
@@ -296,11 +296,11 @@ func TestClientOptions(t *testing.T) {
 	url, prefix := sharedStream(t, inMemory)
 	var d dialer
 	own := []nats.Option{nats.SetCustomDialer(&d), nats.Name("billing-relay")}
-	p := adaptertest.Open(t, natsbroker.Open, url, natsbroker.Options{Stream: streamName(prefix), ClientOptions: own})
+	p := adaptertest.Open(t, natsbroker.Open, url, natsbroker.Options{Stream: streamName(prefix), Connection: natsbroker.Connection{ClientOptions: own}})
 	if name := p.Conn().Opts.Name; name != "billing-relay" {
 		t.Errorf("client name %q, want the caller's", name)
 	}
-	adaptertest.Open(t, natsbroker.OpenSubscriber, url, natsbroker.SubscriberOptions{Stream: streamName(prefix), Durable: "d", ClientOptions: own})
+	adaptertest.Open(t, natsbroker.OpenSubscriber, url, natsbroker.SubscriberOptions{Stream: streamName(prefix), Durable: "d", Connection: natsbroker.Connection{ClientOptions: own}})
 	if n := d.n.Load(); n != 2 {
 		t.Errorf("%d connections through the caller's dialer, want 2", n)
 	}
@@ -327,7 +327,7 @@ func TestSubscriberOnSharedServer(t *testing.T) {
 	defer cancel()
 	m0, m1 := adaptertest.Msg(prefix+".a", "k", 0), adaptertest.Msg(prefix+".a", "k", 1)
 	adaptertest.PublishOK(ctx, t, p, []broker.Message{m0, m1})
-	sopts := natsbroker.SubscriberOptions{Stream: streamName(prefix), Durable: "svc", AckWait: time.Second, Logger: adaptertest.Quiet}
+	sopts := natsbroker.SubscriberOptions{Stream: streamName(prefix), Durable: "svc", AckWait: time.Second, Connection: natsbroker.Connection{Logger: adaptertest.Quiet}}
 	s, err := natsbroker.OpenSubscriber(ctx, url, sopts)
 	if err != nil {
 		t.Fatal(err)

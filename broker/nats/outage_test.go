@@ -308,13 +308,13 @@ func TestHeldDeliveryAckedAcrossBrokerRestart(t *testing.T) {
 	srv := testenv.StartNATS(t)
 	waitJetStream(t, srv.URL)
 	prefix, cfg, _, ctx := ownStream(t, srv.URL, "txboxtest.restart", jetstream.FileStorage, 60*time.Second)
-	p := adaptertest.Open(t, natsbroker.Open, srv.URL, natsbroker.Options{Stream: cfg.Name, ReconnectWait: 100 * time.Millisecond})
+	p := adaptertest.Open(t, natsbroker.Open, srv.URL, natsbroker.Options{Stream: cfg.Name, Connection: natsbroker.Connection{ReconnectWait: 100 * time.Millisecond}})
 	for i := range 2 {
 		if err := publishOne(t, p, adaptertest.Msg(prefix+".Order.Created", "k", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	sub, err := natsbroker.OpenSubscriber(ctx, srv.URL, natsbroker.SubscriberOptions{Stream: cfg.Name, Durable: "held", AckWait: time.Minute, ReconnectWait: 100 * time.Millisecond})
+	sub, err := natsbroker.OpenSubscriber(ctx, srv.URL, natsbroker.SubscriberOptions{Stream: cfg.Name, Durable: "held", AckWait: time.Minute, Connection: natsbroker.Connection{ReconnectWait: 100 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,31 +62,12 @@ type Options struct {
 	// AckTimeout bounds the wait for one PubAck even when the caller's
 	// context has no deadline. Default 30s.
 	AckTimeout time.Duration
-	// ConnectTimeout bounds dialling. Default 5s.
-	ConnectTimeout time.Duration
-	// ReconnectWait is the pause between reconnection attempts, which go on
-	// forever. Default 1s.
-	ReconnectWait time.Duration
-	// Name is the client name the server shows. Default "txbox-publisher".
-	Name string
-	// Logger gets connection events. Default slog.Default().
-	Logger *slog.Logger
-	// Conn, when set, is used instead of dialling url, and Close leaves it
-	// open. Its reconnect buffer should be disabled (nats.ReconnectBufSize(-1))
-	// or publishes during an outage wait in it until their context ends.
-	Conn *nats.Conn
-	// ClientOptions are nats.go's own, added after txbox's when dialling:
-	// credentials, TLS, ping interval, and so on. Unused with Conn.
-	ClientOptions []nats.Option
 	// NoBatchPublish never uses atomic batches, even where the server and
 	// stream allow them: every message is its own publish, and the relay
 	// keeps one unconfirmed message per key (see PipelinesPerKey).
 	NoBatchPublish bool
-}
-
-// connConfig is what dialling takes of the options.
-func (o *Options) connConfig(url string) connConfig {
-	return connConfig{url: url, name: o.Name, logger: o.Logger, extra: o.ClientOptions, connectTimeout: o.ConnectTimeout, reconnectWait: o.ReconnectWait}
+	// Connection is how to reach the server, the same as in SubscriberOptions.
+	Connection
 }
 
 // withDefaults fills the fields left zero and checks the others.
@@ -104,8 +85,7 @@ func (o *Options) withDefaults() error {
 	}
 	o.MaxInFlight = defaults.Positive(o.MaxInFlight, defaultMaxInFlight)
 	o.AckTimeout = defaults.Positive(o.AckTimeout, defaultAckTimeout)
-	o.ReconnectWait = defaults.Positive(o.ReconnectWait, defaultReconnectWait)
-	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-publisher", o.Logger, o.ConnectTimeout)
+	o.Connection.withDefaults("txbox-publisher")
 	return nil
 }
 
@@ -140,7 +120,7 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 	}
 	// Our own window is the real bound; jetstream's equals it so that it
 	// never stalls a publish we already admitted.
-	sess, err := openSession(ctx, opts.Conn, opts.connConfig(url),
+	sess, err := openSession(ctx, url, opts.Connection,
 		jetstream.WithPublishAsyncMaxPending(opts.MaxInFlight), jetstream.WithPublishAsyncTimeout(opts.AckTimeout))
 	if err != nil {
 		return nil, err

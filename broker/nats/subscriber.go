@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/txbox/txbox"
@@ -43,19 +42,8 @@ type SubscriberOptions struct {
 	// MaxAckPending caps unacknowledged deliveries. 0 keeps the server
 	// default.
 	MaxAckPending int
-	// ConnectTimeout, ReconnectWait, Name, Logger, Conn and ClientOptions
-	// are as in Options. Default Name "txbox-subscriber".
-	ConnectTimeout time.Duration
-	ReconnectWait  time.Duration
-	Name           string
-	Logger         *slog.Logger
-	Conn           *nats.Conn
-	ClientOptions  []nats.Option
-}
-
-// connConfig is what dialling takes of the options.
-func (o *SubscriberOptions) connConfig(url string) connConfig {
-	return connConfig{url: url, name: o.Name, logger: o.Logger, extra: o.ClientOptions, connectTimeout: o.ConnectTimeout, reconnectWait: o.ReconnectWait}
+	// Connection is how to reach the server, the same as in Options.
+	Connection
 }
 
 // withDefaults fills the fields left zero and checks the others.
@@ -66,8 +54,7 @@ func (o *SubscriberOptions) withDefaults() error {
 	o.Stream = cmp.Or(o.Stream, DefaultStream)
 	o.AckWait = defaults.Positive(o.AckWait, defaultAckWait)
 	o.MaxDeliver = cmp.Or(o.MaxDeliver, -1)
-	o.ReconnectWait = defaults.Positive(o.ReconnectWait, defaultReconnectWait)
-	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-subscriber", o.Logger, o.ConnectTimeout)
+	o.Connection.withDefaults("txbox-subscriber")
 	return nil
 }
 
@@ -112,7 +99,7 @@ func OpenSubscriber(ctx context.Context, url string, opts SubscriberOptions) (*S
 	if err := opts.withDefaults(); err != nil {
 		return nil, err
 	}
-	sess, err := openSession(ctx, opts.Conn, opts.connConfig(url))
+	sess, err := openSession(ctx, url, opts.Connection)
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,7 @@
 package rabbitmqbroker
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -113,6 +114,41 @@ func (l *link) abort() {
 }
 
 func (l *link) closed() bool { return l.conn.IsClosed() }
+
+// Connection is how Open and OpenSubscriber reach the broker, embedded in
+// Options and SubscriberOptions: one value serves both sides.
+type Connection struct {
+	// ConnectTimeout bounds dialling and the AMQP handshake. Default 5s.
+	ConnectTimeout time.Duration
+	// KeepAlive is the AMQP heartbeat interval, which detects a dead peer.
+	// Default 10s.
+	KeepAlive time.Duration
+	// Name is the connection name the management UI shows. Default
+	// "txbox-publisher" (Open) or "txbox-subscriber" (OpenSubscriber).
+	Name string
+	// TLSConfig configures amqps:// connections. Default: from the URL.
+	TLSConfig *tls.Config
+	// Logger gets connection events. Default slog.Default().
+	Logger *slog.Logger
+	// ClientOptions, when set, edits the amqp091-go configuration txbox
+	// made (heartbeat, TLS, connection name) before each dial: SASL
+	// mechanisms, vhost, channel and frame limits, more client properties.
+	// Its Dial is txbox's again afterwards: it bounds the handshake by the
+	// caller's context and lets a stuck write be aborted.
+	ClientOptions func(*amqp.Config)
+}
+
+// withDefaults fills the fields left zero; name is the side's connection
+// name.
+func (c *Connection) withDefaults(name string) {
+	c.KeepAlive = cmp.Or(c.KeepAlive, DefaultKeepAlive)
+	c.Name, c.Logger, c.ConnectTimeout = defaults.Client(c.Name, name, c.Logger, c.ConnectTimeout)
+}
+
+// dialConfig is what dial needs of the connection.
+func (c *Connection) dialConfig(url string) dialConfig {
+	return dialConfig{url: url, name: c.Name, timeout: c.ConnectTimeout, keepAlive: c.KeepAlive, tls: c.TLSConfig, edit: c.ClientOptions, logger: c.Logger}
+}
 
 // blockedReason is why the broker stopped reading publishes, or "".
 func (l *link) blockedReason() string {

@@ -3,7 +3,6 @@ package rabbitmqbroker
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,7 +15,6 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/internal/deadline"
-	"github.com/txbox/txbox/broker/internal/defaults"
 	"github.com/txbox/txbox/internal/redact"
 )
 
@@ -39,24 +37,9 @@ type Options struct {
 	// MaxChannels bounds concurrent Publish calls: each holds one channel
 	// of the connection for the call. Default 8.
 	MaxChannels int
-	// ConnectTimeout bounds dialling and the AMQP handshake. Default 5s.
-	ConnectTimeout time.Duration
-	// KeepAlive is the AMQP heartbeat interval, which detects a dead peer.
-	// Default 10s.
-	KeepAlive time.Duration
-	// Name is the connection name the management UI shows. Default
-	// "txbox-publisher".
-	Name string
-	// TLSConfig configures amqps:// connections. Default: from the URL.
-	TLSConfig *tls.Config
-	// Logger gets connection events. Default slog.Default().
-	Logger *slog.Logger
-	// ClientOptions, when set, edits the amqp091-go configuration txbox
-	// made (heartbeat, TLS, connection name) before each dial: SASL
-	// mechanisms, vhost, channel and frame limits, more client properties.
-	// Its Dial is txbox's again afterwards: it bounds the handshake by the
-	// caller's context and lets a stuck write be aborted.
-	ClientOptions func(*amqp.Config)
+	// Connection is how to reach the broker, the same as in
+	// SubscriberOptions.
+	Connection
 }
 
 // withDefaults fills the fields left zero.
@@ -65,13 +48,7 @@ func (o *Options) withDefaults() {
 	o.ExchangeType = cmp.Or(o.ExchangeType, DefaultExchangeType)
 	o.MaxPayload = cmp.Or(o.MaxPayload, DefaultMaxPayload)
 	o.MaxChannels = cmp.Or(o.MaxChannels, defaultMaxChannels)
-	o.KeepAlive = cmp.Or(o.KeepAlive, DefaultKeepAlive)
-	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-publisher", o.Logger, o.ConnectTimeout)
-}
-
-// dialConfig is what dial needs of the options.
-func (o *Options) dialConfig(url string) dialConfig {
-	return dialConfig{url: url, name: o.Name, timeout: o.ConnectTimeout, keepAlive: o.KeepAlive, tls: o.TLSConfig, edit: o.ClientOptions, logger: o.Logger}
+	o.Connection.withDefaults("txbox-publisher")
 }
 
 // Publisher publishes to one exchange through one connection, dialled

@@ -102,7 +102,7 @@ func TestConformance(t *testing.T) {
 	run := adaptertest.Unique("bt")
 	exchange := "txbox." + run
 	adm.exchange(t, exchange)
-	opts := rabbitmqbroker.Options{Exchange: exchange, CreateExchange: true, MaxPayload: 1 << 20, Logger: adaptertest.Quiet}
+	opts := rabbitmqbroker.Options{Exchange: exchange, CreateExchange: true, MaxPayload: 1 << 20, Connection: rabbitmqbroker.Connection{Logger: adaptertest.Quiet}}
 	var n atomic.Int64
 	const ackWait = time.Second
 	brokertest.Run(t, brokertest.Harness{
@@ -115,7 +115,7 @@ func TestConformance(t *testing.T) {
 		},
 		NewPublisher: adaptertest.NewPublisher(rabbitmqbroker.Open, via, opts),
 		NewSubscriber: adaptertest.NewSubscriber(rabbitmqbroker.OpenSubscriber, via, func(group, topic string) rabbitmqbroker.SubscriberOptions {
-			return rabbitmqbroker.SubscriberOptions{Queue: "q." + topic, Exchange: exchange, BindingKeys: []string{topic}, AckWait: ackWait, Name: group}
+			return rabbitmqbroker.SubscriberOptions{Queue: "q." + topic, Exchange: exchange, BindingKeys: []string{topic}, AckWait: ackWait, Connection: rabbitmqbroker.Connection{Name: group}}
 		}),
 		Topic: func(t *testing.T) string {
 			topic := fmt.Sprintf("%s.t%d.Order.Created", run, n.Add(1))
@@ -312,7 +312,7 @@ func TestOpenErrors(t *testing.T) {
 		"passive subscriber, missing queue": adaptertest.Opening(rabbitmqbroker.OpenSubscriber, rawURL, rabbitmqbroker.SubscriberOptions{Queue: adaptertest.Unique("missing"), Passive: true}),
 	})
 	adaptertest.WrongPasswordAndNoServer(t, rawURL, "guest", func(url string, d time.Duration) func(context.Context) error {
-		return adaptertest.Opening(rabbitmqbroker.Open, url, rabbitmqbroker.Options{ConnectTimeout: d})
+		return adaptertest.Opening(rabbitmqbroker.Open, url, rabbitmqbroker.Options{Connection: rabbitmqbroker.Connection{ConnectTimeout: d}})
 	})
 }
 
@@ -327,8 +327,8 @@ func TestClientOptions(t *testing.T) {
 		c.Vhost = adaptertest.Unique("novhost")
 	}
 	adaptertest.ConfigRefused(t, "novhost", map[string]func(context.Context) error{
-		"publisher":  adaptertest.Opening(rabbitmqbroker.Open, rawURL, rabbitmqbroker.Options{ClientOptions: vhost}),
-		"subscriber": adaptertest.Opening(rabbitmqbroker.OpenSubscriber, rawURL, rabbitmqbroker.SubscriberOptions{Queue: adaptertest.Unique("q"), ClientOptions: vhost}),
+		"publisher":  adaptertest.Opening(rabbitmqbroker.Open, rawURL, rabbitmqbroker.Options{Connection: rabbitmqbroker.Connection{ClientOptions: vhost}}),
+		"subscriber": adaptertest.Opening(rabbitmqbroker.OpenSubscriber, rawURL, rabbitmqbroker.SubscriberOptions{Queue: adaptertest.Unique("q"), Connection: rabbitmqbroker.Connection{ClientOptions: vhost}}),
 	})
 }
 

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,7 +19,6 @@ import (
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/internal/deadline"
-	"github.com/txbox/txbox/broker/internal/defaults"
 	"github.com/txbox/txbox/broker/internal/receive"
 )
 
@@ -58,15 +56,8 @@ type SubscriberOptions struct {
 	// Nak'd within it, as a JetStream ack wait would. RabbitMQ itself only
 	// requeues when the channel closes. Default 0 (off).
 	AckWait time.Duration
-	// ConnectTimeout, KeepAlive, TLSConfig, Logger and ClientOptions are
-	// as in Options. Name is the connection name; default
-	// "txbox-subscriber".
-	ConnectTimeout time.Duration
-	KeepAlive      time.Duration
-	Name           string
-	TLSConfig      *tls.Config
-	Logger         *slog.Logger
-	ClientOptions  func(*amqp.Config)
+	// Connection is how to reach the broker, the same as in Options.
+	Connection
 }
 
 // withDefaults fills the fields left zero and checks the others.
@@ -80,14 +71,8 @@ func (o *SubscriberOptions) withDefaults() error {
 	o.Exchange = cmp.Or(o.Exchange, DefaultExchange)
 	o.ExchangeType = cmp.Or(o.ExchangeType, DefaultExchangeType)
 	o.MaxAckPending = cmp.Or(o.MaxAckPending, defaultMaxAckPending)
-	o.KeepAlive = cmp.Or(o.KeepAlive, DefaultKeepAlive)
-	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-subscriber", o.Logger, o.ConnectTimeout)
+	o.Connection.withDefaults("txbox-subscriber")
 	return nil
-}
-
-// dialConfig is what dial needs of the options.
-func (o *SubscriberOptions) dialConfig(url string) dialConfig {
-	return dialConfig{url: url, name: o.Name, timeout: o.ConnectTimeout, keepAlive: o.KeepAlive, tls: o.TLSConfig, edit: o.ClientOptions, logger: o.Logger}
 }
 
 // Subscriber consumes one durable queue. A lost connection fails the

@@ -62,6 +62,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -91,20 +92,37 @@ const (
 	FieldData   = "data"
 )
 
-type clientConfig struct {
-	url            string
-	name           string
-	connectTimeout time.Duration
-	edit           func(*redis.Options) // the caller's ClientOptions
+// Connection is how Open and OpenSubscriber reach the server, embedded in
+// Options and SubscriberOptions: one value serves both sides.
+type Connection struct {
+	// ConnectTimeout bounds one dial. Default 5s.
+	ConnectTimeout time.Duration
+	// Name is the client name the server shows (CLIENT LIST). Default
+	// "txbox-publisher" (Open) or "txbox-subscriber" (OpenSubscriber).
+	Name string
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+	// ClientOptions, when set, edits the go-redis options txbox made from
+	// the URL: TLS, pool size, read and write timeouts, a credentials
+	// provider. MaxRetries stays -1 and ContextTimeoutEnabled true
+	// afterwards: the relay does the retrying, and every call keeps its
+	// context's deadline.
+	ClientOptions func(*redis.Options)
 }
 
-// connect makes the client and checks the server within ctx.
-func connect(ctx context.Context, c clientConfig) (*redis.Client, error) {
-	rdb, err := newClient(c)
+// withDefaults fills the fields left zero; name is the side's client name.
+func (c *Connection) withDefaults(name string) {
+	c.Name, c.Logger, c.ConnectTimeout = defaults.Client(c.Name, name, c.Logger, c.ConnectTimeout)
+}
+
+// connect makes the client for url and checks the server within ctx.
+func connect(ctx context.Context, url string, c Connection) (*redis.Client, error) {
+	routeLibraryLogs(c.Logger)
+	rdb, err := newClient(url, c)
 	if err != nil {
 		return nil, err
 	}
-	if err := ping(ctx, rdb, c.url); err != nil {
+	if err := ping(ctx, rdb, url); err != nil {
 		_ = rdb.Close()
 		return nil, err
 	}
@@ -113,21 +131,21 @@ func connect(ctx context.Context, c clientConfig) (*redis.Client, error) {
 
 // newClient makes a client for url that never retries by itself, dials
 // once per attempt and honours context deadlines.
-func newClient(c clientConfig) (*redis.Client, error) {
-	if strings.TrimSpace(c.url) == "" {
+func newClient(url string, c Connection) (*redis.Client, error) {
+	if strings.TrimSpace(url) == "" {
 		return nil, &txbox.ConfigError{Field: "Redis URL", Reason: "empty"}
 	}
-	opt, err := redis.ParseURL(c.url)
+	opt, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, &txbox.ConfigError{Field: "Redis URL", Reason: fmt.Sprintf("%s: %v", redact.URL(c.url), redact.Error(err, c.url))}
+		return nil, &txbox.ConfigError{Field: "Redis URL", Reason: fmt.Sprintf("%s: %v", redact.URL(url), redact.Error(err, url))}
 	}
-	opt.ClientName = c.name
+	opt.ClientName = c.Name
 	opt.DialerRetries = 1
-	opt.DialTimeout = c.connectTimeout
+	opt.DialTimeout = c.ConnectTimeout
 	opt.DisableIdentity = true
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	if c.edit != nil {
-		c.edit(opt)
+	if c.ClientOptions != nil {
+		c.ClientOptions(opt)
 	}
 	opt.MaxRetries = -1
 	opt.ContextTimeoutEnabled = true

@@ -7,14 +7,12 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/internal/deadline"
-	"github.com/txbox/txbox/broker/internal/defaults"
 	"github.com/txbox/txbox/internal/redact"
 )
 
@@ -32,19 +30,9 @@ type Options struct {
 	// acknowledged across a restart (append-only file), for servers where
 	// Open cannot read the configuration (CONFIG forbidden).
 	AssumePersistent bool
-	// ConnectTimeout bounds one dial. Default 5s.
-	ConnectTimeout time.Duration
-	// Name is the client name the server shows (CLIENT LIST). Default
-	// "txbox-publisher".
-	Name string
-	// Logger. Default slog.Default().
-	Logger *slog.Logger
-	// ClientOptions, when set, edits the go-redis options txbox made from
-	// the URL: TLS, pool size, read and write timeouts, a credentials
-	// provider. MaxRetries stays -1 and ContextTimeoutEnabled true
-	// afterwards: the relay does the retrying, and every call keeps its
-	// context's deadline.
-	ClientOptions func(*redis.Options)
+	// Connection is how to reach the server, the same as in
+	// SubscriberOptions.
+	Connection
 }
 
 // withDefaults fills the fields left zero and checks the others.
@@ -52,7 +40,7 @@ func (o *Options) withDefaults() error {
 	if o.MaxLen < 0 {
 		return &txbox.ConfigError{Field: "Redis MaxLen", Reason: fmt.Sprintf("%d is negative", o.MaxLen)}
 	}
-	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-publisher", o.Logger, o.ConnectTimeout)
+	o.Connection.withDefaults("txbox-publisher")
 	return nil
 }
 
@@ -76,8 +64,7 @@ func Open(ctx context.Context, url string, opts Options) (*Publisher, error) {
 	if err := opts.withDefaults(); err != nil {
 		return nil, err
 	}
-	routeLibraryLogs(opts.Logger)
-	rdb, err := connect(ctx, clientConfig{url: url, name: opts.Name, connectTimeout: opts.ConnectTimeout, edit: opts.ClientOptions})
+	rdb, err := connect(ctx, url, opts.Connection)
 	if err != nil {
 		return nil, err
 	}

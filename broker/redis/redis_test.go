@@ -73,7 +73,7 @@ func TestConformance(t *testing.T) {
 			rp := p.(*redisbroker.Publisher)
 			return brokertest.Capabilities{OrderPerKey: true, Persistent: rp.Persistent(), Redelivery: true, MaxPayload: rp.MaxPayload()}
 		},
-		NewPublisher: adaptertest.NewPublisher(redisbroker.Open, rawURL, redisbroker.Options{MaxPayload: 1 << 20, Logger: adaptertest.Quiet}),
+		NewPublisher: adaptertest.NewPublisher(redisbroker.Open, rawURL, redisbroker.Options{MaxPayload: 1 << 20, Connection: redisbroker.Connection{Logger: adaptertest.Quiet}}),
 		NewSubscriber: adaptertest.NewSubscriber(redisbroker.OpenSubscriber, rawURL, func(group, topic string) redisbroker.SubscriberOptions {
 			return redisbroker.SubscriberOptions{Streams: []string{topic}, Group: group, AckWait: ackWait}
 		}),
@@ -272,7 +272,7 @@ func TestOpenErrors(t *testing.T) {
 		"a string key as stream": adaptertest.Opening(redisbroker.OpenSubscriber, rawURL, redisbroker.SubscriberOptions{Streams: []string{str}, Group: "g"}),
 	})
 	adaptertest.WrongPasswordAndNoServer(t, rawURL, "nosuchuser", func(url string, d time.Duration) func(context.Context) error {
-		return adaptertest.Opening(redisbroker.Open, url, redisbroker.Options{ConnectTimeout: d})
+		return adaptertest.Opening(redisbroker.Open, url, redisbroker.Options{Connection: redisbroker.Connection{ConnectTimeout: d}})
 	})
 }
 
@@ -288,11 +288,11 @@ func TestClientOptions(t *testing.T) {
 		o.DB = 1 << 20
 	}
 	adaptertest.ConfigRefused(t, "DB index", map[string]func(context.Context) error{
-		"publisher":  adaptertest.Opening(redisbroker.Open, rawURL, redisbroker.Options{ClientOptions: noDB}),
-		"subscriber": adaptertest.Opening(redisbroker.OpenSubscriber, rawURL, redisbroker.SubscriberOptions{Streams: []string{prefix + "s"}, Group: "g", ClientOptions: noDB}),
+		"publisher":  adaptertest.Opening(redisbroker.Open, rawURL, redisbroker.Options{Connection: redisbroker.Connection{ClientOptions: noDB}}),
+		"subscriber": adaptertest.Opening(redisbroker.OpenSubscriber, rawURL, redisbroker.SubscriberOptions{Streams: []string{prefix + "s"}, Group: "g", Connection: redisbroker.Connection{ClientOptions: noDB}}),
 	})
 	retries := func(o *redis.Options) { o.MaxRetries = 5 }
-	p := adaptertest.Open(t, redisbroker.Open, rawURL, redisbroker.Options{ClientOptions: retries})
+	p := adaptertest.Open(t, redisbroker.Open, rawURL, redisbroker.Options{Connection: redisbroker.Connection{ClientOptions: retries}})
 	if n := p.Client().Options().MaxRetries; n > 0 {
 		t.Errorf("MaxRetries = %d after ClientOptions set 5, want txbox's none", n)
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/txbox/txbox/broker"
 	"github.com/txbox/txbox/broker/internal/ce"
 	"github.com/txbox/txbox/broker/internal/deadline"
-	"github.com/txbox/txbox/broker/internal/defaults"
 	"github.com/txbox/txbox/broker/internal/receive"
 )
 
@@ -42,12 +41,8 @@ type SubscriberOptions struct {
 	// the group claims it again, and the longest precise Nak delay.
 	// Default 30s.
 	AckWait time.Duration
-	// ConnectTimeout, Logger and ClientOptions are as in Options. Name is
-	// the client name; default "txbox-subscriber".
-	ConnectTimeout time.Duration
-	Name           string
-	Logger         *slog.Logger
-	ClientOptions  func(*redis.Options)
+	// Connection is how to reach the server, the same as in Options.
+	Connection
 }
 
 // withDefaults fills the fields left zero and checks the others.
@@ -68,7 +63,7 @@ func (o *SubscriberOptions) withDefaults() error {
 		_, _ = rand.Read(b[:])
 		o.Consumer = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
-	o.Name, o.Logger, o.ConnectTimeout = defaults.Client(o.Name, "txbox-subscriber", o.Logger, o.ConnectTimeout)
+	o.Connection.withDefaults("txbox-subscriber")
 	return nil
 }
 
@@ -93,8 +88,7 @@ func OpenSubscriber(ctx context.Context, url string, opts SubscriberOptions) (*S
 	if err := opts.withDefaults(); err != nil {
 		return nil, err
 	}
-	routeLibraryLogs(opts.Logger)
-	rdb, err := connect(ctx, clientConfig{url: url, name: opts.Name, connectTimeout: opts.ConnectTimeout, edit: opts.ClientOptions})
+	rdb, err := connect(ctx, url, opts.Connection)
 	if err != nil {
 		return nil, err
 	}

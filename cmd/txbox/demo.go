@@ -207,7 +207,7 @@ func newDemoWorld(ctx context.Context, o demoOpts) (*demoWorld, error) {
 	w.natsURL = w.ns.ClientURL()
 	// A short duplicate window lets the relay's republished copies through,
 	// so the inbox has real duplicates to absorb.
-	p, err := natsbroker.Open(ctx, w.natsURL, natsbroker.Options{Stream: demoStream, Subjects: []string{demoSubject}, CreateStream: true, DuplicateWindow: time.Second, Logger: discardLogger()})
+	p, err := natsbroker.Open(ctx, w.natsURL, natsbroker.Options{Stream: demoStream, Subjects: []string{demoSubject}, CreateStream: true, DuplicateWindow: time.Second, Connection: natsbroker.Connection{Logger: discardLogger()}})
 	if err != nil {
 		return fail(err)
 	}
@@ -299,7 +299,7 @@ var errDemoRollback = errors.New("payment declined (rolled back on purpose)")
 
 func (w *demoWorld) consumer(o demoOpts) (*inbox.Consumer, error) {
 	sub, err := natsbroker.OpenSubscriber(context.Background(), w.natsURL, natsbroker.SubscriberOptions{
-		Stream: demoStream, Durable: "inventory", AckWait: 5 * time.Second, Logger: discardLogger()})
+		Stream: demoStream, Durable: "inventory", AckWait: 5 * time.Second, Connection: natsbroker.Connection{Logger: discardLogger()}})
 	if err != nil {
 		return nil, err
 	}
@@ -381,7 +381,7 @@ func (w *demoWorld) republishSent(ctx context.Context, n int, rng *rand.Rand) {
 	if err != nil || len(recs) == 0 {
 		return
 	}
-	p, err := natsbroker.Open(ctx, w.natsURL, natsbroker.Options{Stream: demoStream, Logger: discardLogger()})
+	p, err := natsbroker.Open(ctx, w.natsURL, natsbroker.Options{Stream: demoStream, Connection: natsbroker.Connection{Logger: discardLogger()}})
 	if err != nil {
 		return
 	}

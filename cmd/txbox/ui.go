@@ -16,6 +16,7 @@ import (
 
 	"github.com/txbox/txbox"
 	"github.com/txbox/txbox/console"
+	"github.com/txbox/txbox/internal/loopback"
 	"github.com/txbox/txbox/internal/redact"
 )
 
@@ -43,7 +44,7 @@ func (f *uiFlags) check() (token string, tlsConf *tls.Config, err error) {
 	if err != nil {
 		return "", nil, &txbox.ConfigError{Field: "--addr (TXBOX_ADDR)", Reason: fmt.Sprintf("%q: want host:port, e.g. 127.0.0.1:8080", f.addr)}
 	}
-	loopback := console.LoopbackHost(host)
+	loopback := loopback.Host(host)
 	if token == "" && !loopback {
 		return "", nil, &txbox.ConfigError{Field: "--addr (TXBOX_ADDR)", Reason: fmt.Sprintf("%q is not a loopback address; anyone who reaches it could replay and purge: give --token or --token-file, or bind 127.0.0.1", f.addr)}
 	}

@@ -82,7 +82,7 @@ func (Kafka) Setup(t *testing.T) *scenario.Destination {
 			return testenv.Open(t, func(ctx context.Context) (*kafkabroker.Subscriber, error) {
 				return kafkabroker.OpenSubscriber(ctx, kc.URL(), kafkabroker.SubscriberOptions{
 					Group: durable, Topics: []string{topics}, Regex: true, AckWait: 5 * time.Second,
-					ClientOptions: []kgo.Opt{kgo.MetadataMaxAge(time.Second)},
+					Connection: kafkabroker.Connection{ClientOptions: []kgo.Opt{kgo.MetadataMaxAge(time.Second)}},
 				})
 			})
 		},

@@ -40,7 +40,7 @@ func (MQTT) Setup(t *testing.T) *scenario.Destination {
 	defer cancel()
 
 	for _, d := range MQTTDurables {
-		s, err := mqttbroker.OpenSubscriber(ctx, srv.URL, mqttbroker.SubscriberOptions{ClientID: d, Topics: []string{filter}, Logger: mqttQuiet})
+		s, err := mqttbroker.OpenSubscriber(ctx, srv.URL, mqttbroker.SubscriberOptions{ClientID: d, Topics: []string{filter}, Connection: mqttbroker.Connection{Logger: mqttQuiet}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +48,7 @@ func (MQTT) Setup(t *testing.T) *scenario.Destination {
 	}
 
 	tap, err := mqttbroker.OpenSubscriber(ctx, srv.URL, mqttbroker.SubscriberOptions{
-		ClientID: "tap-" + prefix, Topics: []string{filter}, MaxAckPending: 65535, AckWait: -1, Logger: mqttQuiet,
+		ClientID: "tap-" + prefix, Topics: []string{filter}, MaxAckPending: 65535, AckWait: -1, Connection: mqttbroker.Connection{Logger: mqttQuiet},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +88,7 @@ func (MQTT) Setup(t *testing.T) *scenario.Destination {
 		Topic: prefix + "/{aggregate_type}/{event_type}",
 		Publisher: func(t *testing.T) broker.Publisher {
 			return testenv.Open(t, func(ctx context.Context) (*mqttbroker.Publisher, error) {
-				return mqttbroker.Open(ctx, srv.URL, mqttbroker.Options{Logger: mqttQuiet, RequireSubscribers: true})
+				return mqttbroker.Open(ctx, srv.URL, mqttbroker.Options{Connection: mqttbroker.Connection{Logger: mqttQuiet}, RequireSubscribers: true})
 			})
 		},
 		Tapped: seen.all,
@@ -103,7 +103,7 @@ func (MQTT) Setup(t *testing.T) *scenario.Destination {
 		Subscriber: func(t *testing.T, durable string) broker.Subscriber {
 			return testenv.Open(t, func(ctx context.Context) (*mqttbroker.Subscriber, error) {
 				return mqttbroker.OpenSubscriber(ctx, srv.URL, mqttbroker.SubscriberOptions{
-					ClientID: durable, Topics: []string{filter}, AckWait: 5 * time.Second, Logger: mqttQuiet,
+					ClientID: durable, Topics: []string{filter}, AckWait: 5 * time.Second, Connection: mqttbroker.Connection{Logger: mqttQuiet},
 				})
 			})
 		},

@@ -126,7 +126,7 @@ func (RabbitMQ) Setup(t *testing.T) *scenario.Destination {
 			})
 			return testenv.Open(t, func(ctx context.Context) (*rabbitmqbroker.Subscriber, error) {
 				return rabbitmqbroker.OpenSubscriber(ctx, via, rabbitmqbroker.SubscriberOptions{
-					Queue: queues["inbox"], Exchange: exchange, Passive: true, AckWait: 5 * time.Second, Name: durable,
+					Queue: queues["inbox"], Exchange: exchange, Passive: true, AckWait: 5 * time.Second, Connection: rabbitmqbroker.Connection{Name: durable},
 				})
 			})
 		},

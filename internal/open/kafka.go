@@ -36,8 +36,7 @@ func init() {
 				Partitions:        int32(kafkaFlags.partitions),
 				ReplicationFactor: int16(kafkaFlags.replicationFactor),
 				MaxPayload:        kafkaFlags.maxMessageBytes,
-				Name:              "txbox-relay",
-				Logger:            log,
+				Connection:        kafkabroker.Connection{Name: "txbox-relay", Logger: log},
 			})
 		},
 	})

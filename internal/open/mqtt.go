@@ -53,7 +53,7 @@ func init() {
 			}
 			return mqttbroker.Open(ctx, raw, mqttbroker.Options{
 				ClientID: mqttFlags.clientID, MaxPayload: mqttFlags.maxPayload, RequireSubscribers: mqttFlags.requireSubscribers,
-				TLSConfig: tlsConf, KeepAlive: mqttFlags.keepAlive, Logger: log,
+				Connection: mqttbroker.Connection{TLSConfig: tlsConf, KeepAlive: mqttFlags.keepAlive, Logger: log},
 			})
 		},
 	})

@@ -50,7 +50,7 @@ func init() {
 			}
 			opts := natsbroker.Options{
 				Stream: natsFlags.stream, Subjects: subjects, CreateStream: natsFlags.createStream, Topic: topic,
-				Logger: log, Name: "txbox-relay",
+				Connection: natsbroker.Connection{Logger: log, Name: "txbox-relay"},
 			}
 			if natsFlags.createStream && natsFlags.subjects == "" && topic != "" {
 				return openNoImplicitSubjects(ctx, raw, opts)
@@ -82,7 +82,7 @@ func openNoImplicitSubjects(ctx context.Context, raw string, opts natsbroker.Opt
 		target = natsbroker.DefaultStream
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	probe, err := natsbroker.Open(ctx, raw, natsbroker.Options{Stream: target, Logger: quiet, Name: opts.Name})
+	probe, err := natsbroker.Open(ctx, raw, natsbroker.Options{Stream: target, Connection: natsbroker.Connection{Logger: quiet, Name: opts.Name}})
 	switch {
 	case err != nil && errors.Is(err, txbox.ErrConfig):
 		return natsbroker.Open(ctx, raw, opts) // no such stream: create it

@@ -29,7 +29,7 @@ func init() {
 		open: func(ctx context.Context, raw string, log *slog.Logger) (broker.Publisher, error) {
 			return rabbitmqbroker.Open(ctx, raw, rabbitmqbroker.Options{
 				Exchange: amqpFlags.exchange, ExchangeType: amqpFlags.exchangeType, CreateExchange: amqpFlags.declare,
-				MaxPayload: amqpFlags.maxPayload, Logger: log, Name: "txbox-relay",
+				MaxPayload: amqpFlags.maxPayload, Connection: rabbitmqbroker.Connection{Logger: log, Name: "txbox-relay"},
 			})
 		},
 	})

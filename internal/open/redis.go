@@ -29,7 +29,7 @@ func init() {
 		open: func(ctx context.Context, raw string, log *slog.Logger) (broker.Publisher, error) {
 			return redisbroker.Open(ctx, raw, redisbroker.Options{
 				MaxLen: redisFlags.maxLen, MaxPayload: redisFlags.maxPayload, AssumePersistent: redisFlags.assumePersistent,
-				Logger: log, Name: "txbox-relay",
+				Connection: redisbroker.Connection{Logger: log, Name: "txbox-relay"},
 			})
 		},
 	})

@@ -23,7 +23,7 @@ func TestKafkaCloudEventsSDKDecodes(t *testing.T) {
 	kc := kafkatest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	p, err := kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{CreateTopics: true, Partitions: 1, Logger: quiet})
+	p, err := kafkabroker.Open(ctx, kc.URL(), kafkabroker.Options{CreateTopics: true, Partitions: 1, Connection: kafkabroker.Connection{Logger: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}

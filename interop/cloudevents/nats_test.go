@@ -35,7 +35,7 @@ func TestNATSCloudEventsSDKDecodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
-	p, err := natsbroker.Open(ctx, url, natsbroker.Options{Stream: stream, Logger: quiet})
+	p, err := natsbroker.Open(ctx, url, natsbroker.Options{Stream: stream, Connection: natsbroker.Connection{Logger: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // Package prom reports the relay's and the inbox's metrics to Prometheus:
-// the telemetry.RelayMetrics and telemetry.InboxMetrics hooks over
+// the relay.Metrics and inbox.Metrics hooks over
 // client_golang, with the names, help, labels and buckets METRICS.md lists.
 //
 //	reg := prometheus.NewRegistry()
@@ -18,7 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/txbox/txbox/telemetry"
+	"github.com/txbox/txbox/inbox"
+	"github.com/txbox/txbox/relay"
 )
 
 var (
@@ -43,7 +44,7 @@ type RelayMetrics struct {
 	sampleErrors                    prometheus.Counter
 }
 
-var _ telemetry.RelayMetrics = (*RelayMetrics)(nil)
+var _ relay.Metrics = (*RelayMetrics)(nil)
 
 // NewRelayMetrics returns a relay's metrics for reg (nil:
 // prometheus.DefaultRegisterer). Wrap reg with prometheus.WrapRegistererWith
@@ -71,9 +72,9 @@ func NewRelayMetrics(reg prometheus.Registerer) *RelayMetrics {
 		sampleErrors:  counter("txbox_outbox_sample_errors_total", "Backlog samples that failed."),
 		wakes:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "txbox_relay_wakeups_total", Help: "Waits after a short claim ended, by source: listen (a push wake-up), poll (the poll interval) or batch (one of the relay's own batches ended, freeing its aggregates)."}, []string{"source"}),
 	}
-	m.wakeListen = m.wakes.WithLabelValues(string(telemetry.WokeByListen))
-	m.wakePoll = m.wakes.WithLabelValues(string(telemetry.WokeByPoll))
-	m.wakeBatch = m.wakes.WithLabelValues(string(telemetry.WokeByBatch))
+	m.wakeListen = m.wakes.WithLabelValues(string(relay.WokeByListen))
+	m.wakePoll = m.wakes.WithLabelValues(string(relay.WokeByPoll))
+	m.wakeBatch = m.wakes.WithLabelValues(string(relay.WokeByBatch))
 	return m
 }
 
@@ -88,18 +89,18 @@ const backlogHelp = "Rows still to deliver, by status, sampled from the database
 // Attach registers the relay's collectors; the totals and gauges read
 // state when scraped. It panics, as MustRegister does, when one of them is
 // registered already.
-func (m *RelayMetrics) Attach(state func() telemetry.RelayState) {
+func (m *RelayMetrics) Attach(state func() relay.Stats) {
 	if m.attached.Swap(true) {
 		panic("prom: a RelayMetrics serves one relay; call NewRelayMetrics for each")
 	}
-	fromCtr := func(name, help string, labels prometheus.Labels, f func(telemetry.RelayState) int64) prometheus.Collector {
+	fromCtr := func(name, help string, labels prometheus.Labels, f func(relay.Stats) int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return float64(f(state())) })
 	}
-	gauge := func(name, help string, labels prometheus.Labels, f func(telemetry.RelayState) float64) prometheus.Collector {
+	gauge := func(name, help string, labels prometheus.Labels, f func(relay.Stats) float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return f(state()) })
 	}
-	boolGauge := func(f func(telemetry.RelayState) bool) func(telemetry.RelayState) float64 {
-		return func(s telemetry.RelayState) float64 {
+	boolGauge := func(f func(relay.Stats) bool) func(relay.Stats) float64 {
+		return func(s relay.Stats) float64 {
 			if f(s) {
 				return 1
 			}
@@ -114,24 +115,24 @@ func (m *RelayMetrics) Attach(state func() telemetry.RelayState) {
 	}
 	cs := []prometheus.Collector{
 		m.claimSeconds, m.claimRows, m.publishRound, m.commitDelay, m.inFlight, m.markFailures, m.claimFailures, m.sampleErrors, m.wakes,
-		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "delivered"}, func(s telemetry.RelayState) int64 { return s.Delivered }),
-		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "retried"}, func(s telemetry.RelayState) int64 { return s.Retried }),
-		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "deferred"}, func(s telemetry.RelayState) int64 { return s.Deferred }),
-		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "dead"}, func(s telemetry.RelayState) int64 { return s.Dead }),
-		fromCtr("txbox_relay_claimed_total", "Rows claimed.", nil, func(s telemetry.RelayState) int64 { return s.Claimed }),
-		fromCtr("txbox_relay_released_total", "Claimed rows handed back unpublished (shutdown, lease nearly spent, an earlier row of the aggregate failed).", nil, func(s telemetry.RelayState) int64 { return s.Released }),
-		fromCtr("txbox_relay_lease_lost_total", "Marks refused because another relay took the rows over after the lease ran out.", nil, func(s telemetry.RelayState) int64 { return s.LeaseLost }),
-		gauge("txbox_outbox_backlog", backlogHelp, prometheus.Labels{"status": "pending"}, func(s telemetry.RelayState) float64 { return float64(s.Backlog.Pending) }),
-		gauge("txbox_outbox_backlog", backlogHelp, prometheus.Labels{"status": "retry"}, func(s telemetry.RelayState) float64 { return float64(s.Backlog.Retry) }),
-		gauge("txbox_outbox_backlog", backlogHelp, prometheus.Labels{"status": "processing"}, func(s telemetry.RelayState) float64 { return float64(s.Backlog.Processing) }),
-		gauge("txbox_outbox_dead", "DEAD rows waiting for an operator, sampled from the database.", nil, func(s telemetry.RelayState) float64 { return float64(s.Backlog.Dead) }),
-		gauge("txbox_outbox_oldest_pending_age_seconds", "Age of the oldest PENDING, RETRY or PROCESSING row (0 when none), sampled from the database.", nil, func(s telemetry.RelayState) float64 { return s.Backlog.OldestAge.Seconds() }),
-		gauge("txbox_outbox_last_sample_timestamp_seconds", "When the backlog was last sampled successfully (unix time).", nil, func(s telemetry.RelayState) float64 { return unix(s.SampledAt) }),
-		gauge("txbox_relay_last_publish_timestamp_seconds", "When the broker last confirmed a message (unix time; 0: not yet).", nil, func(s telemetry.RelayState) float64 { return unix(s.LastPublish) }),
-		gauge("txbox_relay_broker_up", "1 while the broker takes publishes; 0 until the first publish or ping succeeded, and during a broker outage (a publish round that confirmed nothing and failed for the way out, or a failed ping of an idle relay's broker) until a publish is confirmed again.", nil, boolGauge(func(s telemetry.RelayState) bool { return s.BrokerUp })),
-		gauge("txbox_relay_destinations_down", "Destinations (rendered topics) refusing publishes for an outage of their own (no stream for the subject) while the broker takes others; their events wait without spending attempts.", nil, func(s telemetry.RelayState) float64 { return float64(s.DestinationsDown) }),
-		gauge("txbox_relay_database_up", "1 while the relay's claims and backlog samples succeed; 0 until the first success and after a failure, until the next success.", nil, boolGauge(func(s telemetry.RelayState) bool { return s.DatabaseUp })),
-		gauge("txbox_relay_ready", "1 when the relay is ready (see /readyz): database answers, broker confirms, oldest pending age and stall within bounds.", nil, boolGauge(func(s telemetry.RelayState) bool { return s.Ready })),
+		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "delivered"}, func(s relay.Stats) int64 { return s.Published }),
+		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "retried"}, func(s relay.Stats) int64 { return s.Retried }),
+		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "deferred"}, func(s relay.Stats) int64 { return s.Deferred }),
+		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "dead"}, func(s relay.Stats) int64 { return s.Dead }),
+		fromCtr("txbox_relay_claimed_total", "Rows claimed.", nil, func(s relay.Stats) int64 { return s.Claimed }),
+		fromCtr("txbox_relay_released_total", "Claimed rows handed back unpublished (shutdown, lease nearly spent, an earlier row of the aggregate failed).", nil, func(s relay.Stats) int64 { return s.Released }),
+		fromCtr("txbox_relay_lease_lost_total", "Marks refused because another relay took the rows over after the lease ran out.", nil, func(s relay.Stats) int64 { return s.LeaseLost }),
+		gauge("txbox_outbox_backlog", backlogHelp, prometheus.Labels{"status": "pending"}, func(s relay.Stats) float64 { return float64(s.Backlog.Pending) }),
+		gauge("txbox_outbox_backlog", backlogHelp, prometheus.Labels{"status": "retry"}, func(s relay.Stats) float64 { return float64(s.Backlog.Retry) }),
+		gauge("txbox_outbox_backlog", backlogHelp, prometheus.Labels{"status": "processing"}, func(s relay.Stats) float64 { return float64(s.Backlog.Processing) }),
+		gauge("txbox_outbox_dead", "DEAD rows waiting for an operator, sampled from the database.", nil, func(s relay.Stats) float64 { return float64(s.Backlog.Dead) }),
+		gauge("txbox_outbox_oldest_pending_age_seconds", "Age of the oldest PENDING, RETRY or PROCESSING row (0 when none), sampled from the database.", nil, func(s relay.Stats) float64 { return s.Backlog.OldestAge.Seconds() }),
+		gauge("txbox_outbox_last_sample_timestamp_seconds", "When the backlog was last sampled successfully (unix time).", nil, func(s relay.Stats) float64 { return unix(s.SampledAt) }),
+		gauge("txbox_relay_last_publish_timestamp_seconds", "When the broker last confirmed a message (unix time; 0: not yet).", nil, func(s relay.Stats) float64 { return unix(s.LastPublish) }),
+		gauge("txbox_relay_broker_up", "1 while the broker takes publishes; 0 until the first publish or ping succeeded, and during a broker outage (a publish round that confirmed nothing and failed for the way out, or a failed ping of an idle relay's broker) until a publish is confirmed again.", nil, boolGauge(func(s relay.Stats) bool { return s.BrokerUp })),
+		gauge("txbox_relay_destinations_down", "Destinations (rendered topics) refusing publishes for an outage of their own (no stream for the subject) while the broker takes others; their events wait without spending attempts.", nil, func(s relay.Stats) float64 { return float64(s.DestinationsDown) }),
+		gauge("txbox_relay_database_up", "1 while the relay's claims and backlog samples succeed; 0 until the first success and after a failure, until the next success.", nil, boolGauge(func(s relay.Stats) bool { return s.DatabaseUp })),
+		gauge("txbox_relay_ready", "1 when the relay is ready (see /readyz): database answers, broker confirms, oldest pending age and stall within bounds.", nil, boolGauge(func(s relay.Stats) bool { return s.Ready })),
 	}
 	for _, col := range cs {
 		m.reg.MustRegister(col)
@@ -159,13 +160,13 @@ func (m *RelayMetrics) BatchDone(markFailed bool) {
 	}
 }
 
-func (m *RelayMetrics) Woke(source telemetry.WakeSource) {
+func (m *RelayMetrics) Woke(source relay.WakeSource) {
 	switch source {
-	case telemetry.WokeByListen:
+	case relay.WokeByListen:
 		m.wakeListen.Inc()
-	case telemetry.WokeByPoll:
+	case relay.WokeByPoll:
 		m.wakePoll.Inc()
-	case telemetry.WokeByBatch:
+	case relay.WokeByBatch:
 		m.wakeBatch.Inc()
 	default:
 		m.wakes.WithLabelValues(string(source)).Inc()
@@ -187,7 +188,7 @@ type InboxMetrics struct {
 	handler, tx prometheus.Histogram
 }
 
-var _ telemetry.InboxMetrics = (*InboxMetrics)(nil)
+var _ inbox.Metrics = (*InboxMetrics)(nil)
 
 // NewInboxMetrics returns a consumer's metrics for reg (nil:
 // prometheus.DefaultRegisterer), so that a service that embeds a consumer
@@ -203,7 +204,7 @@ func NewInboxMetrics(reg prometheus.Registerer) *InboxMetrics {
 // Attach registers the consumer's collectors, labelled consumer; the
 // totals read state when scraped. It panics, as MustRegister does, when
 // one of them is registered already.
-func (m *InboxMetrics) Attach(consumer string, state func() telemetry.InboxState) {
+func (m *InboxMetrics) Attach(consumer string, state func() inbox.Stats) {
 	if m.attached.Swap(true) {
 		// A second consumer would record its durations in the first one's
 		// histograms.
@@ -212,20 +213,20 @@ func (m *InboxMetrics) Attach(consumer string, state func() telemetry.InboxState
 	labels := prometheus.Labels{"consumer": consumer}
 	m.handler = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "txbox_inbox_handler_seconds", Help: "Duration of the handler, per event.", ConstLabels: labels, Buckets: secondsBuckets})
 	m.tx = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "txbox_inbox_transaction_seconds", Help: "Duration of one inbox transaction, begin to commit or rollback (TxBatch > 1: one per shared transaction).", ConstLabels: labels, Buckets: secondsBuckets})
-	ctr := func(name, help string, f func(telemetry.InboxState) int64) prometheus.Collector {
+	ctr := func(name, help string, f func(inbox.Stats) int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return float64(f(state())) })
 	}
 	for _, col := range []prometheus.Collector{
 		m.handler, m.tx,
-		ctr("txbox_inbox_processed_total", "Events whose handler ran and committed.", func(s telemetry.InboxState) int64 { return s.Processed }),
-		ctr("txbox_inbox_duplicates_total", "Deliveries of events already processed: acknowledged and skipped.", func(s telemetry.InboxState) int64 { return s.Duplicates }),
-		ctr("txbox_inbox_failed_total", "Failed handler attempts (each attempt counts).", func(s telemetry.InboxState) int64 { return s.Failed }),
-		ctr("txbox_inbox_parked_total", "Events parked (DEAD) after their last attempt, or refused by the store.", func(s telemetry.InboxState) int64 { return s.Parked }),
-		ctr("txbox_inbox_undecodable_total", "Messages that were not txbox events, parked raw.", func(s telemetry.InboxState) int64 { return s.Undecodable }),
-		ctr("txbox_inbox_skipped_total", "Events skipped by the version guard as stale.", func(s telemetry.InboxState) int64 { return s.Stale }),
-		ctr("txbox_inbox_held_total", "Ordered: events held back to wait for their predecessor.", func(s telemetry.InboxState) int64 { return s.Held }),
-		ctr("txbox_inbox_replayed_total", "Parked events applied again on an operator's replay request.", func(s telemetry.InboxState) int64 { return s.Replayed }),
-		ctr("txbox_inbox_outage_waits_total", "Deliveries sent back for an outage (a database unavailable), spending no attempt.", func(s telemetry.InboxState) int64 { return s.OutageWaits }),
+		ctr("txbox_inbox_processed_total", "Events whose handler ran and committed.", func(s inbox.Stats) int64 { return s.Processed }),
+		ctr("txbox_inbox_duplicates_total", "Deliveries of events already processed: acknowledged and skipped.", func(s inbox.Stats) int64 { return s.Duplicates }),
+		ctr("txbox_inbox_failed_total", "Failed handler attempts (each attempt counts).", func(s inbox.Stats) int64 { return s.Failed }),
+		ctr("txbox_inbox_parked_total", "Events parked (DEAD) after their last attempt, or refused by the store.", func(s inbox.Stats) int64 { return s.Parked }),
+		ctr("txbox_inbox_undecodable_total", "Messages that were not txbox events, parked raw.", func(s inbox.Stats) int64 { return s.Undecodable }),
+		ctr("txbox_inbox_skipped_total", "Events skipped by the version guard as stale.", func(s inbox.Stats) int64 { return s.Stale }),
+		ctr("txbox_inbox_held_total", "Ordered: events held back to wait for their predecessor.", func(s inbox.Stats) int64 { return s.Held }),
+		ctr("txbox_inbox_replayed_total", "Parked events applied again on an operator's replay request.", func(s inbox.Stats) int64 { return s.Replayed }),
+		ctr("txbox_inbox_outage_waits_total", "Deliveries sent back for an outage (a database unavailable), spending no attempt.", func(s inbox.Stats) int64 { return s.OutageWaits }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "txbox_inbox_database_up", Help: "0 from the first failure that met an outage (the consumer's database, or one its handler needs, unavailable) until a delivery sent back for it gets through; else 1.", ConstLabels: labels},
 			func() float64 {
 				if state().DatabaseUp {

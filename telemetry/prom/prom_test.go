@@ -9,7 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/txbox/txbox/telemetry"
+	"github.com/txbox/txbox/inbox"
+	"github.com/txbox/txbox/relay"
+	"github.com/txbox/txbox/store"
 )
 
 // The relay's gauges and totals read the state when scraped; the hook's
@@ -17,9 +19,9 @@ import (
 func TestRelayMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewRelayMetrics(reg)
-	st := telemetry.RelayState{Delivered: 7, Dead: 1, Backlog: telemetry.Backlog{Pending: 3, OldestAge: 1500 * time.Millisecond},
+	st := relay.Stats{Published: 7, Dead: 1, Backlog: store.Backlog{Pending: 3, OldestAge: 1500 * time.Millisecond},
 		SampledAt: time.Unix(100, 500_000_000), BrokerUp: true, DestinationsDown: 2}
-	m.Attach(func() telemetry.RelayState { return st })
+	m.Attach(func() relay.Stats { return st })
 	m.Claimed(time.Millisecond, 5, nil)
 	m.Claimed(time.Millisecond, 0, errors.New("down"))
 	m.Confirmed(time.Second)
@@ -27,7 +29,7 @@ func TestRelayMetrics(t *testing.T) {
 	m.BatchStarted()
 	m.BatchStarted()
 	m.BatchDone(true)
-	m.Woke(telemetry.WokeByListen)
+	m.Woke(relay.WokeByListen)
 	m.BacklogSampled(errors.New("x"))
 	m.BacklogSampled(nil)
 	want := `
@@ -95,7 +97,7 @@ txbox_relay_wakeups_total{source="poll"} 0
 			t.Fatal("a second Attach did not panic")
 		}
 	}()
-	m.Attach(func() telemetry.RelayState { return st })
+	m.Attach(func() relay.Stats { return st })
 }
 
 // A consumer's metrics carry its name; one InboxMetrics serves one
@@ -103,8 +105,8 @@ txbox_relay_wakeups_total{source="poll"} 0
 func TestInboxMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	a, b := NewInboxMetrics(reg), NewInboxMetrics(reg)
-	a.Attach("billing", func() telemetry.InboxState { return telemetry.InboxState{Processed: 4, DatabaseUp: true} })
-	b.Attach("shipping", func() telemetry.InboxState { return telemetry.InboxState{Held: 2} })
+	a.Attach("billing", func() inbox.Stats { return inbox.Stats{Processed: 4, DatabaseUp: true} })
+	b.Attach("shipping", func() inbox.Stats { return inbox.Stats{Held: 2} })
 	a.Handled(time.Millisecond, nil)
 	a.Handled(time.Millisecond, errors.New("x"))
 	b.Transaction(time.Millisecond)
@@ -139,7 +141,7 @@ txbox_inbox_processed_total{consumer="shipping"} 0
 			t.Fatal("a second Attach did not panic")
 		}
 	}()
-	a.Attach("other", func() telemetry.InboxState { return telemetry.InboxState{} })
+	a.Attach("other", func() inbox.Stats { return inbox.Stats{} })
 }
 
 // histCount sums the observations of the histograms named name.
