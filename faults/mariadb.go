@@ -424,7 +424,35 @@ func (d *MariaDB) optimize(ctx context.Context) (string, error) {
 		notes = append(notes, typ+": "+text)
 		return nil
 	})
+	if err != nil && contended(err) {
+		err = fmt.Errorf("%w (open transactions then: %s)", err, d.openTransactions(ctx))
+	}
 	return strings.Join(notes, "; "), err
+}
+
+// openTransactions lists the sessions with a transaction open on the
+// server, longest first: what a DDL statement's lock wait waited for.
+func (d *MariaDB) openTransactions(ctx context.Context) string {
+	var out []string
+	err := each(ctx, d.Root, `SELECT p.id, p.user, coalesce(p.db, ''), p.command, p.time, coalesce(p.state, ''),
+			TIMESTAMPDIFF(SECOND, t.trx_started, NOW()), left(coalesce(p.info, ''), 80)
+		FROM information_schema.innodb_trx t JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
+		ORDER BY t.trx_started LIMIT 8`, func(r *sql.Rows) error {
+		var id, secs, open int64
+		var user, db, cmd, state, info string
+		if err := r.Scan(&id, &user, &db, &cmd, &secs, &state, &open, &info); err != nil {
+			return err
+		}
+		out = append(out, fmt.Sprintf("#%d %s@%s %s %ds state=%q open %ds: %q", id, user, db, cmd, secs, state, open, info))
+		return nil
+	})
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, "; ")
 }
 
 // readOnly makes the relays' and consumers' sessions read-only for dur,

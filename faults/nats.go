@@ -285,7 +285,14 @@ func (b *NATS) caughtUp(ctx context.Context, js jetstream.JetStream, limit time.
 				}
 			}
 			if time.Since(start) > limit {
-				return 0, fmt.Errorf("the consumers (%s) did not catch up with the stream within %v", c.Inbox, limit)
+				state := "no info"
+				if cons != nil {
+					if info, err := cons.Info(ctx); err == nil {
+						state = fmt.Sprintf("%d pending, %d unacknowledged, %d redelivered, %d pulls waiting, last delivered stream seq %d, ack floor %d",
+							info.NumPending, info.NumAckPending, info.NumRedelivered, info.NumWaiting, info.Delivered.Stream, info.AckFloor.Stream)
+					}
+				}
+				return 0, fmt.Errorf("the consumers (%s) did not catch up with the stream within %v (%s)", c.Inbox, limit, state)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

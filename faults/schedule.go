@@ -168,20 +168,26 @@ func linkDown(first, second *testenv.Proxy, arg int, down func(*testenv.Proxy), 
 	p.Restore()
 }
 
-// dbFault injects a database fault, trying again (up to four times, a
-// second apart) when the database refused it for locks the relays and
+// dbFault injects a database fault, trying again (for up to contendedFor,
+// a second apart) when the database refused it for locks the relays and
 // consumers hold: a lock wait timeout or a deadlock, after which the
 // statement took no effect. On a loaded machine such waits are likelier,
 // and a run must not fall short of a fault for it.
 func dbFault(ctx context.Context, w *World, f Fault, n int) (string, error) {
-	for attempt := 1; ; attempt++ {
+	start := time.Now()
+	for {
 		note, err := w.DB.Fault(ctx, f, n)
-		if err == nil || attempt == 4 || !contended(err) {
+		if err == nil || !contended(err) || time.Since(start) > contendedFor {
 			return note, err
 		}
 		time.Sleep(time.Second)
 	}
 }
+
+// contendedFor is how long a fault whose locks are contended is tried
+// again: on a loaded machine the relays' transactions may keep a lock
+// from it for a while, and the fault is still the same fault later.
+const contendedFor = 2 * time.Minute
 
 // contended says err is a lock wait timeout or a deadlock (MariaDB 1205 and
 // 1213, PostgreSQL 55P03 and 40P01).
