@@ -54,19 +54,15 @@ func cdcSetup(ctx context.Context, e *benchEnv) (slot string, cleanup func(), er
 func cdcCmd(args []string) error {
 	fs := newFlags("cdc")
 	pg, natsURL := fs.services()
-	var rates intList
-	fs.Var(&rates, "rate", "events per second for the latency runs (default 500,2000)")
+	rates := fs.rates("events per second of the latency runs", 500, 2000)
 	duration := fs.Duration("duration", 20*time.Second, "writing time per latency run")
 	writeFor := fs.Duration("write-duration", 5*time.Second, "time per write-path run")
 	runs := fs.Int("runs", 3, "drain and write-path runs")
 	events := fs.Int("events", 1_000_000, "drain backlog size")
 	aggs := fs.Int("aggregates", 100_000, "aggregates of the drain backlog")
 	fs.parse(args)
-	if len(rates) == 0 {
-		rates = intList{500, 2000}
-	}
 	lat := []string{"--db", *pg, "--broker", *natsURL, "--variants", "listen,cdc,cdc-tableless", "--duration", duration.String(), "--idle", "2s"}
-	for _, r := range rates {
+	for _, r := range *rates {
 		lat = append(lat, "--rate", fmt.Sprint(r))
 	}
 	fmt.Println("== latency: polling (LISTEN) vs CDC")

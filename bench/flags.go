@@ -22,6 +22,27 @@ func (f cmdFlags) services() (pg, natsURL *string) {
 	return f.pg(), f.String("broker", defaultNATS, "NATS URL")
 }
 
+// rates is --rate, events per second (repeat or comma-separate for
+// several), def when the flag is not given.
+func (f cmdFlags) rates(usage string, def ...int) *intList {
+	r := &rateFlag{intList: def}
+	f.Var(r, "rate", usage+" (repeat or comma-separate for several)")
+	return &r.intList
+}
+
+// rateFlag is an intList whose first value given replaces the default.
+type rateFlag struct {
+	intList
+	given bool
+}
+
+func (r *rateFlag) Set(v string) error {
+	if !r.given {
+		r.intList, r.given = nil, true
+	}
+	return r.intList.Set(v)
+}
+
 // drainLimits are --timeout and --stall, which fail a drain that takes too
 // long or stops moving.
 func (f cmdFlags) drainLimits() (timeout, stall *time.Duration) {

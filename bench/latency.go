@@ -78,8 +78,7 @@ var latencyVariants = []string{"listen", "poll", "default", "watermill", "cdc", 
 func latencyCmd(args []string) error {
 	fs := newFlags("latency")
 	pg, natsURL := fs.services()
-	var rates intList
-	fs.Var(&rates, "rate", "events per second, one per transaction (repeat or comma-separate for several; default 500)")
+	rates := fs.rates("events per second, one per transaction", 500)
 	duration := fs.Duration("duration", 20*time.Second, "writing time per rate")
 	idle := fs.Duration("idle", 10*time.Second, "time with no writes over which the idle relay's CPU is read")
 	which := fs.String("variants", "listen,poll", "variants: listen (LISTEN/NOTIFY, default poll interval), poll (poll only, --poll-interval), default (the relay's default flags, plain writers), watermill (Watermill's forwarder, --wm-poll), cdc (--mode cdc, rows), cdc-tableless (--mode cdc, writers using outbox.WithCDCMessages)")
@@ -94,9 +93,6 @@ func latencyCmd(args []string) error {
 	fs.StringVar(&wm.schema, "wm-schema", "default", "the watermill variant's schema: default, or queue (PostgreSQLQueueSchema + DeleteOnAck)")
 	fs.IntVar(&wm.batch, "wm-batch", 1000, "the watermill variant's SubscribeBatchSize")
 	fs.parse(args)
-	if len(rates) == 0 {
-		rates = intList{500}
-	}
 	if *aggs < 1 {
 		return fmt.Errorf("--aggregates %d: want at least 1", *aggs)
 	}
@@ -116,7 +112,7 @@ func latencyCmd(args []string) error {
 	ctx := context.Background()
 	var results []latencyResult
 	for _, v := range variants {
-		for _, rate := range rates {
+		for _, rate := range *rates {
 			o := latencyOpts{pg: *pg, natsURL: *natsURL, bin: bin, variant: v, wm: wm,
 				rate: rate, duration: *duration, idle: *idle, writers: *writers, aggs: *aggs, wait: *wait}
 			if v != "watermill" {

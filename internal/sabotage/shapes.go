@@ -64,12 +64,16 @@ func (b base) inboxDialect(d store.InboxDialect) store.InboxDialect {
 	return b.h.inbox(d)
 }
 
-// The interfaces a shape is chosen by: every optional interface of package
-// store that a Store may have.
-var storeInterfaces = []struct {
+// optional is an interface a shape is chosen by: its name in a signature,
+// and whether a value has it.
+type optional struct {
 	name string
 	has  func(any) bool
-}{
+}
+
+// The interfaces a shape is chosen by: every optional interface of package
+// store that a Store may have.
+var storeInterfaces = []optional{
 	{"claimapi.TxClaimer", is[claimapi.TxClaimer]},
 	{"claimapi.ChainClaimer", is[claimapi.ChainClaimer]},
 	{"claimapi.Splitter", is[claimapi.Splitter]},
@@ -82,10 +86,7 @@ var storeInterfaces = []struct {
 
 func is[I any](v any) bool { _, ok := v.(I); return ok }
 
-func signature(v any, of []struct {
-	name string
-	has  func(any) bool
-}) string {
+func signature(v any, of []optional) string {
 	var names []string
 	for _, i := range of {
 		if i.has(v) {
@@ -236,10 +237,7 @@ type outageClassifier interface{ IsUnavailable(err error) bool }
 // The interfaces an inbox dialect's shape is chosen by: the optional
 // interfaces of package store that a dialect may have, and those other
 // packages of the module look for in one (outbox.Notifier).
-var dialectInterfaces = []struct {
-	name string
-	has  func(any) bool
-}{
+var dialectInterfaces = []optional{
 	{"store.Preparer", is[store.Preparer]},
 	{"store.MessageEmitter", is[store.MessageEmitter]},
 	{"outbox.Notifier", is[outbox.Notifier]},

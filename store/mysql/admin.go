@@ -55,21 +55,9 @@ func tables(f store.Filter) (hot, archive bool) {
 // List reads the hot table and the archive of SENT rows (tables).
 func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error) {
 	where, args := filter(f)
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
 	hot, archive := tables(f)
-	q := s.q.list(where, sqlstore.OrderBy(f), limit, statusIndexHint(f), hot, archive)
-	rows, err := s.db.QueryContext(ctx, q, sqladmin.Twice(args, hot && archive)...)
-	if err != nil {
-		return nil, fmt.Errorf("mysql: list: %w", err)
-	}
-	recs, err := collect(rows)
-	if err != nil {
-		return nil, fmt.Errorf("mysql: list: %w", err)
-	}
-	return recs, nil
+	q := s.q.list(where, sqlstore.OrderBy(f), sqladmin.ListLimit(f), statusIndexHint(f), hot, archive)
+	return sqladmin.List(ctx, s.db, "mysql", q, sqladmin.Twice(args, hot && archive), collect)
 }
 
 func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {

@@ -149,9 +149,6 @@ func (s *Store) DB() *sql.DB { return s.db }
 // Tables returns the validated table names.
 func (s *Store) Tables() store.Tables { return s.tables }
 
-// SentTable returns the (qualified) name of the archive of delivered rows.
-func (s *Store) SentTable() string { return s.q.sent }
-
 func (s *Store) Dialect() store.Dialect { return Dialect{Tables: s.tables} }
 
 func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }

@@ -267,11 +267,7 @@ func ph(n int) string { return "$" + strconv.Itoa(n) }
 // is never archived, the archive of SENT rows.
 func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error) {
 	where, args := sqlstore.FilterSQL(f, ph, 1)
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	rows, err := s.pool.Query(ctx, s.st.list(where, sqlstore.OrderBy(f), limit, sqladmin.ReadsArchive(f)), args...)
+	rows, err := s.pool.Query(ctx, s.st.list(where, sqlstore.OrderBy(f), sqladmin.ListLimit(f), sqladmin.ReadsArchive(f)), args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list: %w", err)
 	}

@@ -41,19 +41,7 @@ func filter(f store.Filter) (string, []any) {
 
 func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error) {
 	where, args := filter(f)
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	rows, err := s.db.QueryContext(ctx, s.q.list(where, sqlstore.OrderBy(f), limit), args...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list: %w", err)
-	}
-	recs, err := collect(rows)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list: %w", err)
-	}
-	return recs, nil
+	return sqladmin.List(ctx, s.db, "sqlite", s.q.list(where, sqlstore.OrderBy(f), sqladmin.ListLimit(f)), args, collect)
 }
 
 func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {

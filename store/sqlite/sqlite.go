@@ -92,8 +92,8 @@ type Options struct {
 	Now func() time.Time
 }
 
-// WithDefaults returns o with every unset field at its default.
-func (o Options) WithDefaults() Options {
+// withDefaults returns o with every unset field at its default.
+func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -177,7 +177,7 @@ func New(db *sql.DB, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts = opts.WithDefaults()
+	opts = opts.withDefaults()
 	s := &Store{db: db, tables: t, opts: opts, log: opts.Logger}
 	s.q = newQueries(t.Outbox, t.Inbox, opts.DeleteSent)
 	return s, nil

@@ -45,3 +45,17 @@ func Count(ctx context.Context, db *sql.DB, dialect, what, q string, args ...any
 	}
 	return n, nil
 }
+
+// List runs q, a List statement, on db and reads its rows with collect,
+// which closes them; errors say "<dialect>: list".
+func List(ctx context.Context, db *sql.DB, dialect, q string, args []any, collect func(*sql.Rows) ([]store.Record, error)) ([]store.Record, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: list: %w", dialect, err)
+	}
+	recs, err := collect(rows)
+	if err != nil {
+		return nil, fmt.Errorf("%s: list: %w", dialect, err)
+	}
+	return recs, nil
+}

@@ -19,3 +19,15 @@ func Twice(args []any, both bool) []any {
 	}
 	return append(args[:len(args):len(args)], args...)
 }
+
+// DefaultListLimit is how many rows List returns when the filter sets no
+// limit.
+const DefaultListLimit = 100
+
+// ListLimit is f's limit, or DefaultListLimit when it sets none.
+func ListLimit(f store.Filter) int {
+	if f.Limit <= 0 {
+		return DefaultListLimit
+	}
+	return f.Limit
+}

@@ -103,10 +103,6 @@ type Reader struct {
 	beatAt     atomic.Int64   // unix ns: the loop went round
 }
 
-// Reading reports whether the relay reads its slot now (not a standby, not
-// between connections).
-func (r *Reader) Reading() bool { return r.reading.Load() }
-
 // New validates cfg.
 func New(cfg Config) (*Reader, error) {
 	switch {

@@ -41,8 +41,7 @@ func TestCommitOrderRowsAndMessages(t *testing.T) {
 			want = append(want, y.ID)
 		}
 	}
-	testenv.WaitFor(t, 20*time.Second, "every event", func() bool { f, _ := firsts(b.Messages()); return len(f) >= len(want) })
-	got, dups := firsts(b.Messages())
+	got, dups := waitFirsts(t, b.Messages, 20*time.Second, "every event", len(want))
 	for i := range want {
 		if got[i].Event.ID != want[i] {
 			t.Fatalf("message %d is %s, want %s (commit order)", i, got[i].Event.ID, want[i])
@@ -93,14 +92,13 @@ func TestRestartResumes(t *testing.T) {
 	r := e.start(slot, b, nil)
 	e.write(false, ev("x", 1))
 	e.write(true, ev("x", 2))
-	testenv.WaitFor(t, 20*time.Second, "3 events", func() bool { f, _ := firsts(b.Messages()); return len(f) == 3 })
+	waitFirsts(t, b.Messages, 20*time.Second, "3 events", 3)
 	r.stop(t)
 	for i := 3; i < 10; i++ {
 		e.write(i%2 == 0, ev("x", i))
 	}
 	r = e.start(slot, b, nil)
-	testenv.WaitFor(t, 20*time.Second, "10 events", func() bool { f, _ := firsts(b.Messages()); return len(f) == 10 })
-	got, _ := firsts(b.Messages())
+	got, _ := waitFirsts(t, b.Messages, 20*time.Second, "10 events", 10)
 	checkOrder(t, got, map[string]int{"x": 10})
 	r.stop(t)
 }
@@ -122,7 +120,7 @@ func TestPermanentFailureGoesDead(t *testing.T) {
 	e.write(true, big("q", -1))
 	e.write(false, ev("p", 1))
 	e.write(true, ev("q", 0))
-	testenv.WaitFor(t, 20*time.Second, "3 deliverable events", func() bool { f, _ := firsts(b.Messages()); return len(f) == 3 })
+	waitFirsts(t, b.Messages, 20*time.Second, "3 deliverable events", 3)
 	testenv.WaitFor(t, 10*time.Second, "2 DEAD rows", func() bool { return e.countRows("DEAD") == 2 })
 	var lastErr string
 	var withID int
@@ -157,8 +155,7 @@ func TestBrokerDownAndUp(t *testing.T) {
 		t.Errorf("%d PENDING rows while down, want 20 (nothing archived before the broker confirmed)", n)
 	}
 	b.SetDown(false)
-	testenv.WaitFor(t, 30*time.Second, "39 events", func() bool { f, _ := firsts(b.Messages()); return len(f) == 39 })
-	got, _ := firsts(b.Messages())
+	got, _ := waitFirsts(t, b.Messages, 30*time.Second, "39 events", 39)
 	next := map[string]int{"d": 0, "e": 1}
 	for _, m := range got {
 		agg, n := seq(m)
@@ -185,13 +182,12 @@ func TestStandbyTakesOver(t *testing.T) {
 	second := e.startAs(slot, b, nil, true)
 	time.Sleep(800 * time.Millisecond) // the standby tries and is refused
 	e.write(true, ev("s", 1))
-	testenv.WaitFor(t, 20*time.Second, "event 1", func() bool { f, _ := firsts(b.Messages()); return len(f) == 2 })
+	waitFirsts(t, b.Messages, 20*time.Second, "event 1", 2)
 	first.stop(t)
 	for i := 2; i < 12; i++ {
 		e.write(i%2 == 0, ev("s", i))
 	}
-	testenv.WaitFor(t, 30*time.Second, "the standby delivering", func() bool { f, _ := firsts(b.Messages()); return len(f) == 12 })
-	got, _ := firsts(b.Messages())
+	got, _ := waitFirsts(t, b.Messages, 30*time.Second, "the standby delivering", 12)
 	checkOrder(t, got, map[string]int{"s": 12})
 	second.stop(t)
 }

@@ -209,6 +209,19 @@ func firsts(msgs []broker.Message) (out []broker.Message, dups int) {
 	return out, dups
 }
 
+// waitFirsts waits until published (a broker's Messages) holds n distinct
+// events and returns their first copies, in order, and the count of
+// repeated copies; more than n distinct events fail the test.
+func waitFirsts(t *testing.T, published func() []broker.Message, timeout time.Duration, what string, n int) ([]broker.Message, int) {
+	t.Helper()
+	testenv.WaitFor(t, timeout, what, func() bool { f, _ := firsts(published()); return len(f) >= n })
+	got, dups := firsts(published())
+	if len(got) != n {
+		t.Fatalf("%d distinct events delivered, want %d", len(got), n)
+	}
+	return got, dups
+}
+
 // checkOrder fails unless every aggregate's events 0..n-1 arrived once
 // each (first copies) in order.
 func checkOrder(t *testing.T, msgs []broker.Message, want map[string]int) {

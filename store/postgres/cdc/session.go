@@ -372,17 +372,21 @@ func (r *Reader) deliverLoop(ctx context.Context, stop <-chan struct{}, q *queue
 		default:
 		}
 		var batch []item
+		n := 0 // events in batch
+		take := func(it item) {
+			q.took(it)
+			batch = append(batch, it)
+			n += len(it.changes)
+		}
 		select {
 		case it, ok := <-q.items:
 			if !ok {
 				return nil
 			}
-			q.took(it)
-			batch = append(batch, it)
+			take(it)
 		case <-stop:
 			return nil
 		}
-		n := len(batch[0].changes)
 	more:
 		for n < r.cfg.BatchSize {
 			select {
@@ -390,9 +394,7 @@ func (r *Reader) deliverLoop(ctx context.Context, stop <-chan struct{}, q *queue
 				if !ok {
 					break more
 				}
-				q.took(it)
-				batch = append(batch, it)
-				n += len(it.changes)
+				take(it)
 			default:
 				break more
 			}
