@@ -64,7 +64,6 @@ type Store struct {
 	// (txclaim.go, more), for tests.
 	fallbacks atomic.Int64
 	floor     floorTracker
-	window    windowSizer  // sizes the transaction claims' windows
 	inbox     *pgxtx.Inbox // begins inbox transactions (inbox.New)
 	// Work that runs beside the claims (the floor's rescan); Close stops it.
 	bgCtx  context.Context

@@ -98,8 +98,7 @@ func (s *Store) claimTx(ctx context.Context, limit int, query claimSQL) (*txClai
 	// would leave a share shorter than a batch, and each short claim runs
 	// the fallback, whose scan grows with the backlog.
 	held := s.held.ids()
-	members := s.splitMembers()
-	window := s.window.size(limit, len(held), members)
+	window := min((len(held)+limit*txScanFactor)*s.splitMembers(), maxWindow)
 	gen := s.floor.generation()
 	floor, chk, rescan := s.floor.get(time.Now())
 	if rescan {
@@ -123,10 +122,9 @@ func (s *Store) claimTx(ctx context.Context, limit int, query claimSQL) (*txClai
 	if err == nil {
 		_, err = br.Exec()
 	}
-	var full *bool   // whether the window was full; nil: unknown
-	var cands *int64 // how many candidates it held; nil: unknown
+	var full *bool // whether the window was full; nil: unknown
 	if err == nil {
-		c.recs, full, cands, err = collectClaim(br)
+		c.recs, full, err = collectClaim(br)
 	}
 	if err == nil && s.floor.on {
 		err = c.observeFloor(br, probeResult{from: floor, checked: chk.marker, sent: sent, gen: gen})
@@ -135,10 +133,7 @@ func (s *Store) claimTx(ctx context.Context, limit int, query claimSQL) (*txClai
 		err = cerr
 	}
 	if err == nil && len(c.recs) < limit {
-		full, err = c.more(ctx, limit, window, floor, split, full)
-	}
-	if err == nil {
-		s.window.observe(window, len(held), members, cands, full)
+		err = c.more(ctx, limit, window, floor, split, full)
 	}
 	if err != nil {
 		c.drop()
@@ -166,32 +161,32 @@ func (s *Store) claimTx(ctx context.Context, limit int, query claimSQL) (*txClai
 // that the generic plan is as good as a custom one (see missed in lock.sql).
 const planClaim = `SELECT set_config('enable_bitmapscan', 'off', true), set_config('jit', 'off', true)`
 
-// txScanFactor bounds a transaction claim's window beyond the rows this
-// store holds: at most limit*txScanFactor rows (window.go sizes it).
+// txScanFactor sizes a transaction claim's window beyond the rows this store
+// holds: limit*txScanFactor rows.
 const txScanFactor = 3
 
 // more runs the head-based claim in the same transaction when the window
 // was full of rows that could not be taken: deliverable rows may lie beyond
 // it. full is what the claim said of its window; nil: it did not, and
-// windowFull asks. It returns whether the window was full.
-func (c *txClaim) more(ctx context.Context, limit, window int, floor int64, split []int64, full *bool) (*bool, error) {
+// windowFull asks.
+func (c *txClaim) more(ctx context.Context, limit, window int, floor int64, split []int64, full *bool) error {
 	if full == nil {
 		full = new(bool)
 		if err := c.conn.QueryRow(ctx, c.s.q.windowFull, window, floor).Scan(full); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if !*full {
-		return full, nil
+		return nil
 	}
 	c.s.fallbacks.Add(1)
 	rows, err := c.conn.Query(ctx, c.s.q.txHeads, limit-len(c.recs), min(limit, maxRun), split)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	more, err := collect(rows)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	seen := make(map[int64]bool, len(c.recs))
 	for _, r := range c.recs {
@@ -203,7 +198,7 @@ func (c *txClaim) more(ctx context.Context, limit, window int, floor int64, spli
 		}
 	}
 	sortByID(c.recs)
-	return full, nil
+	return nil
 }
 
 // observeFloor reads the floor probe queued after the claim.
@@ -270,25 +265,24 @@ func (c *txClaim) markFloor(ctx context.Context) {
 const floorMark = `SELECT txid_current(), now(), coalesce(array_agg(l.virtualxid), '{}')
 FROM pg_locks l WHERE l.locktype = 'virtualxid' AND l.granted AND l.pid <> pg_backend_pid()`
 
-// collectClaim reads the claim's rows and its window_full and
-// window_cands columns (the same in every row; nil without rows).
-func collectClaim(br pgx.BatchResults) ([]store.Record, *bool, *int64, error) {
+// collectClaim reads the claim's rows and its window_full column (the same
+// in every row; nil without rows).
+func collectClaim(br pgx.BatchResults) ([]store.Record, *bool, error) {
 	rows, err := br.Query()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	defer rows.Close()
 	var out []store.Record
 	var full *bool
-	var cands *int64
 	for rows.Next() {
-		r, err := scanRecord(rows, &full, &cands)
+		r, err := scanRecord(rows, &full)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		out = append(out, r)
 	}
-	return out, full, cands, rows.Err()
+	return out, full, rows.Err()
 }
 
 type txClaim struct {

@@ -5,10 +5,7 @@ transaction is the lease. txChain (.Chain) also takes the rows behind this
 store's held ones.
 $1 limit, $2 window size, $3 held ids, $4 floor, $5 split argument.
 window_full says whether the window was full (as windowFull does), which a
-short claim needs to know: it saves that claim a round trip; window_cands
-how many candidates it held, from which the next window is sized
-(window.go).
+short claim needs to know: it saves that claim a round trip.
 */ -}}
 WITH {{split "$5"}}, {{template "window" .}}{{template "lock" .}}
-SELECT f.*, (SELECT count(*) FROM win0) = $2 AS window_full, (SELECT count(*) FROM cand0) AS window_cands
-FROM final f ORDER BY f.id
+SELECT f.*, (SELECT count(*) FROM win0) = $2 AS window_full FROM final f ORDER BY f.id
