@@ -95,6 +95,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	cfg.Logger = driverLog{opts.Logger}
 	conn, err := mysqldrv.NewConnector(cfg)
 	if err != nil {
 		return nil, &txbox.ConfigError{Field: urlField, Reason: redact.String(err.Error(), url)}
