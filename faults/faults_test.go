@@ -57,6 +57,9 @@ type runOpts struct {
 	settle                time.Duration // 0, or: stop waiting once nothing was applied for this long
 	seed                  uint64
 	cdc                   bool // relays in --mode cdc
+	// failedFaults are the schedule's lines of faults that did not happen,
+	// for the summary a failed run ends with (summarize).
+	failedFaults *[]string
 	// long are the long outages, run within duration (none: a sabotage
 	// run, too short for them); defaultRetry gives the relays the default
 	// retry schedule.
@@ -113,7 +116,7 @@ func harness(t *testing.T, o runOpts) (Report, map[Kind]int, Minimums) {
 	min := w.Minimums()
 	injected := make(chan map[Kind]int, 1)
 	sched := WithLong(o.seed, Schedule(o.seed, o.duration-o.long.Total(), min, o.scale), o.long)
-	go func() { injected <- Inject(ctx, w, sched, t.Logf) }()
+	go func() { injected <- Inject(ctx, w, sched, o.faultLog(t)) }()
 	done := <-injected
 	prod.Wait()
 	// Bring back anything a fault left down, then let the flow drain.
@@ -240,7 +243,38 @@ func secondWorldDuration() time.Duration {
 	return d
 }
 
+// faultLog is the schedule's log: t's, also keeping the lines of faults
+// that did not happen when o collects them.
+func (o runOpts) faultLog(t *testing.T) func(string, ...any) {
+	var mu sync.Mutex
+	return func(format string, args ...any) {
+		t.Helper()
+		line := fmt.Sprintf(format, args...)
+		if o.failedFaults != nil && strings.Contains(line, " FAILED: ") {
+			mu.Lock()
+			*o.failedFaults = append(*o.failedFaults, strings.TrimSpace(line))
+			mu.Unlock()
+		}
+		t.Log(line)
+	}
+}
+
+// summarize repeats, when t failed, why, after everything else t logs:
+// the processes' output (World's cleanup) follows the failure otherwise,
+// and a CI log that keeps only the end would not show it. It is registered
+// before the world, so that it runs after the world's cleanup.
+func summarize(t *testing.T, why *[]string) {
+	t.Cleanup(func() {
+		if t.Failed() && len(*why) > 0 {
+			t.Logf("%s FAILED (repeated after the processes' output):\n  %s", t.Name(), strings.Join(*why, "\n  "))
+		}
+	})
+}
+
 func runFaults(t *testing.T, o runOpts) {
+	var why []string
+	summarize(t, &why)
+	o.failedFaults = &why
 	o.seed = seed()
 	if o.world == "" {
 		o.world = "postgres-nats"
@@ -268,21 +302,29 @@ func runFaults(t *testing.T, o runOpts) {
 	rep, done, min := harness(t, o)
 	t.Logf("faults injected: %v", done)
 	t.Logf("report:\n%s", rep)
+	fail := func(format string, args ...any) {
+		t.Helper()
+		msg := fmt.Sprintf(format, args...)
+		why = append(why, msg)
+		t.Error(msg)
+	}
 	for k, n := range min {
 		if done[k] < n {
-			t.Errorf("only %d of %d %s faults were injected", done[k], n, k)
+			fail("only %d of %d %s faults were injected", done[k], n, k)
 		}
 	}
 	for k := range o.long {
 		if done[k] != 1 {
-			t.Errorf("%d %s faults were injected, want 1", done[k], k)
+			fail("%d %s faults were injected, want 1", done[k], k)
 		}
 	}
 	if f := rep.Failed(); len(f) > 0 {
-		t.Fatalf("VIOLATIONS: %s (seed %d)", strings.Join(f, ", "), o.seed)
+		fail("VIOLATIONS: %s (seed %d)", strings.Join(f, ", "), o.seed)
+		t.FailNow()
 	}
 	if rep.Committed < 1000 {
-		t.Fatalf("only %d events committed: the run proved too little", rep.Committed)
+		fail("only %d events committed: the run proved too little", rep.Committed)
+		t.FailNow()
 	}
 }
 
