@@ -151,35 +151,25 @@ func (o *observer) batchDone(err error) {
 	}
 }
 
-// woke says what ended a wait.
-type woke int
-
-const (
-	wokeByPoll   woke = iota + 1 // the wait ran its full time
-	wokeByListen                 // a push wake-up (Config.Wakeup)
-	wokeByBatch                  // one of this relay's batches ended
-)
-
 // wait waits d (PollInterval, or an idle relay's longer back-off), a
 // wake-up, or the end of one of this relay's batches (ended; nil when none
 // is in flight), counting which one ended the wait and returning it; ok is
 // false when ctx ended.
-func (r *Relay) wait(ctx context.Context, d time.Duration, ended <-chan struct{}) (by woke, ok bool) {
+func (r *Relay) wait(ctx context.Context, d time.Duration, ended <-chan struct{}) (by WakeSource, ok bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	var src WakeSource
 	select {
 	case <-ctx.Done():
-		return 0, false
+		return "", false
 	case <-t.C:
-		by, src = wokeByPoll, WokeByPoll
+		by = WokeByPoll
 	case <-r.cfg.Wakeup:
-		by, src = wokeByListen, WokeByListen
+		by = WokeByListen
 	case <-ended:
-		by, src = wokeByBatch, WokeByBatch
+		by = WokeByBatch
 	}
 	if r.obs.m != nil {
-		r.obs.m.Woke(src)
+		r.obs.m.Woke(by)
 	}
 	return by, true
 }

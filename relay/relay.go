@@ -201,7 +201,7 @@ func (r *Relay) waitAfterShortClaim(ctx context.Context, fl *flight, endsBefore 
 	default:
 		r.ctrs.IdleWaits.Add(1)
 		woke, ok := r.wait(ctx, afterPoll(*idle, claimTook), nil)
-		if woke == wokeByPoll {
+		if woke == WokeByPoll {
 			*idle = min(*idle*2, r.cfg.IdlePollMax)
 		} else {
 			*idle = r.cfg.PollInterval
