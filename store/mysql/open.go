@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -95,10 +96,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	cfg.Logger = driverLog{opts.Logger}
+	cfg.Logger = driverLog{cmp.Or(opts.Logger, slog.Default())}
 	conn, err := mysqldrv.NewConnector(cfg)
 	if err != nil {
 		return nil, &txbox.ConfigError{Field: urlField, Reason: redact.String(err.Error(), url)}
