@@ -15,7 +15,9 @@ const DefaultCleanupBatch = 1000
 // at once and deadlocks with the relay under load
 // (NServiceBus.Persistence.Sql#778). The loop lives here, once, so every
 // store only has to delete one batch.
-func Cleanup(ctx context.Context, o Outbox, age time.Duration, batch int) (int64, error) {
+func Cleanup(ctx context.Context, o interface {
+	CleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error)
+}, age time.Duration, batch int) (int64, error) {
 	return drain(ctx, batch, func(ctx context.Context, limit int) (int64, error) {
 		return o.CleanupBatch(ctx, age, limit)
 	})
@@ -23,7 +25,9 @@ func Cleanup(ctx context.Context, o Outbox, age time.Duration, batch int) (int64
 
 // InboxCleanup deletes PROCESSED and SKIPPED inbox rows received before
 // now-age, one InboxCleanupBatch at a time, as Cleanup does for the outbox.
-func InboxCleanup(ctx context.Context, a InboxAdmin, age time.Duration, batch int) (int64, error) {
+func InboxCleanup(ctx context.Context, a interface {
+	InboxCleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error)
+}, age time.Duration, batch int) (int64, error) {
 	return drain(ctx, batch, func(ctx context.Context, limit int) (int64, error) {
 		return a.InboxCleanupBatch(ctx, age, limit)
 	})

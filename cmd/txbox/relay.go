@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -25,6 +27,7 @@ func newRelay(g *globals) *cobra.Command {
 	var wakeup, claims string
 	var obs obsFlags
 	var cf cdcFlags
+	var cl cleanupFlags
 	cmd := &cobra.Command{
 		Use:   "relay",
 		Short: "Deliver outbox rows to the broker until SIGTERM",
@@ -53,6 +56,9 @@ func newRelay(g *globals) *cobra.Command {
 			if err := cf.check(g.db, wakeup); err != nil {
 				return err
 			}
+			if err := cl.check(nil); err != nil {
+				return err
+			}
 			switch {
 			case wakeup != "poll" && wakeup != "listen":
 				return &txbox.ConfigError{Field: flagField("wakeup"), Reason: fmt.Sprintf("%q: want poll or listen", wakeup)}
@@ -66,9 +72,13 @@ func newRelay(g *globals) *cobra.Command {
 			}
 			st := newStartState(g.db, g.broker)
 			var srv *obsServer
+			var cm *cleanupMetrics
 			if ln != nil {
 				reg, wrapped := newRegistry(g.db, g.broker)
 				cfg.Metrics = prom.NewRelayMetrics(wrapped)
+				if cl.every > 0 {
+					cm = newCleanupMetrics(wrapped)
+				}
 				startReg := prometheus.NewRegistry()
 				st.register(labelled(startReg, g.db, g.broker))
 				srv = serveObs(ctx, ln, reg, startReg, st, g.log)
@@ -93,6 +103,20 @@ func newRelay(g *globals) *cobra.Command {
 			}
 			defer s.Close()
 			defer pub.Close()
+			if cl.every > 0 {
+				if err := cl.check(s); err != nil {
+					return err
+				}
+				// Stopped and waited for before the store closes: a store's
+				// Close waits for the connection a cleanup holds.
+				var wg sync.WaitGroup
+				lctx, stop := context.WithCancel(ctx)
+				defer wg.Wait()
+				defer stop()
+				wg.Go(func() {
+					cleanupLoop{every: cl.every, olderThan: cl.olderThan, inboxKeep: cl.inboxKeep, log: g.log, m: cm}.run(lctx, s)
+				})
+			}
 			if ps, ok := s.(*postgres.Store); ok && wakeup == "listen" {
 				cfg.Wakeup = postgres.Listen(ctx, ps.Pool(), postgres.WakeupChannel(ps.Tables().Outbox), g.log)
 			}
@@ -136,6 +160,7 @@ func newRelay(g *globals) *cobra.Command {
 	f.BoolVar(&split, "split", true, "split the aggregates with the other relays of the table, so their claims do not meet each other's rows (PostgreSQL with transaction claims: each relay holds a session advisory lock; --split=false through a pooler in transaction mode)")
 	f.StringVar(&wakeup, "wakeup", "poll", "poll, or listen: PostgreSQL LISTEN for writers using outbox.WithWakeup (polling stays the fallback; not through PgBouncer transaction pooling)")
 	cf.add(f)
+	cl.add(f)
 	obs.add(f)
 	open.AddPublisherFlags(f)
 	return cmd

@@ -83,7 +83,11 @@ func (s *Store) deadRows(ctx context.Context, what, file string, f store.Filter)
 // oldest first, in one statement. The archive is not touched by claims, so
 // cleanup never contends with the relay.
 func (s *Store) CleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
-	n, err := s.exec(ctx, s.q.cleanup, age.Microseconds(), limit)
+	return s.cleanupBatch(ctx, s.db, age, limit)
+}
+
+func (s *Store) cleanupBatch(ctx context.Context, on beginner, age time.Duration, limit int) (int64, error) {
+	n, err := execOn(ctx, on, s.q.cleanup, age.Microseconds(), limit)
 	if err != nil {
 		return n, fmt.Errorf("mysql: cleanup: %w", err)
 	}

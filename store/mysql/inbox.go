@@ -269,9 +269,13 @@ func (s *Store) InboxReplay(ctx context.Context, f store.InboxFilter) (int64, er
 // oldest rows first along cleanup_idx, each statement its own READ
 // COMMITTED transaction (no gap locks in consumers' way).
 func (s *Store) InboxCleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
+	return s.inboxCleanupBatch(ctx, s.db, age, limit)
+}
+
+func (s *Store) inboxCleanupBatch(ctx context.Context, on beginner, age time.Duration, limit int) (int64, error) {
 	var total int64
 	for _, status := range []txbox.Status{txbox.StatusProcessed, txbox.StatusSkipped} {
-		n, err := s.exec(ctx, s.q.inboxCleanup, string(status), age.Microseconds(), limit-int(total))
+		n, err := execOn(ctx, on, s.q.inboxCleanup, string(status), age.Microseconds(), limit-int(total))
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("mysql: inbox cleanup: %w", err)

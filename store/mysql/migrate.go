@@ -73,7 +73,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	sum := sha256.Sum256([]byte(versions))
 	lock := "txbox-migrate-" + hex.EncodeToString(sum[:16]) // GET_LOCK names: at most 64 characters
 	var got sql.NullInt64
-	if err := c.QueryRowContext(ctx, s.q.migrateLock, lock, int(migrateLockTimeout/time.Second)).Scan(&got); err != nil {
+	if err := c.QueryRowContext(ctx, s.q.namedLock, lock, int(migrateLockTimeout/time.Second)).Scan(&got); err != nil {
 		return fmt.Errorf("mysql: migrate: lock: %w", err)
 	}
 	if !got.Valid || got.Int64 != 1 {
@@ -81,7 +81,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	defer func() {
 		var released sql.NullInt64
-		_ = c.QueryRowContext(context.WithoutCancel(ctx), s.q.migrateUnlock, lock).Scan(&released)
+		_ = c.QueryRowContext(context.WithoutCancel(ctx), s.q.namedUnlock, lock).Scan(&released)
 	}()
 
 	if s.tables.Schema != "" {

@@ -72,8 +72,8 @@ type queries struct {
 	countCleanup      string
 	inboxCleanup      string
 	countInboxCleanup string
-	migrateLock       string
-	migrateUnlock     string
+	namedLock         string
+	namedUnlock       string
 	createDatabase    string
 	migrationsTable   string
 	migrationApplied  string
@@ -110,8 +110,8 @@ func newQueries(t sqlArgs) queries {
 		countCleanup:      r("count_cleanup.sql"),
 		inboxCleanup:      r("inbox_cleanup.sql"),
 		countInboxCleanup: r("count_inbox_cleanup.sql"),
-		migrateLock:       r("migrate_lock.sql"),
-		migrateUnlock:     r("migrate_unlock.sql"),
+		namedLock:         r("named_lock.sql"),
+		namedUnlock:       r("named_unlock.sql"),
 		createDatabase:    r("create_database.sql"),
 		migrationsTable:   r("migrations_table.sql"),
 		migrationApplied:  r("migration_applied.sql"),

@@ -19,6 +19,17 @@ func retryable(err error) bool {
 // inTx runs fn in a READ COMMITTED transaction, again when InnoDB rolled it
 // back as a deadlock victim.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return inTxOn(ctx, s.db, fn)
+}
+
+// beginner starts transactions: the pool, or the one connection that holds
+// the cleanup lock (cleanuplock.go).
+type beginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// inTxOn is inTx on b.
+func inTxOn(ctx context.Context, b beginner, fn func(tx *sql.Tx) error) error {
 	var err error
 	for attempt := 0; attempt < 4; attempt++ {
 		if attempt > 0 {
@@ -28,7 +39,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 			case <-time.After(time.Duration(attempt*attempt) * 5 * time.Millisecond):
 			}
 		}
-		err = s.tx1(ctx, fn)
+		err = tx1(ctx, b, fn)
 		if err == nil || !retryable(err) {
 			return err
 		}
@@ -36,8 +47,8 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return err
 }
 
-func (s *Store) tx1(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+func tx1(ctx context.Context, b beginner, fn func(tx *sql.Tx) error) error {
+	tx, err := b.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return err
 	}
@@ -49,8 +60,13 @@ func (s *Store) tx1(ctx context.Context, fn func(tx *sql.Tx) error) error {
 }
 
 func (s *Store) exec(ctx context.Context, q string, args ...any) (int64, error) {
+	return execOn(ctx, s.db, q, args...)
+}
+
+// execOn is exec on b.
+func execOn(ctx context.Context, b beginner, q string, args ...any) (int64, error) {
 	var n int64
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := inTxOn(ctx, b, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, q, args...)
 		if err != nil {
 			return err

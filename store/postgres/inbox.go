@@ -249,7 +249,11 @@ func (s *Store) InboxReplay(ctx context.Context, f store.InboxFilter) (int64, er
 
 // InboxCleanupBatch implements store.InboxAdmin.
 func (s *Store) InboxCleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
-	tag, err := s.pool.Exec(ctx, s.st.inboxCleanup, age.Milliseconds(), limit)
+	return s.inboxCleanupBatch(ctx, s.pool, age, limit)
+}
+
+func (s *Store) inboxCleanupBatch(ctx context.Context, on execer, age time.Duration, limit int) (int64, error) {
+	tag, err := on.Exec(ctx, s.st.inboxCleanup, age.Milliseconds(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: inbox cleanup: %w", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txbox/txbox"
@@ -298,9 +299,19 @@ func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
 // the archive first, then from the outbox table, which holds the rows marked
 // in place before 003_sent_archive.sql.
 func (s *Store) CleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
+	return s.cleanupBatch(ctx, s.pool, age, limit)
+}
+
+// execer runs a statement: the pool, or the one connection that holds the
+// cleanup lock (cleanuplock.go).
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func (s *Store) cleanupBatch(ctx context.Context, on execer, age time.Duration, limit int) (int64, error) {
 	var total int64
 	for _, stmt := range []string{s.st.cleanupArchive, s.st.cleanupTable} {
-		tag, err := s.pool.Exec(ctx, stmt, age.Milliseconds(), limit-int(total))
+		tag, err := on.Exec(ctx, stmt, age.Milliseconds(), limit-int(total))
 		if err != nil {
 			return total, fmt.Errorf("postgres: cleanup: %w", err)
 		}

@@ -179,6 +179,7 @@ type statements struct {
 	pendingRows       string
 	slotBackfill      string
 	advisoryLock      string
+	advisoryTryLock   string
 	advisoryUnlock    string
 	stillPending      string
 	rowByID           string
@@ -224,6 +225,7 @@ func newStatements(t store.Tables) statements {
 		pendingRows:       r("pending_rows.sql"),
 		slotBackfill:      r("slot_backfill.sql"),
 		advisoryLock:      r("advisory_lock.sql"),
+		advisoryTryLock:   r("advisory_try_lock.sql"),
 		advisoryUnlock:    r("advisory_unlock.sql"),
 		stillPending:      r("still_pending.sql"),
 		rowByID:           r("row_by_id.sql"),

@@ -51,6 +51,7 @@ func Run(t *testing.T, h Harness) {
 		{"Stats", testStats},
 		{"Backlog", testBacklog},
 		{"Cleanup", testCleanup},
+		{"CleanupLock", testCleanupLock},
 		{"DeepBlockedAggregateDoesNotStarveOthers", testDeepBlocked},
 		{"ConcurrentClaimers", testConcurrentClaimers},
 		{"ConcurrentMigrate", testConcurrentMigrate},
