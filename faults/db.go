@@ -70,6 +70,7 @@ type dataFaults interface {
 	explicitIDs(ctx context.Context, n int) (string, error)
 	manualRetry(ctx context.Context) (string, error)
 	readOnly(ctx context.Context, d time.Duration) (string, error)
+	holdTransaction(ctx context.Context, d time.Duration) (string, error)
 	leaseClockJump(ctx context.Context, jump time.Duration) (string, error)
 }
 
@@ -87,6 +88,8 @@ func dataFault(ctx context.Context, d dataFaults, f Fault, n int) (string, error
 		return d.readOnly(ctx, 3*time.Second)
 	case ReadOnlyLong:
 		return d.readOnly(ctx, f.For)
+	case HeldTransaction:
+		return d.holdTransaction(ctx, f.For)
 	case LeaseClockJump:
 		return d.leaseClockJump(ctx, 5*time.Second)
 	}

@@ -187,3 +187,23 @@ func (d *Postgres) leaseClockJump(ctx context.Context, jump time.Duration) (stri
 	}
 	return fmt.Sprintf("jumped %v every 10ms for 3s: %d held leases and %d retry times moved", jump, leases, retries), nil
 }
+
+// holdTransaction holds a REPEATABLE READ transaction open on the
+// producers' database for dur, reading the outbox as a report does: its
+// snapshot holds back VACUUM while the relays claim, archive and delete.
+func (d *Postgres) holdTransaction(ctx context.Context, dur time.Duration) (string, error) {
+	tx, err := d.Prod.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return "", err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var rows int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM outbox_event`).Scan(&rows); err != nil {
+		return "", err
+	}
+	time.Sleep(dur)
+	var dead int64
+	_ = d.Prod.QueryRow(ctx, `SELECT coalesce(sum(n_dead_tup), 0)::int8 FROM pg_stat_user_tables
+		WHERE relname IN ('outbox_event', 'outbox_event_sent')`).Scan(&dead)
+	return fmt.Sprintf("a snapshot over %d outbox rows held %v; %d dead tuples at its end", rows, dur, dead), nil
+}

@@ -514,3 +514,27 @@ func (d *MariaDB) leaseClockJump(ctx context.Context, jump time.Duration) (strin
 	}
 	return fmt.Sprintf("jumped %v every 10ms for 3s: %d held leases and %d retry times moved", jump, leases, retries), nil
 }
+
+// holdTransaction holds a transaction WITH CONSISTENT SNAPSHOT open on the
+// producers' database for dur, reading the outbox as a report does: its
+// read view holds back InnoDB's purge while the relays claim, archive and
+// delete. As root: the read-only database fault does not touch it.
+func (d *MariaDB) holdTransaction(ctx context.Context, dur time.Duration) (string, error) {
+	c, err := d.Prod.Conn(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, `START TRANSACTION WITH CONSISTENT SNAPSHOT`); err != nil {
+		return "", err
+	}
+	defer c.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
+	var rows int
+	if err := c.QueryRowContext(ctx, `SELECT count(*) FROM outbox_event`).Scan(&rows); err != nil {
+		return "", err
+	}
+	time.Sleep(dur)
+	var history int64
+	_ = d.Root.QueryRowContext(ctx, `SELECT count FROM information_schema.innodb_metrics WHERE name = 'trx_rseg_history_len'`).Scan(&history)
+	return fmt.Sprintf("a read view over %d outbox rows held %v; history list %d at its end", rows, dur, history), nil
+}

@@ -20,6 +20,11 @@ const (
 	ReadOnlyLong     Kind = "read-only database for minutes"
 	RestartPostgres  Kind = "PostgreSQL restart"
 	HandlerDBDown    Kind = "handler's database down"
+	// HeldTransaction is a transaction of another session held open over
+	// the outbox, as a report or a session left idle in transaction: it
+	// holds back the cleanup of dead rows while the relays claim, archive
+	// and delete (docs/operations.md, "Long transactions").
+	HeldTransaction Kind = "transaction held open for minutes"
 )
 
 // Long are the outages that last minutes in a long run: each runs alone
@@ -37,9 +42,9 @@ func LongFor(defaultRetry bool, brokerDown time.Duration) Long {
 	if defaultRetry {
 		// The default schedule (10 attempts, 1 s doubling to 300 s) spends
 		// its attempts in about 8.5 to 14 minutes.
-		return Long{LongBrokerOutage: brokerDown, ReadOnlyLong: 3 * time.Minute, HandlerDBDown: 2 * time.Minute}
+		return Long{LongBrokerOutage: brokerDown, ReadOnlyLong: 3 * time.Minute, HandlerDBDown: 2 * time.Minute, HeldTransaction: 3 * time.Minute}
 	}
-	return Long{LongBrokerOutage: brokerDown, ReadOnlyLong: 12 * time.Second, HandlerDBDown: 8 * time.Second}
+	return Long{LongBrokerOutage: brokerDown, ReadOnlyLong: 12 * time.Second, HandlerDBDown: 8 * time.Second, HeldTransaction: 12 * time.Second}
 }
 
 // relayRetry is the relays' retry schedule: the default one (the long run,

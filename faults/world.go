@@ -158,7 +158,10 @@ func (w *World) start(name, bin string, args, env []string) {
 	if dir := os.Getenv("FAULTS_LOGDIR"); dir != "" {
 		// Whole outputs, for a run being debugged (the report shows only
 		// the last lines of each process).
-		if f, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
+		// One file per test and process: the worlds of a package run side
+		// by side, and their processes share names.
+		file := strings.NewReplacer("/", "_", " ", "_").Replace(w.t.Name()) + "-" + name + ".log"
+		if f, err := os.OpenFile(filepath.Join(dir, file), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
 			lw.file = f
 		}
 	}

@@ -109,6 +109,13 @@ type Config struct {
 	// StallAfter makes Ready fail while rows wait and nothing was published
 	// for this long; 0: no limit.
 	StallAfter time.Duration
+	// LongTransactionWarn logs a warning, and Stats.Horizon carries the
+	// holder, while a transaction of the database (not the relay's) has
+	// been open for longer: it holds back the cleanup of the dead rows
+	// the outbox leaves, and claims slow down reading past them. Sampled
+	// with the backlog, where the store can (store.HorizonSampler); 0:
+	// no warning.
+	LongTransactionWarn time.Duration
 }
 
 func (c *Config) withDefaults() {
@@ -186,6 +193,8 @@ func (c Config) ValidateSettings() error {
 		return bad("MaxPendingAge", "%v is negative", c.MaxPendingAge)
 	case c.StallAfter < 0:
 		return bad("StallAfter", "%v is negative", c.StallAfter)
+	case c.LongTransactionWarn < 0:
+		return bad("LongTransactionWarn", "%v is negative", c.LongTransactionWarn)
 	}
 	return c.Topic.Validate()
 }

@@ -17,7 +17,8 @@ import (
 type observer struct {
 	r       *Relay
 	sampler store.BacklogSampler // nil: the store cannot sample its backlog
-	m       Metrics              // nil: no metrics
+	hz      horizonWatch
+	m       Metrics // nil: no metrics
 
 	pinger      broker.Pinger // nil: the publisher cannot be pinged
 	started     time.Time
@@ -51,6 +52,7 @@ func newObserver(r *Relay) *observer {
 	// Not ready until the first sample says otherwise.
 	o := &observer{r: r, started: time.Now(), lastReady: fmt.Errorf("%w: starting", ErrNotReady)}
 	o.sampler, _ = r.cfg.Store.(store.BacklogSampler)
+	o.hz.sampler, _ = r.cfg.Store.(store.HorizonSampler)
 	o.pinger, _ = r.cfg.Publisher.(broker.Pinger)
 	if o.sampler != nil {
 		r.out.backlog = func() int64 { o.mu.Lock(); defer o.mu.Unlock(); return o.backlog.Unsent() }
@@ -65,6 +67,7 @@ func (o *observer) state(s *Stats) {
 	o.mu.Lock()
 	s.Backlog = o.backlog
 	s.SampledAt = o.sampledAt
+	s.Horizon = o.hz.last
 	s.Ready = o.lastReady == nil
 	o.mu.Unlock()
 	if ns := o.lastPublish.Load(); ns != 0 {
@@ -218,6 +221,19 @@ func (o *observer) sample(ctx context.Context) {
 	}
 	o.lastReady = o.readyLocked()
 	o.mu.Unlock()
+	// After the verdict, which does not depend on it: a slow sample here
+	// must not age the stall clock.
+	if err == nil && o.hz.sampler != nil {
+		hctx, cancel := context.WithTimeout(ctx, max(o.r.cfg.MetricsInterval, time.Second))
+		h, herr := o.hz.sampler.Horizon(hctx)
+		cancel()
+		if herr != nil && ctx.Err() != nil {
+			return // shutting down
+		}
+		o.mu.Lock()
+		o.hz.note(o.r.log, o.r.cfg.LongTransactionWarn, h, herr)
+		o.mu.Unlock()
+	}
 	// Outside o.mu: the hook may read the state.
 	if o.m != nil {
 		o.m.BacklogSampled(err)

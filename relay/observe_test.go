@@ -113,14 +113,16 @@ func TestReadyFailsWhileStalled(t *testing.T) {
 	// A relay whose claims never reach the rows (lease claims on rows a
 	// foreign lease holds would do; here the relay is simply not run): the
 	// backlog waits, nothing is published.
-	r2, err := relay.New(relay.Config{Store: s2, Publisher: membroker.New(membroker.Options{}), StallAfter: 200 * time.Millisecond, MaxPendingAge: time.Hour})
+	// StallAfter is seconds, not milliseconds: the first Ready's sample
+	// took over 200 ms on a loaded machine.
+	r2, err := relay.New(relay.Config{Store: s2, Publisher: membroker.New(membroker.Options{}), StallAfter: 3 * time.Second, MaxPendingAge: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := r2.Ready(context.Background()); err != nil {
 		t.Fatalf("ready before StallAfter passed: %v", err)
 	}
-	time.Sleep(250 * time.Millisecond)
+	time.Sleep(3100 * time.Millisecond)
 	if err := r2.Ready(context.Background()); !errors.Is(err, relay.ErrNotReady) || !strings.Contains(err.Error(), "stalled") {
 		t.Fatalf("want stalled, got %v", err)
 	}

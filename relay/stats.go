@@ -61,6 +61,9 @@ type Stats struct {
 	// SampledAt (zero: none yet, or the store cannot sample its backlog).
 	Backlog   store.Backlog
 	SampledAt time.Time
+	// Horizon is the last sample of what holds back the database's
+	// cleanup of dead rows (zero: none yet, or the store cannot tell).
+	Horizon store.Horizon
 	// LastPublish is when the broker last confirmed a message (zero: not
 	// yet).
 	LastPublish time.Time

@@ -13,26 +13,27 @@ import (
 // that set them: an operator reads "--batch-size (TXBOX_BATCH_SIZE)", never
 // a Go field.
 var configFlags = map[string]string{
-	"BatchSize":       "batch-size",
-	"Workers":         "workers",
-	"PollInterval":    "poll-interval",
-	"IdlePollMax":     "idle-poll-max",
-	"Lease":           "lease",
-	"PublishTimeout":  "publish-timeout",
-	"MaxAttempts":     "max-attempts",
-	"BackoffBase":     "backoff-base",
-	"BackoffMax":      "backoff-max",
-	"OutageProbeMax":  "outage-probe-max",
-	"MaxPendingAge":   "max-pending-age",
-	"StallAfter":      "stall-after",
-	"MetricsInterval": "metrics-interval",
-	"Claims":          "claims",
-	"ID":              "relay-id",
-	"Source":          "source",
-	"Topic":           "topic",
-	"Tables.Schema":   "schema",
-	"Tables.Outbox":   "outbox-table",
-	"Tables.Inbox":    "inbox-table",
+	"BatchSize":           "batch-size",
+	"Workers":             "workers",
+	"PollInterval":        "poll-interval",
+	"IdlePollMax":         "idle-poll-max",
+	"Lease":               "lease",
+	"PublishTimeout":      "publish-timeout",
+	"MaxAttempts":         "max-attempts",
+	"BackoffBase":         "backoff-base",
+	"BackoffMax":          "backoff-max",
+	"OutageProbeMax":      "outage-probe-max",
+	"MaxPendingAge":       "max-pending-age",
+	"StallAfter":          "stall-after",
+	"LongTransactionWarn": "long-transaction-warn",
+	"MetricsInterval":     "metrics-interval",
+	"Claims":              "claims",
+	"ID":                  "relay-id",
+	"Source":              "source",
+	"Topic":               "topic",
+	"Tables.Schema":       "schema",
+	"Tables.Outbox":       "outbox-table",
+	"Tables.Inbox":        "inbox-table",
 	// NATS publisher options.
 	"Options.Stream":       "nats-stream",
 	"Options.Topic":        "topic",
@@ -40,7 +41,7 @@ var configFlags = map[string]string{
 	"Options.Subjects":     "nats-subjects",
 }
 
-var fieldWord = regexp.MustCompile(`\b(Tables\.(Schema|Outbox|Inbox)|Options\.(Stream|Topic|CreateStream|Subjects)|BatchSize|Workers|PollInterval|IdlePollMax|Lease|PublishTimeout|MaxAttempts|BackoffBase|BackoffMax|OutageProbeMax|MaxPendingAge|StallAfter|MetricsInterval)\b`)
+var fieldWord = regexp.MustCompile(`\b(Tables\.(Schema|Outbox|Inbox)|Options\.(Stream|Topic|CreateStream|Subjects)|BatchSize|Workers|PollInterval|IdlePollMax|Lease|PublishTimeout|MaxAttempts|BackoffBase|BackoffMax|OutageProbeMax|MaxPendingAge|StallAfter|LongTransactionWarn|MetricsInterval)\b`)
 
 // withFlagNames rewrites a *txbox.ConfigError that names a library field
 // so that it names the flag and its variable instead, in the field and in

@@ -51,6 +51,7 @@ func TestBadConfigurationOneLineNamesSetting(t *testing.T) {
 		{[]string{"TXBOX_LOG_LEVEL=loud"}, []string{"stats"}, "--log-level (TXBOX_LOG_LEVEL)"},
 		{nil, []string{"cleanup", "--db", "postgres://127.0.0.1:1/x", "--inbox-retention", "48h"}, "--inbox-retention"},
 		{nil, []string{"relay", "--db", "postgres://127.0.0.1:1/x", "--broker", "nats://127.0.0.1:1", "--cleanup-every", "-1h"}, "--cleanup-every (TXBOX_CLEANUP_EVERY)"},
+		{nil, []string{"relay", "--db", "postgres://127.0.0.1:1/x", "--broker", "nats://127.0.0.1:1", "--long-transaction-warn", "-1s"}, "--long-transaction-warn (TXBOX_LONG_TRANSACTION_WARN)"},
 		{nil, []string{"relay", "--db", "postgres://127.0.0.1:1/x", "--broker", "nats://127.0.0.1:1", "--cleanup-every", "10ms"}, "--cleanup-every (TXBOX_CLEANUP_EVERY)"},
 		{nil, []string{"relay", "--db", "postgres://127.0.0.1:1/x", "--broker", "nats://127.0.0.1:1", "--cleanup-every", "1h", "--cleanup-older-than", "0s"}, "--cleanup-older-than (TXBOX_CLEANUP_OLDER_THAN)"},
 		{nil, []string{"relay", "--db", "postgres://127.0.0.1:1/x", "--broker", "nats://127.0.0.1:1", "--cleanup-every", "1h", "--cleanup-inbox-retention", "48h"}, "--cleanup-inbox-retention (TXBOX_CLEANUP_INBOX_RETENTION)"},

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/txbox/txbox"
+	"github.com/txbox/txbox/relay"
 )
 
 // obsFlags are the relay's observation settings.
@@ -28,6 +29,7 @@ type obsFlags struct {
 	maxPendingAge   time.Duration
 	stallAfter      time.Duration
 	metricsInterval time.Duration
+	longTxWarn      time.Duration
 }
 
 func (o *obsFlags) add(f *pflag.FlagSet) {
@@ -35,6 +37,7 @@ func (o *obsFlags) add(f *pflag.FlagSet) {
 	f.DurationVar(&o.maxPendingAge, "max-pending-age", 5*time.Minute, "/readyz fails while the oldest pending event is older (0: no limit)")
 	f.DurationVar(&o.stallAfter, "stall-after", time.Minute, "/readyz fails while events wait and nothing was published for this long (0: no limit)")
 	f.DurationVar(&o.metricsInterval, "metrics-interval", 5*time.Second, "how often the backlog gauges are sampled from the database")
+	f.DurationVar(&o.longTxWarn, "long-transaction-warn", 5*time.Minute, "warn in the log and in /readyz's answer (which stays 200) while a transaction of the database has been open for longer: it holds back the cleanup of dead rows and slows claims down (PostgreSQL, MySQL/MariaDB with the PROCESS privilege; 0: never)")
 }
 
 // listen opens the metrics address before anything else is connected, so a
@@ -69,6 +72,9 @@ type obsServer struct {
 	// both.
 	mu      sync.Mutex
 	startup prometheus.Gatherer // nil once the relay's collectors are registered
+
+	// warnings are what a passing /readyz adds (unset: none).
+	warnings atomic.Pointer[func() []string]
 }
 
 // newRegistry is the binary's registry: Go runtime and process metrics, and
@@ -132,6 +138,23 @@ func serveObs(ctx context.Context, ln net.Listener, reg *prometheus.Registry, st
 
 func (o *obsServer) set(p prober) { o.probe.Store(&p) }
 
+// warnOf makes a passing /readyz add the warnings of r's last sample: a
+// transaction of the database open for longer than warn (0: never).
+func (o *obsServer) warnOf(r *relay.Relay, warn time.Duration) {
+	if o == nil || warn <= 0 {
+		return
+	}
+	f := func() []string {
+		h := r.Stats().Horizon
+		if h.OldestTransaction <= warn {
+			return nil
+		}
+		return []string{fmt.Sprintf("database: a transaction has been open for %v (%s), holding back the cleanup of dead rows (%d now)",
+			h.OldestTransaction.Round(time.Second), h.Holder, h.DeadRows)}
+	}
+	o.warnings.Store(&f)
+}
+
 // Gather is what /metrics serves: the registry, and the start-up series
 // until the relay's replace them.
 func (o *obsServer) Gather() ([]*dto.MetricFamily, error) {
@@ -181,6 +204,11 @@ func (o *obsServer) answer(w http.ResponseWriter, check func(prober) error) {
 		return
 	}
 	fmt.Fprintln(w, "ok")
+	if f := o.warnings.Load(); f != nil {
+		for _, warn := range (*f)() {
+			fmt.Fprintln(w, "warning:", warn)
+		}
+	}
 }
 
 // durationText makes a JSON log print a duration as "1.5s", as the text

@@ -190,7 +190,8 @@ func TestRelayMetricsAcceptance(t *testing.T) {
 	args := append([]string{"relay", "--db", testenv.URL(t, "TXBOX_TEST_POSTGRES"), "--broker", dest.URL, "--topic", dest.Topic,
 		"--outbox-table", tb.Outbox, "--inbox-table", tb.Inbox, "--batch-size", "200", "--workers", "1",
 		"--stall-after", "2s", "--max-pending-age", "10m", "--publish-timeout", "1s", "--lease", "4s",
-		"--backoff-base", "100ms", "--backoff-max", "500ms", "--max-attempts", "1000", "--log-format", "json"}, dest.Args...)
+		"--backoff-base", "100ms", "--backoff-max", "500ms", "--max-attempts", "1000", "--log-format", "json",
+		"--cleanup-every", "1h"}, dest.Args...) // --cleanup-every: its series exist, for the alerts' check below
 	cmd := exec.Command(testenv.Binary(t), args...)
 	cmd.Env = append(os.Environ(), "TXBOX_METRICS_ADDR="+addr, "TXBOX_METRICS_INTERVAL=50ms")
 	logs, exited := testenv.StartLogged(t, cmd)

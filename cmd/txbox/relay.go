@@ -38,6 +38,7 @@ func newRelay(g *globals) *cobra.Command {
 			cfg.Claims = relay.ClaimMode(claims)
 			cfg.Logger = g.log
 			cfg.MaxPendingAge, cfg.StallAfter, cfg.MetricsInterval = obs.maxPendingAge, obs.stallAfter, obs.metricsInterval
+			cfg.LongTransactionWarn = obs.longTxWarn
 			if err := rejectZeroRelayFlags(cfg, g.topic); err != nil {
 				return err
 			}
@@ -133,6 +134,7 @@ func newRelay(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			srv.warnOf(r, cfg.LongTransactionWarn)
 			g.log.Info("relay connected", "db", redact.URL(g.db), "broker", redact.URL(g.broker))
 			return r.Run(ctx)
 		},

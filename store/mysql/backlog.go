@@ -29,3 +29,15 @@ func (s *Store) Backlog(ctx context.Context) (store.Backlog, error) {
 	}
 	return b, nil
 }
+
+// Horizon implements store.HorizonSampler. It needs the PROCESS privilege
+// (information_schema.innodb_trx); without it the sample fails.
+func (s *Store) Horizon(ctx context.Context) (store.Horizon, error) {
+	var h store.Horizon
+	var us int64
+	if err := s.db.QueryRowContext(ctx, s.q.horizon).Scan(&us, &h.Holder, &h.DeadRows); err != nil {
+		return h, fmt.Errorf("mysql: horizon: %w", err)
+	}
+	h.OldestTransaction = time.Duration(us) * time.Microsecond
+	return h, nil
+}

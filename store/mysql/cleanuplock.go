@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/internal/sqladmin"
 )
 
 // LockCleanup implements store.CleanupLocker with a named lock (GET_LOCK)
@@ -33,35 +34,20 @@ func (s *Store) LockCleanup(ctx context.Context) (store.Cleaner, bool, error) {
 		_ = c.Close()
 		return nil, false, nil
 	}
-	return &cleaner{s: s, c: c, name: name}, true, nil
-}
-
-type cleaner struct {
-	s    *Store
-	c    *sql.Conn
-	name string
-}
-
-func (l *cleaner) CleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
-	return l.s.cleanupBatch(ctx, l.c, age, limit)
-}
-
-func (l *cleaner) InboxCleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
-	return l.s.inboxCleanupBatch(ctx, l.c, age, limit)
-}
-
-// Unlock releases the lock and gives the connection back; a connection
-// whose unlock failed goes, lest the pool hand out a session that still
-// holds the lock.
-func (l *cleaner) Unlock() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var released sql.NullInt64
-	if err := l.c.QueryRowContext(ctx, l.s.q.namedUnlock, l.name).Scan(&released); err != nil || released.Int64 != 1 {
-		drop(l.c)
-		return
-	}
-	_ = l.c.Close()
+	return sqladmin.SessionCleaner{
+		Cleanup: func(ctx context.Context, age time.Duration, limit int) (int64, error) {
+			return s.cleanupBatch(ctx, c, age, limit)
+		},
+		InboxCleanup: func(ctx context.Context, age time.Duration, limit int) (int64, error) {
+			return s.inboxCleanupBatch(ctx, c, age, limit)
+		},
+		Release: func(ctx context.Context) bool {
+			var released sql.NullInt64
+			return c.QueryRowContext(ctx, s.q.namedUnlock, name).Scan(&released) == nil && released.Int64 == 1
+		},
+		Keep: func() { _ = c.Close() },
+		Drop: func() { drop(c) },
+	}, true, nil
 }
 
 // drop discards c's connection instead of giving it back to the pool, so

@@ -21,6 +21,8 @@ func TestStoreConformance(t *testing.T) {
 
 func TestInboxConformance(t *testing.T) { storetest.RunInbox(t, Harness{}) }
 
+func TestSessions(t *testing.T) { storetest.RunSessions(t, Harness{}) }
+
 // TestInboxConformanceNew: the inbox with parseTime off, server-side
 // prepared statements and a non-UTC loc.
 func TestInboxConformanceNew(t *testing.T) { storetest.RunInbox(t, newHarness{}) }

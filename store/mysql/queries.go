@@ -74,6 +74,7 @@ type queries struct {
 	countInboxCleanup string
 	namedLock         string
 	namedUnlock       string
+	horizon           string
 	createDatabase    string
 	migrationsTable   string
 	migrationApplied  string
@@ -112,6 +113,7 @@ func newQueries(t sqlArgs) queries {
 		countInboxCleanup: r("count_inbox_cleanup.sql"),
 		namedLock:         r("named_lock.sql"),
 		namedUnlock:       r("named_unlock.sql"),
+		horizon:           r("horizon.sql"),
 		createDatabase:    r("create_database.sql"),
 		migrationsTable:   r("migrations_table.sql"),
 		migrationApplied:  r("migration_applied.sql"),

@@ -20,3 +20,14 @@ func (s *Store) Backlog(ctx context.Context) (store.Backlog, error) {
 	b.OldestAge = max(0, time.Duration(ageMs*float64(time.Millisecond)))
 	return b, nil
 }
+
+// Horizon implements store.HorizonSampler.
+func (s *Store) Horizon(ctx context.Context) (store.Horizon, error) {
+	var h store.Horizon
+	var ms float64
+	if err := s.pool.QueryRow(ctx, s.st.horizon).Scan(&ms, &h.Holder, &h.DeadRows); err != nil {
+		return h, fmt.Errorf("postgres: horizon: %w", err)
+	}
+	h.OldestTransaction = time.Duration(ms * float64(time.Millisecond))
+	return h, nil
+}

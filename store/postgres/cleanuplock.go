@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/internal/sqladmin"
 )
 
 // LockCleanup implements store.CleanupLocker with a session advisory lock
@@ -30,35 +31,20 @@ func (s *Store) LockCleanup(ctx context.Context) (store.Cleaner, bool, error) {
 		c.Release()
 		return nil, false, nil
 	}
-	return &cleaner{s: s, c: c, key: key}, true, nil
-}
-
-type cleaner struct {
-	s   *Store
-	c   *pgxpool.Conn
-	key string
-}
-
-func (l *cleaner) CleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
-	return l.s.cleanupBatch(ctx, l.c, age, limit)
-}
-
-func (l *cleaner) InboxCleanupBatch(ctx context.Context, age time.Duration, limit int) (int64, error) {
-	return l.s.inboxCleanupBatch(ctx, l.c, age, limit)
-}
-
-// Unlock releases the lock and gives the connection back; a connection
-// whose unlock failed goes, lest the pool hand out a session that still
-// holds the lock.
-func (l *cleaner) Unlock() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var released bool
-	if err := l.c.QueryRow(ctx, l.s.st.advisoryUnlock, l.key).Scan(&released); err != nil || !released {
-		drop(l.c)
-		return
-	}
-	l.c.Release()
+	return sqladmin.SessionCleaner{
+		Cleanup: func(ctx context.Context, age time.Duration, limit int) (int64, error) {
+			return s.cleanupBatch(ctx, c, age, limit)
+		},
+		InboxCleanup: func(ctx context.Context, age time.Duration, limit int) (int64, error) {
+			return s.inboxCleanupBatch(ctx, c, age, limit)
+		},
+		Release: func(ctx context.Context) bool {
+			var released bool
+			return c.QueryRow(ctx, s.st.advisoryUnlock, key).Scan(&released) == nil && released
+		},
+		Keep: c.Release,
+		Drop: func() { drop(c) },
+	}, true, nil
 }
 
 // drop closes c's connection before giving it back, so the pool discards it

@@ -26,3 +26,5 @@ func migratedStore(t *testing.T, opts postgres.Options) *postgres.Store {
 	}
 	return s
 }
+
+func TestSessions(t *testing.T) { storetest.RunSessions(t, storeenv.Postgres{}) }

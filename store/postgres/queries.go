@@ -180,6 +180,7 @@ type statements struct {
 	slotBackfill      string
 	advisoryLock      string
 	advisoryTryLock   string
+	horizon           string
 	advisoryUnlock    string
 	stillPending      string
 	rowByID           string
@@ -226,6 +227,7 @@ func newStatements(t store.Tables) statements {
 		slotBackfill:      r("slot_backfill.sql"),
 		advisoryLock:      r("advisory_lock.sql"),
 		advisoryTryLock:   r("advisory_try_lock.sql"),
+		horizon:           r("horizon.sql"),
 		advisoryUnlock:    r("advisory_unlock.sql"),
 		stillPending:      r("still_pending.sql"),
 		rowByID:           r("row_by_id.sql"),

@@ -17,9 +17,7 @@ func testCleanupLock(t *testing.T, h Harness) {
 	s := open(t, h)
 	l := as[store.CleanupLocker](t, s)
 	ctx := ctxT(t)
-	write(t, h, s, grid("a", 10, 1)...)
-	got := claim(t, s, "L", 10, time.Minute)
-	mustMark(t, must(s.MarkSent(ctx, "L", ids(got))), nil, 10, "sent")
+	sentRows(t, h, s, 10)
 
 	c, ok, err := l.LockCleanup(ctx)
 	if err != nil || !ok {
