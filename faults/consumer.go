@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -68,6 +69,7 @@ func consumerNames() []ConsumerSpec {
 func RunConsumer() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	dumpOnSignal()
 	g := os.Getenv
 	cfg := inbox.Config{
 		// Five attempts, spent within about two seconds: every outage the
@@ -195,4 +197,19 @@ func pause(ctx context.Context) bool {
 	case <-time.After(300 * time.Millisecond):
 		return true
 	}
+}
+
+// dumpOnSignal writes every goroutine's stack to stderr, which the world
+// keeps, at each SIGUSR1: the harness sends it to consumers that stopped
+// making progress (NATS.caughtUp), so that the report shows where they
+// wait.
+func dumpOnSignal() {
+	usr := make(chan os.Signal, 1)
+	signal.Notify(usr, syscall.SIGUSR1)
+	go func() {
+		for range usr {
+			fmt.Fprintf(os.Stderr, "goroutines at %s (SIGUSR1):\n", time.Now().UTC().Format(time.RFC3339Nano))
+			_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+		}
+	}()
 }

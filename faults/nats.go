@@ -27,6 +27,9 @@ type NATS struct {
 	// deleted holds the messages of streams the stream-recreated fault
 	// deleted, for the checker (Read).
 	deleted []streamMsg
+	// stuck, when set, is told the consumer name whose durable did not
+	// catch up (World.dumpConsumers).
+	stuck func(inbox string)
 }
 
 // NewNATS starts the server and its proxy, stopped when t ends.
@@ -292,7 +295,10 @@ func (b *NATS) caughtUp(ctx context.Context, js jetstream.JetStream, limit time.
 							info.NumPending, info.NumAckPending, info.NumRedelivered, info.NumWaiting, info.Delivered.Stream, info.AckFloor.Stream)
 					}
 				}
-				return 0, fmt.Errorf("the consumers (%s) did not catch up with the stream within %v (%s)", c.Inbox, limit, state)
+				if b.stuck != nil {
+					b.stuck(c.Inbox)
+				}
+				return 0, fmt.Errorf("the consumers (%s) did not catch up with the stream within %v (%s; their goroutines are in their output)", c.Inbox, limit, state)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

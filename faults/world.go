@@ -78,6 +78,9 @@ func NewWorld(t *testing.T, relayBin string) *World {
 func NewWorldOn(t *testing.T, relayBin string, db Database, b Broker) *World {
 	t.Helper()
 	w := &World{t: t, DB: db, Broker: b, procs: map[string]*proc{}, relay: relayBin, self: os.Args[0], RetryArgs: relayRetry(false)}
+	if n, ok := b.(*NATS); ok {
+		n.stuck = w.dumpConsumers
+	}
 	t.Cleanup(w.stopAll)
 	return w
 }
@@ -187,6 +190,28 @@ func (w *World) Kill(name string) {
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
+}
+
+// dumpConsumers makes the consumer processes of inbox name write their
+// goroutines to their output (faults/consumer.go, dumpOnSignal), and gives
+// them a moment to.
+func (w *World) dumpConsumers(name string) {
+	for _, c := range Consumers {
+		if c.Inbox == name {
+			w.Signal(c.Proc, syscall.SIGUSR1)
+		}
+	}
+	time.Sleep(time.Second)
+}
+
+// Signal sends sig to a process, if it runs.
+func (w *World) Signal(name string, sig os.Signal) {
+	w.mu.Lock()
+	p := w.procs[name]
+	w.mu.Unlock()
+	if p != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
 }
 
 // Running reports whether a process is alive.

@@ -78,7 +78,9 @@ var storeInterfaces = []optional{
 	{"claimapi.ChainClaimer", is[claimapi.ChainClaimer]},
 	{"claimapi.Splitter", is[claimapi.Splitter]},
 	{"store.BacklogSampler", is[store.BacklogSampler]},
+	{"store.CleanupLocker", is[store.CleanupLocker]},
 	{"store.Counter", is[store.Counter]},
+	{"store.HorizonSampler", is[store.HorizonSampler]},
 	{"store.InboxAdmin", is[store.InboxAdmin]},
 	{"store.InboxStore[pgx.Tx]", is[store.InboxStore[pgx.Tx]]},
 	{"store.InboxStore[*sql.Tx]", is[store.InboxStore[*sql.Tx]]},
@@ -96,16 +98,24 @@ func signature(v any, of []optional) string {
 	return strings.Join(names, ", ")
 }
 
-// The store shapes: the PostgreSQL store, the MySQL and SQLite stores, and
-// a store with no optional interface (a test's).
+// The store shapes: the PostgreSQL store, the MySQL store, the SQLite
+// store, and a store with no optional interface (a test's).
 var storeShapes = map[string]func(base) store.Store{
 	"": func(b base) store.Store { return plainStore{b} },
-	"store.BacklogSampler, store.Counter, store.InboxAdmin, store.InboxStore[*sql.Tx]": func(b base) store.Store {
-		return sqlStore{b, b.Store.(store.BacklogSampler), b.Store.(store.Counter), b.Store.(store.InboxStore[*sql.Tx])}
+	"store.BacklogSampler, store.CleanupLocker, store.Counter, store.InboxAdmin, store.InboxStore[*sql.Tx]": func(b base) store.Store {
+		return newSQLStore(b)
 	},
-	"claimapi.TxClaimer, claimapi.ChainClaimer, claimapi.Splitter, store.BacklogSampler, store.Counter, store.InboxAdmin, store.InboxStore[pgx.Tx]": func(b base) store.Store {
-		return pgStore{b, b.Store.(claimapi.ChainClaimer), b.Store.(claimapi.Splitter), b.Store.(store.BacklogSampler), b.Store.(store.Counter), b.Store.(store.InboxStore[pgx.Tx])}
+	"store.BacklogSampler, store.CleanupLocker, store.Counter, store.HorizonSampler, store.InboxAdmin, store.InboxStore[*sql.Tx]": func(b base) store.Store {
+		return mysqlStore{newSQLStore(b), b.Store.(store.HorizonSampler)}
 	},
+	"claimapi.TxClaimer, claimapi.ChainClaimer, claimapi.Splitter, store.BacklogSampler, store.CleanupLocker, store.Counter, store.HorizonSampler, store.InboxAdmin, store.InboxStore[pgx.Tx]": func(b base) store.Store {
+		return pgStore{b, b.Store.(claimapi.ChainClaimer), b.Store.(claimapi.Splitter), b.Store.(store.BacklogSampler), b.Store.(store.CleanupLocker),
+			b.Store.(store.Counter), b.Store.(store.HorizonSampler), b.Store.(store.InboxStore[pgx.Tx])}
+	},
+}
+
+func newSQLStore(b base) sqlStore {
+	return sqlStore{b, b.Store.(store.BacklogSampler), b.Store.(store.CleanupLocker), b.Store.(store.Counter), b.Store.(store.InboxStore[*sql.Tx])}
 }
 
 func wrapStore(s store.Store, h hooks) store.Store {
@@ -122,8 +132,14 @@ type plainStore struct{ base }
 type sqlStore struct {
 	base
 	store.BacklogSampler
+	store.CleanupLocker
 	store.Counter
 	store.InboxStore[*sql.Tx]
+}
+
+type mysqlStore struct {
+	sqlStore
+	store.HorizonSampler
 }
 
 func (s sqlStore) InboxDialect() store.InboxDialect {
@@ -135,7 +151,9 @@ type pgStore struct {
 	chain claimapi.ChainClaimer
 	claimapi.Splitter
 	store.BacklogSampler
+	store.CleanupLocker
 	store.Counter
+	store.HorizonSampler
 	store.InboxStore[pgx.Tx]
 }
 
