@@ -30,10 +30,7 @@ import (
 func TestRelaysTakeTurnsAtCleanup(t *testing.T) {
 	ctx := context.Background()
 	dest := brokerenv.NATS{}.Setup(t)
-	s := storeenv.OpenPostgres(t, postgres.Options{})
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := storeenv.MigratedPostgres(t, postgres.Options{})
 	tb := s.Tables()
 	const n = 300
 	if _, err := s.Pool().Exec(ctx, `INSERT INTO `+tb.Qualified(tb.Outbox)+` (event_id, aggregate_type, aggregate_id, event_type, payload)
@@ -115,10 +112,7 @@ func scrapeValue(t *testing.T, url, name, l, v string) float64 {
 // test above must be able to catch.
 func TestCleanupCheckerCatchesUnlockedRelays(t *testing.T) {
 	ctx := context.Background()
-	s := storeenv.OpenPostgres(t, postgres.Options{})
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := storeenv.MigratedPostgres(t, postgres.Options{})
 	tb := s.Tables()
 	deletes := deleteLog(t, s.Pool(), tb.Qualified(tb.Outbox+"_sent"))
 	turns := func(st store.Store) string {

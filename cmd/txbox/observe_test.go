@@ -79,10 +79,7 @@ func TestMetricsAddrBad(t *testing.T) {
 // `txbox stats` counts inbox rows per consumer and status, in text and JSON.
 func TestStatsInbox(t *testing.T) {
 	ctx := context.Background()
-	s := storeenv.OpenPostgres(t, postgres.Options{})
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := storeenv.MigratedPostgres(t, postgres.Options{})
 	tb := s.Tables()
 	for i, st := range []string{"PROCESSED", "PROCESSED", "DEAD"} {
 		if _, err := s.Pool().Exec(ctx, `INSERT INTO `+tb.Qualified(tb.Inbox)+` (event_id, consumer_name, event_type, status) VALUES ($1, 'billing', 'E', $2)`, fmt.Sprint("e", i), st); err != nil {
@@ -170,10 +167,7 @@ func TestRelayMetricsAcceptance(t *testing.T) {
 	pt := promtool(t)
 	ctx := context.Background()
 	dest := brokerenv.NATS{}.Setup(t)
-	s := storeenv.OpenPostgres(t, postgres.Options{})
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := storeenv.MigratedPostgres(t, postgres.Options{})
 	tb := s.Tables()
 	insert := func(from, to int) {
 		t.Helper()

@@ -13,11 +13,9 @@ import (
 	"github.com/txbox/txbox/store/internal/sqladmin"
 )
 
-// LockCleanup implements store.CleanupLocker with a named lock (GET_LOCK)
-// for the outbox table, taken on a connection of its own that then runs
-// every batch: the lock and the deletes share a session, so a lock that
-// died with its connection cannot leave a cleanup running beside the next
-// holder's.
+// LockCleanup implements store.CleanupLocker with GET_LOCK, named after
+// the outbox table, on a connection that then runs every batch too
+// (sqladmin.SessionCleaner says why).
 func (s *Store) LockCleanup(ctx context.Context) (store.Cleaner, bool, error) {
 	c, err := s.db.Conn(ctx)
 	if err != nil {

@@ -11,11 +11,9 @@ import (
 	"github.com/txbox/txbox/store/internal/sqladmin"
 )
 
-// LockCleanup implements store.CleanupLocker with a session advisory lock
-// named after the outbox table, taken on a connection of its own that then
-// runs every batch: the lock and the deletes share a session, so a lock
-// that died with its connection cannot leave a cleanup running beside the
-// next holder's.
+// LockCleanup implements store.CleanupLocker with a session advisory lock,
+// named after the outbox table, on a connection that then runs every batch
+// too (sqladmin.SessionCleaner says why).
 func (s *Store) LockCleanup(ctx context.Context) (store.Cleaner, bool, error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {

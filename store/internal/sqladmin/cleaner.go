@@ -6,8 +6,9 @@ import (
 )
 
 // SessionCleaner is the store.Cleaner of the PostgreSQL and MySQL stores:
-// it deletes on the one session that holds the cleanup lock, so the lock
-// and the deletes end together.
+// it deletes on the one session that holds the cleanup lock, so a lock
+// that died with its connection (a killed session, a failover) cannot
+// leave a cleanup running beside the next holder's: its next batch fails.
 type SessionCleaner struct {
 	Cleanup, InboxCleanup func(ctx context.Context, age time.Duration, limit int) (int64, error)
 	// Release unlocks; true when the session held the lock.
