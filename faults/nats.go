@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -30,6 +31,9 @@ type NATS struct {
 	// stuck, when set, is told the consumer name whose durable did not
 	// catch up (World.dumpConsumers).
 	stuck func(inbox string)
+	// CatchUp bounds the stream-recreated fault's wait for the consumers
+	// to drain the old stream; 0: 5 minutes.
+	CatchUp time.Duration
 }
 
 // NewNATS starts the server and its proxy, stopped when t ends.
@@ -250,7 +254,7 @@ func (b *NATS) recreateStream(ctx context.Context) (string, error) {
 		_, err := js.CreateOrUpdateStream(ctx, orig)
 		return err
 	}
-	caught, err := b.caughtUp(ctx, js, 5*time.Minute)
+	caught, err := b.caughtUp(ctx, js, cmp.Or(b.CatchUp, 5*time.Minute))
 	if err != nil {
 		_ = restore()
 		return "", err
