@@ -136,7 +136,10 @@ func TestOrderedSharedNameKeepsUp(t *testing.T) {
 
 	start = time.Now()
 	a, b := e.consumer(cfg("pair"), handler("pair")), e.consumer(cfg("pair"), handler("pair"))
-	bound := 2*alone + 30*time.Second
+	// Without the recheck the pair advances a few events per HoldFor:
+	// minutes for 600. Loaded (two CPU hogs beside the suite) it took over
+	// 2 x alone + 30 s once, hence this looser bound.
+	bound := 3*alone + time.Minute
 	waitProgress(t, "two processes", bound, bound, n, count(a, b))
 	took := time.Since(start)
 	t.Logf("%d events of one aggregate: one process %v, two %v (%d and %d; held %d and %d times)",
