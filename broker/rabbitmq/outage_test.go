@@ -121,7 +121,9 @@ func rabbitmqUser(t *testing.T, user, pass string) (ctl func(args ...string)) {
 	}
 	ctl = func(args ...string) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// rabbitmqctl starts an Erlang node of its own each time: over 30 s
+		// on a loaded machine.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput(); err != nil {
 			testenv.Missing(t, "rabbitmqctl "+args[0]+" on the machine's broker: "+err.Error()+": "+string(out))

@@ -102,7 +102,9 @@ func TestConformance(t *testing.T) {
 	run := adaptertest.Unique("bt")
 	exchange := "txbox." + run
 	adm.exchange(t, exchange)
-	opts := rabbitmqbroker.Options{Exchange: exchange, CreateExchange: true, MaxPayload: 1 << 20, Connection: rabbitmqbroker.Connection{Logger: adaptertest.Quiet}}
+	// A connect timeout of 30 s, not 5: a loaded machine (two CPU hogs
+	// beside the suite) timed the AMQP handshake out.
+	opts := rabbitmqbroker.Options{Exchange: exchange, CreateExchange: true, MaxPayload: 1 << 20, Connection: rabbitmqbroker.Connection{Logger: adaptertest.Quiet, ConnectTimeout: 30 * time.Second}}
 	var n atomic.Int64
 	const ackWait = time.Second
 	brokertest.Run(t, brokertest.Harness{
@@ -115,7 +117,8 @@ func TestConformance(t *testing.T) {
 		},
 		NewPublisher: adaptertest.NewPublisher(rabbitmqbroker.Open, via, opts),
 		NewSubscriber: adaptertest.NewSubscriber(rabbitmqbroker.OpenSubscriber, via, func(group, topic string) rabbitmqbroker.SubscriberOptions {
-			return rabbitmqbroker.SubscriberOptions{Queue: "q." + topic, Exchange: exchange, BindingKeys: []string{topic}, AckWait: ackWait, Connection: rabbitmqbroker.Connection{Name: group}}
+			return rabbitmqbroker.SubscriberOptions{Queue: "q." + topic, Exchange: exchange, BindingKeys: []string{topic}, AckWait: ackWait,
+				Connection: rabbitmqbroker.Connection{Name: group, ConnectTimeout: 30 * time.Second}}
 		}),
 		Topic: func(t *testing.T) string {
 			topic := fmt.Sprintf("%s.t%d.Order.Created", run, n.Add(1))
