@@ -92,6 +92,8 @@ func (c cleanupLoop) run(ctx context.Context, s store.Store) {
 func (c cleanupLoop) once(ctx context.Context, s store.Store) {
 	l, ok, err := s.(store.CleanupLocker).LockCleanup(ctx)
 	switch {
+	case err != nil && ctx.Err() != nil:
+		return // stopping
 	case err != nil:
 		c.done("failed", 0, 0, err)
 		return
