@@ -3,6 +3,8 @@ package natsbroker_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -369,5 +371,88 @@ func TestHeldDeliveryAckedAcrossBrokerRestart(t *testing.T) {
 	js2, ctx2 := jetStreamAt(t, srv.URL, 10*time.Second)
 	if info := consumerInfo(ctx2, t, js2, cfg.Name, "held"); info.NumAckPending != 0 || info.NumPending != 0 {
 		t.Fatalf("after both acks: %d ack pending, %d pending; want 0 and 0", info.NumAckPending, info.NumPending)
+	}
+}
+
+// TestManyHeldDeliveriesAckedAcrossBrokerRestart: a server killed before
+// its store caught up comes back with the durable consumer rolled back
+// (delivered 200 became 100 and the ack floor 20 became 0 when this was
+// first seen). That is still the consumer the deliveries came from, on the
+// same stream: each delivery held across the restart settles its own
+// message, none is refused as if the consumer had been made again, and
+// what the server redelivers is settled too, until nothing is pending.
+func TestManyHeldDeliveriesAckedAcrossBrokerRestart(t *testing.T) {
+	if _, err := testenv.NATSBinary(); err != nil && !testenv.Required() {
+		t.Skipf("own nats-server unavailable: %v", err)
+	}
+	srv := testenv.StartNATS(t)
+	waitJetStream(t, srv.URL)
+	prefix, cfg, _, ctx := ownStream(t, srv.URL, "txboxtest.rollback", jetstream.FileStorage, 60*time.Second)
+	p := adaptertest.Open(t, natsbroker.Open, srv.URL, natsbroker.Options{Stream: cfg.Name, Connection: natsbroker.Connection{ReconnectWait: 100 * time.Millisecond}})
+	const n = 300
+	for i := range n {
+		if err := publishOne(t, p, adaptertest.Msg(prefix+".Order.Created", fmt.Sprintf("k%d", i), 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An ack wait of seconds: the restart may lose acknowledgements too (the
+	// ack floor went back to 0), and those messages come again only then.
+	sub, err := natsbroker.OpenSubscriber(ctx, srv.URL, natsbroker.SubscriberOptions{Stream: cfg.Name, Durable: "held", AckWait: 5 * time.Second, Connection: natsbroker.Connection{ReconnectWait: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	var held []broker.Delivery
+	for len(held) < 200 {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ds, err := sub.Receive(rctx, 200-len(held))
+		cancel()
+		if err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+		held = append(held, ds...)
+	}
+	for _, d := range held[:20] {
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	srv.Kill()
+	srv.Start()
+	waitJetStream(t, srv.URL)
+	time.Sleep(1500 * time.Millisecond) // held past a quick settle: each ack asks whether the consumer was made again
+	stale := 0
+	for _, d := range held[20:] {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := d.Ack(actx)
+		cancel()
+		if err != nil && strings.Contains(err.Error(), "made again") {
+			stale++
+		}
+	}
+	if stale > 0 {
+		t.Fatalf("%d of %d acks held across the restart were refused as if the consumer had been made again", stale, len(held)-20)
+	}
+	// What the rolled-back consumer delivers again is taken and settled.
+	js2, _ := jetStreamAt(t, srv.URL, 10*time.Second)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		info := consumerInfo(ictx, t, js2, cfg.Name, "held")
+		cancel()
+		if info.NumAckPending == 0 && info.NumPending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the restart: %d ack pending, %d pending; want 0 and 0", info.NumAckPending, info.NumPending)
+		}
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		ds, _ := sub.Receive(rctx, 100)
+		cancel()
+		for _, d := range ds {
+			if err := d.Ack(ctx); err != nil {
+				t.Fatalf("ack after the restart: %v", err)
+			}
+		}
 	}
 }

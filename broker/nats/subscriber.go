@@ -67,8 +67,8 @@ type Subscriber struct {
 	log    *slog.Logger
 	stream string
 	cfg    jetstream.ConsumerConfig
-	// checkMu guards checked, created, maxDseq, maxSseq and the question
-	// itself: Ack may run beside Receive.
+	// checkMu guards checked, created and the question itself: Ack may run
+	// beside Receive.
 	checkMu sync.Mutex
 	checked time.Time // when the subscriber last asked whether the consumer is gone
 	// gen counts the durable consumer's incarnations this subscriber has
@@ -78,13 +78,9 @@ type Subscriber struct {
 	// again) would settle whatever message of the new stream has that
 	// sequence, and that message would never come: a delivery taken before
 	// the consumer was made again is settled no more (see stale).
-	gen     atomic.Uint64
-	created time.Time
-	// maxDseq and maxSseq are the highest consumer and stream sequences of
-	// the deliveries taken from the current incarnation: a consumer whose
-	// delivered sequences are below them was made again.
-	maxDseq, maxSseq uint64
-	closeOnce        sync.Once
+	gen       atomic.Uint64
+	created   time.Time
+	closeOnce sync.Once
 }
 
 var _ broker.Subscriber = (*Subscriber)(nil)
@@ -240,7 +236,7 @@ func (s *Subscriber) goneLocked(ctx context.Context) bool {
 	if err == nil && s.remadeLocked(info) {
 		s.gen.Add(1)
 		s.log.Warn("nats: durable consumer was made again by another process; deliveries taken before are settled no more (they come again)", "stream", s.stream, "durable", s.cfg.Durable)
-		s.created, s.maxDseq, s.maxSseq = info.Created, info.Delivered.Consumer, info.Delivered.Stream
+		s.created = info.Created
 	}
 	return false
 }
@@ -260,7 +256,7 @@ func (s *Subscriber) remake(ctx context.Context) error {
 	}
 	s.cons = cons
 	s.gen.Add(1)
-	s.created, s.maxDseq, s.maxSseq = time.Time{}, 0, 0 // the next check takes them
+	s.created = time.Time{} // the next check takes it
 
 	s.log.Warn("nats: durable consumer was gone (its stream deleted and made again?); made it again: it delivers the stream from its start", "stream", s.stream, "durable", s.cfg.Durable)
 	return nil
@@ -286,19 +282,8 @@ func (s *Subscriber) fetchNoWait(ctx context.Context, max int) ([]broker.Deliver
 func (s *Subscriber) collect(b jetstream.MessageBatch) ([]broker.Delivery, error) {
 	var out []broker.Delivery
 	gen, now := s.gen.Load(), time.Now()
-	var dseq, sseq uint64
 	for m := range b.Messages() {
 		out = append(out, &delivery{m: m, s: s, gen: gen, taken: now})
-		if md, err := m.Metadata(); err == nil {
-			dseq, sseq = max(dseq, md.Sequence.Consumer), max(sseq, md.Sequence.Stream)
-		}
-	}
-	if len(out) > 0 {
-		s.checkMu.Lock()
-		if s.gen.Load() == gen {
-			s.maxDseq, s.maxSseq = max(s.maxDseq, dseq), max(s.maxSseq, sseq)
-		}
-		s.checkMu.Unlock()
 	}
 	return out, b.Error()
 }
@@ -323,18 +308,21 @@ type delivery struct {
 var errStale = errors.New("the durable consumer was made again since this delivery; not acknowledged, so that no message of the new stream is settled in its place")
 
 // remadeLocked reports whether info is of another incarnation of the
-// durable consumer than the one this subscriber's deliveries came from: made
-// more than a second apart (a server restart moves the creation time it
-// reports by a fraction of a second, so the times are not compared
-// exactly), or having delivered less than this subscriber has taken from it.
+// durable consumer than the one this subscriber's deliveries came from:
+// made more than a second apart. A server restart moves the creation time
+// it reports by a fraction of a second, so the times are not compared
+// exactly; and it may roll the consumer's delivered and acknowledged
+// sequences back to what it had stored (a kill before the store caught
+// up), which is the same consumer on the same stream: its deliveries in
+// hand still settle their own messages, so the sequences are no sign
+// (TestManyHeldDeliveriesAckedAcrossBrokerRestart).
 func (s *Subscriber) remadeLocked(info *jetstream.ConsumerInfo) bool {
 	if s.created.IsZero() {
 		s.created = info.Created
 		return false
 	}
 	moved := info.Created.Sub(s.created)
-	return moved > time.Second || moved < -time.Second ||
-		info.Delivered.Consumer < s.maxDseq || info.Delivered.Stream < s.maxSseq
+	return moved > time.Second || moved < -time.Second
 }
 
 // settleCheck is how old a delivery may be before settling it first asks
