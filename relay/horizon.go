@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -16,6 +17,27 @@ type horizonWatch struct {
 	last    store.Horizon
 	warned  bool // the warning is out and the transaction not over
 	failed  bool // a sample failed: said once, at info
+}
+
+// sampleHorizon takes the horizon sample of one watch round, after the
+// backlog's: readiness does not depend on it, so Ready (each /readyz probe)
+// does not take one, and a slow one does not age the stall clock.
+func (o *observer) sampleHorizon(ctx context.Context) {
+	o.mu.Lock()
+	down := o.sampleErr != nil // the database's outage is said elsewhere
+	o.mu.Unlock()
+	if o.hz.sampler == nil || down {
+		return
+	}
+	hctx, cancel := context.WithTimeout(ctx, max(o.r.cfg.MetricsInterval, time.Second))
+	h, err := o.hz.sampler.Horizon(hctx)
+	cancel()
+	if err != nil && ctx.Err() != nil {
+		return // shutting down
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.hz.note(o.r.log, o.r.cfg.LongTransactionWarn, h, err)
 }
 
 func (w *horizonWatch) note(log *slog.Logger, warn time.Duration, h store.Horizon, err error) {

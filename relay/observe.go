@@ -188,6 +188,7 @@ func (o *observer) watch(ctx context.Context) {
 	o.mu.Unlock()
 	for {
 		o.sample(ctx)
+		o.sampleHorizon(ctx)
 		o.progress()
 		select {
 		case <-ctx.Done():
@@ -221,19 +222,6 @@ func (o *observer) sample(ctx context.Context) {
 	}
 	o.lastReady = o.readyLocked()
 	o.mu.Unlock()
-	// After the verdict, which does not depend on it: a slow sample here
-	// must not age the stall clock.
-	if err == nil && o.hz.sampler != nil {
-		hctx, cancel := context.WithTimeout(ctx, max(o.r.cfg.MetricsInterval, time.Second))
-		h, herr := o.hz.sampler.Horizon(hctx)
-		cancel()
-		if herr != nil && ctx.Err() != nil {
-			return // shutting down
-		}
-		o.mu.Lock()
-		o.hz.note(o.r.log, o.r.cfg.LongTransactionWarn, h, herr)
-		o.mu.Unlock()
-	}
 	// Outside o.mu: the hook may read the state.
 	if o.m != nil {
 		o.m.BacklogSampled(err)
