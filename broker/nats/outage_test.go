@@ -304,23 +304,7 @@ func TestStaleDeliverySettlesNothing(t *testing.T) {
 // fraction of a second): a delivery held across one still settles its own
 // message.
 func TestHeldDeliveryAckedAcrossBrokerRestart(t *testing.T) {
-	if _, err := testenv.NATSBinary(); err != nil && !testenv.Required() {
-		t.Skipf("own nats-server unavailable: %v", err)
-	}
-	srv := testenv.StartNATS(t)
-	waitJetStream(t, srv.URL)
-	prefix, cfg, _, ctx := ownStream(t, srv.URL, "txboxtest.restart", jetstream.FileStorage, 60*time.Second)
-	p := adaptertest.Open(t, natsbroker.Open, srv.URL, natsbroker.Options{Stream: cfg.Name, Connection: natsbroker.Connection{ReconnectWait: 100 * time.Millisecond}})
-	for i := range 2 {
-		if err := publishOne(t, p, adaptertest.Msg(prefix+".Order.Created", "k", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sub, err := natsbroker.OpenSubscriber(ctx, srv.URL, natsbroker.SubscriberOptions{Stream: cfg.Name, Durable: "held", AckWait: time.Minute, Connection: natsbroker.Connection{ReconnectWait: 100 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Close() })
+	srv, cfg, ctx, sub := restartable(t, "txboxtest.restart", 2, time.Minute)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	ds, err := sub.Receive(rctx, 1)
 	cancel()
@@ -382,26 +366,9 @@ func TestHeldDeliveryAckedAcrossBrokerRestart(t *testing.T) {
 // message, none is refused as if the consumer had been made again, and
 // what the server redelivers is settled too, until nothing is pending.
 func TestManyHeldDeliveriesAckedAcrossBrokerRestart(t *testing.T) {
-	if _, err := testenv.NATSBinary(); err != nil && !testenv.Required() {
-		t.Skipf("own nats-server unavailable: %v", err)
-	}
-	srv := testenv.StartNATS(t)
-	waitJetStream(t, srv.URL)
-	prefix, cfg, _, ctx := ownStream(t, srv.URL, "txboxtest.rollback", jetstream.FileStorage, 60*time.Second)
-	p := adaptertest.Open(t, natsbroker.Open, srv.URL, natsbroker.Options{Stream: cfg.Name, Connection: natsbroker.Connection{ReconnectWait: 100 * time.Millisecond}})
-	const n = 300
-	for i := range n {
-		if err := publishOne(t, p, adaptertest.Msg(prefix+".Order.Created", fmt.Sprintf("k%d", i), 1)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// An ack wait of seconds: the restart may lose acknowledgements too (the
 	// ack floor went back to 0), and those messages come again only then.
-	sub, err := natsbroker.OpenSubscriber(ctx, srv.URL, natsbroker.SubscriberOptions{Stream: cfg.Name, Durable: "held", AckWait: 5 * time.Second, Connection: natsbroker.Connection{ReconnectWait: 100 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Close() })
+	srv, cfg, ctx, sub := restartable(t, "txboxtest.rollback", 300, 5*time.Second)
 	var held []broker.Delivery
 	for len(held) < 200 {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -455,4 +422,31 @@ func TestManyHeldDeliveriesAckedAcrossBrokerRestart(t *testing.T) {
 			}
 		}
 	}
+}
+
+// restartable is the setup of the broker-restart tests: a nats-server of
+// the test's own (to kill and start again), a file-stored stream holding n
+// messages of n aggregates, and a subscriber on its durable "held" with
+// ackWait; both clients reconnect within 100 ms.
+func restartable(t *testing.T, name string, n int, ackWait time.Duration) (*testenv.NATSServer, jetstream.StreamConfig, context.Context, *natsbroker.Subscriber) {
+	t.Helper()
+	if _, err := testenv.NATSBinary(); err != nil && !testenv.Required() {
+		t.Skipf("own nats-server unavailable: %v", err)
+	}
+	srv := testenv.StartNATS(t)
+	waitJetStream(t, srv.URL)
+	prefix, cfg, _, ctx := ownStream(t, srv.URL, name, jetstream.FileStorage, 60*time.Second)
+	conn := natsbroker.Connection{ReconnectWait: 100 * time.Millisecond}
+	p := adaptertest.Open(t, natsbroker.Open, srv.URL, natsbroker.Options{Stream: cfg.Name, Connection: conn})
+	for i := range n {
+		if err := publishOne(t, p, adaptertest.Msg(prefix+".Order.Created", fmt.Sprintf("k%d", i), 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub, err := natsbroker.OpenSubscriber(ctx, srv.URL, natsbroker.SubscriberOptions{Stream: cfg.Name, Durable: "held", AckWait: ackWait, Connection: conn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	return srv, cfg, ctx, sub
 }
