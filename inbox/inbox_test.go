@@ -205,22 +205,22 @@ func TestOneEventDeliveredFiveTimes(t *testing.T) {
 			return err == nil && info.CachedInfo().State.Msgs == n
 		}
 	}
-	testenv.WaitFor(t, 10*time.Second, "first publish", streamHas(1))
+	testenv.WaitFor(t, time.Minute, "first publish", streamHas(1))
 	republish()
-	testenv.WaitFor(t, 10*time.Second, "relay republish", streamHas(2))
+	testenv.WaitFor(t, time.Minute, "relay republish", streamHas(2))
 
 	c, stop := e.stoppableConsumer(inbox.Config{Name: "inventory", Subscriber: e.subscriber("inventory", 30*time.Second)}, e.applyEffect)
-	testenv.WaitFor(t, 10*time.Second, "two deliveries", func() bool { return c.Stats().Processed+c.Stats().Duplicates == 2 })
+	testenv.WaitFor(t, time.Minute, "two deliveries", func() bool { return c.Stats().Processed+c.Stats().Duplicates == 2 })
 	stop()
 
 	// Replay the stream: a new durable consumer for the same inbox name
 	// starts from the first message again.
 	c2 := e.consumer(inbox.Config{Name: "inventory", Subscriber: e.subscriber("inventory-replay", 30*time.Second)}, e.applyEffect)
-	testenv.WaitFor(t, 10*time.Second, "stream replay", func() bool { return c2.Stats().Duplicates == 2 })
+	testenv.WaitFor(t, time.Minute, "stream replay", func() bool { return c2.Stats().Duplicates == 2 })
 
 	republish()
-	testenv.WaitFor(t, 10*time.Second, "third copy", streamHas(3))
-	testenv.WaitFor(t, 10*time.Second, "five deliveries", func() bool {
+	testenv.WaitFor(t, time.Minute, "third copy", streamHas(3))
+	testenv.WaitFor(t, time.Minute, "five deliveries", func() bool {
 		return c.Stats().Processed+c.Stats().Duplicates+c2.Stats().Processed+c2.Stats().Duplicates == 5
 	})
 	if got := e.effectCounts(); len(got) != 1 || got[ev.ID] != 1 {
@@ -302,7 +302,7 @@ func TestAlwaysFailingIsParkedOthersFlowReplayApplies(t *testing.T) {
 	if err != nil || !strings.Contains(out, "replay requested for 1") {
 		t.Fatalf("txbox inbox replay: %v\n%s", err, out)
 	}
-	testenv.WaitFor(t, 10*time.Second, "replayed", func() bool { return c.Stats().Replayed == 1 })
+	testenv.WaitFor(t, time.Minute, "replayed", func() bool { return c.Stats().Replayed == 1 })
 	if got := e.effectCounts(); got[poison.ID] != 1 {
 		t.Fatalf("replayed event applied %d times", got[poison.ID])
 	}
@@ -319,7 +319,7 @@ func TestVersionGuardSkipsStale(t *testing.T) {
 	e.write(v5, v3, v6)
 	e.relay()
 	c := e.consumer(inbox.Config{Name: "inventory", Subscriber: e.subscriber("inventory", 30*time.Second), VersionGuard: true}, e.applyEffect)
-	testenv.WaitFor(t, 10*time.Second, "three handled", func() bool { return c.Stats().Processed+c.Stats().Stale == 3 })
+	testenv.WaitFor(t, time.Minute, "three handled", func() bool { return c.Stats().Processed+c.Stats().Stale == 3 })
 	if c.Stats().Stale != 1 || c.Stats().Processed != 2 {
 		t.Fatalf("stale %d processed %d", c.Stats().Stale, c.Stats().Processed)
 	}
@@ -352,7 +352,7 @@ func TestUndecodableMessageParkedNotLost(t *testing.T) {
 	e.write(good)
 	e.relay()
 	c := e.consumer(inbox.Config{Name: "inventory", Subscriber: e.subscriber("inventory", 30*time.Second)}, e.applyEffect)
-	testenv.WaitFor(t, 10*time.Second, "good event after the junk", func() bool { return c.Stats().Processed == 1 })
+	testenv.WaitFor(t, time.Minute, "good event after the junk", func() bool { return c.Stats().Processed == 1 })
 	if c.Stats().Undecodable != 2 {
 		t.Fatalf("undecodable %d", c.Stats().Undecodable)
 	}

@@ -182,7 +182,7 @@ func handlerDatabaseOutage(t *testing.T, h harness, open func(t *testing.T, w *o
 		return st.OutageWaits >= int64(len(during)*(maxAttempts+2)) || st.Failed > 0
 	})
 	if st := w.c.Stats(); st.Failed > 0 {
-		testenv.WaitFor(t, 10*time.Second, "the outage to park the events", func() bool { return w.c.Stats().Parked == int64(len(during)) })
+		testenv.WaitFor(t, time.Minute, "the outage to park the events", func() bool { return w.c.Stats().Parked == int64(len(during)) })
 		t.Fatalf("the outage spent attempts: %d failed, %d of %d events parked", st.Failed, w.c.Stats().Parked, len(during))
 	}
 	if up := w.databaseUp(); up != 0 {

@@ -28,7 +28,7 @@ func TestBrokerErrorWithBadBytesStillMarks(t *testing.T) {
 	write(t, s, poison)
 	b.FailNext(1, txbox.Permanent(errors.New("broker says \xff\xfe\x00 is not allowed")))
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, MaxAttempts: 5, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
-	testenv.WaitFor(t, 10*time.Second, "poison row DEAD", func() bool {
+	testenv.WaitFor(t, time.Minute, "poison row DEAD", func() bool {
 		recs, _ := s.List(ctx, store.Filter{EventIDs: []string{poison.ID}})
 		return len(recs) == 1 && recs[0].Status == txbox.StatusDead
 	})
@@ -36,7 +36,7 @@ func TestBrokerErrorWithBadBytesStillMarks(t *testing.T) {
 	flaky := txbox.MustEvent("Order", "b", "E", nil)
 	b.FailNext(1, errors.New("flaky \xfe\x00 broker"))
 	write(t, s, flaky)
-	testenv.WaitFor(t, 10*time.Second, "flaky row SENT", func() bool {
+	testenv.WaitFor(t, time.Minute, "flaky row SENT", func() bool {
 		recs, _ := s.List(ctx, store.Filter{EventIDs: []string{flaky.ID}})
 		return len(recs) == 1 && recs[0].Status == txbox.StatusSent
 	})

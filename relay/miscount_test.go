@@ -38,7 +38,7 @@ func TestMiscountingPublisherReleasesTheClaim(t *testing.T) {
 			write(t, s, testenv.Backlog(6, 3, "E")...)
 			r, _, _ := run(t, relay.Config{Store: s, Publisher: p, Claims: relay.ClaimMode(claims), Lease: 30 * time.Second,
 				BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
-			testenv.WaitFor(t, 10*time.Second, "all six delivered", func() bool { return len(b.Messages()) >= 6 })
+			testenv.WaitFor(t, time.Minute, "all six delivered", func() bool { return len(b.Messages()) >= 6 })
 			if r.Stats().Retried == 0 {
 				t.Fatal("the miscounted round was not recorded as a retry")
 			}

@@ -38,7 +38,7 @@ func TestMetricsAndProgress(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, Metrics: prom.NewRelayMetrics(reg), Logger: log, BatchSize: 50,
 		MetricsInterval: 20 * time.Millisecond, ProgressEvery: 50 * time.Millisecond})
-	testenv.WaitFor(t, 10*time.Second, "backlog 0 and all delivered", func() bool {
+	testenv.WaitFor(t, time.Minute, "backlog 0 and all delivered", func() bool {
 		return promtest.Value(t, reg, "txbox_relay_published_total", "outcome", "delivered") == 300 &&
 			promtest.Value(t, reg, "txbox_outbox_backlog", "status", "pending") == 0 &&
 			promtest.Value(t, reg, "txbox_outbox_oldest_pending_age_seconds") == 0
@@ -51,7 +51,7 @@ func TestMetricsAndProgress(t *testing.T) {
 	}
 	// Sampled every 20 ms: a loaded machine may time out one sample
 	// (ready 0 until the next), so the gauges are waited for.
-	testenv.WaitFor(t, 10*time.Second, "broker_up and ready 1", func() bool {
+	testenv.WaitFor(t, time.Minute, "broker_up and ready 1", func() bool {
 		return promtest.Value(t, reg, "txbox_relay_broker_up") == 1 && promtest.Value(t, reg, "txbox_relay_ready") == 1
 	})
 	if err := r.Alive(); err != nil {
@@ -64,7 +64,7 @@ func TestMetricsAndProgress(t *testing.T) {
 	if err != nil || len(lint) > 0 {
 		t.Fatalf("metric lint: %v %v", err, lint)
 	}
-	testenv.WaitFor(t, 5*time.Second, "a progress line", func() bool { return strings.Contains(logs.String(), `"msg":"relay progress"`) })
+	testenv.WaitFor(t, time.Minute, "a progress line", func() bool { return strings.Contains(logs.String(), `"msg":"relay progress"`) })
 	line := ""
 	for _, l := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(l, "relay progress") {
@@ -105,7 +105,7 @@ func TestReadyFailsWhileStalled(t *testing.T) {
 	write(t, s, txbox.MustEvent("Order", "o1", "Created", nil))
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: down{membroker.New(membroker.Options{})}, StallAfter: 300 * time.Millisecond,
 		MetricsInterval: 20 * time.Millisecond, BackoffBase: time.Hour, BackoffMax: time.Hour})
-	testenv.WaitFor(t, 5*time.Second, "not ready: broker", func() bool {
+	testenv.WaitFor(t, time.Minute, "not ready: broker", func() bool {
 		err := r.Ready(context.Background())
 		return errors.Is(err, relay.ErrNotReady) && strings.Contains(err.Error(), "broker")
 	})
@@ -147,7 +147,7 @@ func TestEventLogLinesNameTheEvent(t *testing.T) {
 	write(t, s, ev)
 	var logs testenv.SyncBuffer
 	run(t, relay.Config{Store: s, Publisher: b, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
-	testenv.WaitFor(t, 5*time.Second, "the DEAD line", func() bool { return strings.Contains(logs.String(), "event is DEAD") })
+	testenv.WaitFor(t, time.Minute, "the DEAD line", func() bool { return strings.Contains(logs.String(), "event is DEAD") })
 	for _, kv := range []string{`"event_id":"` + ev.ID + `"`, `"aggregate_type":"Order"`, `"aggregate_id":"o-7"`, `"event_type":"Created"`} {
 		if !strings.Contains(logs.String(), kv) {
 			t.Fatalf("DEAD line lacks %s:\n%s", kv, logs.String())
@@ -179,10 +179,10 @@ func TestIdleRelayPingsItsBroker(t *testing.T) {
 	}
 	down := fmt.Errorf("%w: connection refused", txbox.ErrBrokerUnavailable)
 	p.err.Store(&down)
-	testenv.WaitFor(t, 5*time.Second, "not ready: broker", func() bool {
+	testenv.WaitFor(t, time.Minute, "not ready: broker", func() bool {
 		err := r.Ready(context.Background())
 		return errors.Is(err, relay.ErrNotReady) && strings.Contains(err.Error(), "broker")
 	})
 	p.err.Store(nil)
-	testenv.WaitFor(t, 5*time.Second, "ready again", func() bool { return r.Ready(context.Background()) == nil })
+	testenv.WaitFor(t, time.Minute, "ready again", func() bool { return r.Ready(context.Background()) == nil })
 }

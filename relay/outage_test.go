@@ -102,7 +102,7 @@ func testBrokerOutage(t *testing.T, claims relay.ClaimMode) {
 		BackoffMax: 20 * time.Millisecond, OutageProbeMax: probeMax, Metrics: prom.NewRelayMetrics(reg), MetricsInterval: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	evs := outageBacklog(t, s, "Order", 4, "a", "b", "c")
-	testenv.WaitFor(t, 5*time.Second, "readiness to report the outage", func() bool {
+	testenv.WaitFor(t, time.Minute, "readiness to report the outage", func() bool {
 		err := r.Ready(context.Background())
 		return err != nil && strings.Contains(err.Error(), "broker: outage")
 	})
@@ -129,15 +129,15 @@ func testBrokerOutage(t *testing.T, claims relay.ClaimMode) {
 	}
 	back := time.Now()
 	b.SetDown(false)
-	testenv.WaitFor(t, 10*time.Second, "every event delivered", func() bool { return len(b.Messages()) >= len(evs) })
+	testenv.WaitFor(t, time.Minute, "every event delivered", func() bool { return len(b.Messages()) >= len(evs) })
 	// One probe interval, and the claim and publish after it.
 	if took := time.Since(back); took > probeMax+time.Second {
 		t.Fatalf("delivered %v after the broker came back, want within one probe interval (%v) and a claim", took, probeMax)
 	}
 	checkFirstOrder(t, b.Messages(), evs)
-	testenv.WaitFor(t, 5*time.Second, "ready again", func() bool { return r.Ready(context.Background()) == nil })
+	testenv.WaitFor(t, time.Minute, "ready again", func() bool { return r.Ready(context.Background()) == nil })
 	var sent []store.Record
-	testenv.WaitFor(t, 5*time.Second, "every row marked SENT", func() bool {
+	testenv.WaitFor(t, time.Minute, "every row marked SENT", func() bool {
 		var err error
 		sent, err = s.List(context.Background(), store.Filter{Status: txbox.StatusSent})
 		return err == nil && len(sent) == len(evs)
@@ -184,8 +184,8 @@ func testMissingDestination(t *testing.T, claims relay.ClaimMode) {
 	// destination from a broker that is down.
 	invoices, orders := testenv.Interleaved("Invoice", 3, "i1", "i2"), testenv.Interleaved("Order", 3, "o1", "o2")
 	write(t, s, append(append([]txbox.Event{}, invoices...), orders...)...)
-	testenv.WaitFor(t, 5*time.Second, "orders delivered past the missing destination", func() bool { return len(b.Messages()) >= len(orders) })
-	testenv.WaitFor(t, 5*time.Second, "readiness to name the destination", func() bool {
+	testenv.WaitFor(t, time.Minute, "orders delivered past the missing destination", func() bool { return len(b.Messages()) >= len(orders) })
+	testenv.WaitFor(t, time.Minute, "readiness to name the destination", func() bool {
 		err := r.Ready(context.Background())
 		return err != nil && strings.Contains(err.Error(), `"outbox.Invoice.E"`)
 	})
@@ -203,18 +203,18 @@ func testMissingDestination(t *testing.T, claims relay.ClaimMode) {
 		}
 	}
 	more := outageBacklog(t, s, "Order", 2, "o3")
-	testenv.WaitFor(t, 5*time.Second, "orders written during the outage delivered", func() bool { return len(b.Messages()) >= len(orders)+len(more) })
+	testenv.WaitFor(t, time.Minute, "orders written during the outage delivered", func() bool { return len(b.Messages()) >= len(orders)+len(more) })
 	back := time.Now()
 	f.mu.Lock()
 	f.failTopic = nil
 	f.mu.Unlock()
 	all := len(invoices) + len(orders) + len(more)
-	testenv.WaitFor(t, 10*time.Second, "invoices delivered", func() bool { return len(b.Messages()) >= all })
+	testenv.WaitFor(t, time.Minute, "invoices delivered", func() bool { return len(b.Messages()) >= all })
 	if took := time.Since(back); took > probeMax+time.Second {
 		t.Fatalf("invoices delivered %v after the destination came back, want within one probe interval (%v)", took, probeMax)
 	}
 	checkFirstOrder(t, b.Messages(), append(append(invoices, orders...), more...))
-	testenv.WaitFor(t, 5*time.Second, "ready again", func() bool { return r.Ready(context.Background()) == nil })
+	testenv.WaitFor(t, time.Minute, "ready again", func() bool { return r.Ready(context.Background()) == nil })
 	if st := r.Stats(); st.Dead != 0 || st.Retried != 0 {
 		t.Fatalf("dead %d, retried %d: a missing destination must spend no attempts", st.Dead, st.Retried)
 	}
@@ -243,7 +243,7 @@ func TestOutageErrorsAreOutages(t *testing.T) {
 		e := txbox.MustEvent("Order", "x", "E", nil)
 		write(t, s, e)
 		r, cancel, done := run(t, relay.Config{Store: s, Publisher: f, MaxAttempts: 1, BackoffBase: 10 * time.Millisecond, OutageProbeMax: 50 * time.Millisecond})
-		testenv.WaitFor(t, 5*time.Second, "a failed publish", func() bool { st := r.Stats(); return st.Deferred+st.Dead > 0 })
+		testenv.WaitFor(t, time.Minute, "a failed publish", func() bool { st := r.Stats(); return st.Deferred+st.Dead > 0 })
 		cancel()
 		<-done
 		st := r.Stats()

@@ -84,7 +84,7 @@ func TestRestartIdentityUnderRunningRelay(t *testing.T) {
 				return evs
 			}
 			storeenv.Write(t, c.h, s, batch(1)...)
-			testenv.WaitFor(t, 10*time.Second, "first 20 delivered", func() bool { return len(b.Messages()) >= 20 })
+			testenv.WaitFor(t, time.Minute, "first 20 delivered", func() bool { return len(b.Messages()) >= 20 })
 			waitSent(t, s, 20, 5*time.Second, "first 20 marked")
 			truncate := "TRUNCATE %s RESTART IDENTITY"
 			if c.name == "mariadb" {

@@ -68,8 +68,8 @@ func testFailingAggregateBlocksOnlyItself(t *testing.T, claims relay.ClaimMode) 
 	}
 	write(t, s, evs...)
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: f, BackoffBase: 50 * time.Millisecond, BackoffMax: 100 * time.Millisecond, MaxAttempts: 1000, Claims: claims})
-	testenv.WaitFor(t, 10*time.Second, "good aggregates delivered", func() bool { return len(b.Messages()) == 5 })
-	testenv.WaitFor(t, 10*time.Second, "several retries of the bad head", func() bool { return r.Stats().Retried >= 3 })
+	testenv.WaitFor(t, time.Minute, "good aggregates delivered", func() bool { return len(b.Messages()) == 5 })
+	testenv.WaitFor(t, time.Minute, "several retries of the bad head", func() bool { return r.Stats().Retried >= 3 })
 	for _, m := range b.Messages() {
 		if m.Event.AggregateID == "bad" {
 			t.Fatal("event of the failing aggregate published")
@@ -88,7 +88,7 @@ func testFailingAggregateBlocksOnlyItself(t *testing.T, claims relay.ClaimMode) 
 	f.mu.Lock()
 	f.fail = nil
 	f.mu.Unlock()
-	testenv.WaitFor(t, 10*time.Second, "bad aggregate drained", func() bool { return len(b.Messages()) == 10 })
+	testenv.WaitFor(t, time.Minute, "bad aggregate drained", func() bool { return len(b.Messages()) == 10 })
 	var order []string
 	for _, m := range b.Messages() {
 		if m.Event.AggregateID == "bad" {
@@ -116,8 +116,8 @@ func testPermanentErrorGoesDead(t *testing.T, claims relay.ClaimMode) {
 		t.Fatal(err)
 	}
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, MaxAttempts: 10, Claims: claims})
-	testenv.WaitFor(t, 10*time.Second, "two delivered", func() bool { return len(b.Messages()) == 2 })
-	testenv.WaitFor(t, 5*time.Second, "two dead", func() bool { return r.Stats().Dead == 2 })
+	testenv.WaitFor(t, time.Minute, "two delivered", func() bool { return len(b.Messages()) == 2 })
+	testenv.WaitFor(t, time.Minute, "two dead", func() bool { return r.Stats().Dead == 2 })
 	dead, _ := s.List(ctx, store.Filter{Status: txbox.StatusDead})
 	if len(dead) != 2 {
 		t.Fatalf("dead: %d", len(dead))
@@ -144,7 +144,7 @@ func testGivesUpAfterMaxAttempts(t *testing.T, claims relay.ClaimMode) {
 	e := txbox.MustEvent("Order", "o-1", "E", nil)
 	write(t, s, e)
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: f, MaxAttempts: 3, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, Claims: claims})
-	testenv.WaitFor(t, 10*time.Second, "dead after 3 attempts", func() bool { return r.Stats().Dead == 1 })
+	testenv.WaitFor(t, time.Minute, "dead after 3 attempts", func() bool { return r.Stats().Dead == 1 })
 	recs, _ := s.List(context.Background(), store.Filter{EventIDs: []string{e.ID}})
 	if recs[0].Status != txbox.StatusDead || recs[0].RetryCount != 3 || !strings.Contains(recs[0].LastError, "after 3 attempts") {
 		t.Fatalf("%+v", recs[0])
@@ -167,7 +167,7 @@ func testShutdownReleases(t *testing.T, claims relay.ClaimMode) {
 	f := &faulty{Publisher: b, delay: 300 * time.Millisecond}
 	write(t, s, testenv.Backlog(40, 1, "E")...)
 	_, cancel, done := run(t, relay.Config{Store: s, Publisher: f, BatchSize: 40, Claims: claims})
-	testenv.WaitFor(t, 5*time.Second, "publishing started", func() bool { return f.calls.Load() > 0 })
+	testenv.WaitFor(t, time.Minute, "publishing started", func() bool { return f.calls.Load() > 0 })
 	inFlight, _ := s.Stats(context.Background())
 	switch leased := inFlight.Counts[txbox.StatusProcessing]; {
 	case claims == relay.ClaimLease && leased == 0:
@@ -270,7 +270,7 @@ func testWakeup(t *testing.T, claims relay.ClaimMode) {
 		t.Fatal("listener did not start")
 	}
 	r, _, _ := run(t, relay.Config{Store: s, Publisher: b, PollInterval: 10 * time.Second, Wakeup: wake, Claims: claims})
-	testenv.WaitFor(t, 5*time.Second, "the relay's first (empty) claim", func() bool { return r.Stats().IdleWaits >= 1 })
+	testenv.WaitFor(t, time.Minute, "the relay's first (empty) claim", func() bool { return r.Stats().IdleWaits >= 1 })
 	w := outbox.NewWriter(s.Dialect(), outbox.WithWakeup())
 	for i := range 5 {
 		start := time.Now()
@@ -287,7 +287,7 @@ func testWakeup(t *testing.T, claims relay.ClaimMode) {
 		// Once the batch has ended the relay claims again, finds nothing and
 		// idles; a row written before that claim would be found by it,
 		// wake-up or not, so the next write waits for the idle.
-		testenv.WaitFor(t, 5*time.Second, "the relay idle again", func() bool { return r.Stats().IdleWaits >= int64(i)+2 })
+		testenv.WaitFor(t, time.Minute, "the relay idle again", func() bool { return r.Stats().IdleWaits >= int64(i)+2 })
 	}
 	// Without the wake-up option nothing notifies: the relay waits its poll.
 	plain := outbox.NewWriter(s.Dialect())

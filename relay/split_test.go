@@ -37,7 +37,7 @@ func TestTwoRelaysSplitAggregates(t *testing.T) {
 			rb, _, _ := run(t, cfg(b, bb))
 			// Both relays are members before the backlog exists (Run joins
 			// before its first claim).
-			testenv.WaitFor(t, 5*time.Second, "both relays claiming", func() bool {
+			testenv.WaitFor(t, time.Minute, "both relays claiming", func() bool {
 				return ra.Stats().IdleWaits > 0 && rb.Stats().IdleWaits > 0
 			})
 			const aggs, per = 40, 30

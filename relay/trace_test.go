@@ -38,7 +38,7 @@ func TestPublishSpansFollowTheWriter(t *testing.T) {
 	writeCtx(context.Background(), t, s, evs[2])
 	b := membroker.New(membroker.Options{})
 	run(t, relay.Config{Store: s, Publisher: b, Tracer: otel.NewTracer(tp)})
-	testenv.WaitFor(t, 10*time.Second, "3 messages", func() bool { return len(b.Messages()) == 3 })
+	testenv.WaitFor(t, time.Minute, "3 messages", func() bool { return len(b.Messages()) == 3 })
 	// A message is in the broker before its publish returns, and the span
 	// ends only then; the rows are marked after that, so once all three are
 	// sent every publish span has ended.

@@ -43,7 +43,7 @@ func TestRelayWaitsForBrokerAtStart(t *testing.T) {
 					sc.value("txbox_relay_ready"), sc.value("txbox_relay_broker_up"), text)
 			}
 			checkMetricsText(t, pt, text)
-			testenv.WaitFor(t, 10*time.Second, "the database to be reached while the broker is not", func() bool {
+			testenv.WaitFor(t, time.Minute, "the database to be reached while the broker is not", func() bool {
 				sc, _ := scrapeURL(t, p.base+"/metrics")
 				return sc.value("txbox_relay_database_up") == 1
 			})
@@ -96,7 +96,7 @@ func TestRelayWaitsForDatabaseAtStart(t *testing.T) {
 					sc.value("txbox_relay_ready"), sc.value("txbox_relay_database_up"), text)
 			}
 			checkMetricsText(t, pt, text)
-			testenv.WaitFor(t, 10*time.Second, "/readyz to name the database's error", func() bool {
+			testenv.WaitFor(t, time.Minute, "/readyz to name the database's error", func() bool {
 				code, body := probe(p.base + "/readyz")
 				return code == 503 && strings.Contains(body, "database: not reached yet") && strings.Contains(body, "connection refused")
 			})

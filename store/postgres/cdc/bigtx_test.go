@@ -88,7 +88,7 @@ func TestLargeTransactionInParts(t *testing.T) {
 	if dups == 0 {
 		t.Errorf("no event published again after a stop in the middle of a transaction")
 	}
-	testenv.WaitFor(t, 10*time.Second, "rows archived", func() bool { return e.countRows("PENDING") == 0 })
+	testenv.WaitFor(t, time.Minute, "rows archived", func() bool { return e.countRows("PENDING") == 0 })
 	if s := e.countSent(); s != n {
 		t.Errorf("archive holds %d rows, want %d", s, n)
 	}

@@ -57,7 +57,7 @@ func TestCommitOrderRowsAndMessages(t *testing.T) {
 	if err := r.r.Ready(context.Background()); err != nil {
 		t.Errorf("Ready: %v", err)
 	}
-	testenv.WaitFor(t, 10*time.Second, "rows archived", func() bool {
+	testenv.WaitFor(t, time.Minute, "rows archived", func() bool {
 		return e.countRows("PENDING") == 0
 	})
 	rows := 0
@@ -121,7 +121,7 @@ func TestPermanentFailureGoesDead(t *testing.T) {
 	e.write(false, ev("p", 1))
 	e.write(true, ev("q", 0))
 	waitFirsts(t, b.Messages, 20*time.Second, "3 deliverable events", 3)
-	testenv.WaitFor(t, 10*time.Second, "2 DEAD rows", func() bool { return e.countRows("DEAD") == 2 })
+	testenv.WaitFor(t, time.Minute, "2 DEAD rows", func() bool { return e.countRows("DEAD") == 2 })
 	var lastErr string
 	var withID int
 	if err := e.s.Pool().QueryRow(context.Background(), `SELECT min(last_error), count(*) FILTER (WHERE id > 0) FROM `+e.s.Tables().Outbox+` WHERE status = 'DEAD'`).Scan(&lastErr, &withID); err != nil {
