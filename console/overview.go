@@ -18,6 +18,15 @@ type overviewView struct {
 	Relays    []relaySeen    `json:"relays"`
 	Consumers []consumerView `json:"inbox_consumers"`
 	Samples   []sample       `json:"samples"`
+	// Blocked: the rows held behind DEAD events (relay --dead-blocks);
+	// absent for a store that cannot hold rows.
+	Blocked *blockedView `json:"blocked,omitempty"`
+}
+
+type blockedView struct {
+	Aggregates           int64   `json:"aggregates"`
+	Rows                 int64   `json:"rows"`
+	OldestHeldAgeSeconds float64 `json:"oldest_held_age_seconds"`
 }
 
 type relaySeen struct {
@@ -46,6 +55,13 @@ func (c *Console) overview(ctx context.Context) (overviewView, error) {
 		return v, err
 	}
 	v.Samples = c.sampleList()
+	if db, ok := c.s.(store.DeadBlocker); ok {
+		b, err := db.Blocked(ctx)
+		if err != nil {
+			return v, err
+		}
+		v.Blocked = &blockedView{Aggregates: b.Aggregates, Rows: b.Rows, OldestHeldAgeSeconds: b.OldestAge.Seconds()}
+	}
 	return v, nil
 }
 

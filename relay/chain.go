@@ -393,3 +393,7 @@ func (b *chainBatch) trim(lanes map[string][]item, out *outcome) {
 
 // close drops the batch's links once it ended.
 func (b *chainBatch) close() { b.chains.leave(b.links) }
+
+// followsOwn: a chained batch's rows may lie behind this relay's batches
+// in flight.
+func (b *chainBatch) followsOwn() bool { return true }

@@ -39,6 +39,10 @@ type claimed interface {
 	finish(ctx context.Context, out *outcome) error
 	// close drops what the batch kept beside the store; after finish.
 	close()
+	// followsOwn says the batch may hold rows behind this relay's own
+	// batches in flight (chained claims), whose rows then lie ahead of its
+	// own in the table (gate).
+	followsOwn() bool
 }
 
 func newClaimer(r *Relay) claimer {
@@ -63,3 +67,4 @@ func (unchained) ready(order []string, _ func(string) int) ([]string, <-chan str
 }
 func (unchained) laneDone(string, bool) {}
 func (unchained) close()                {}
+func (unchained) followsOwn() bool      { return false }

@@ -116,6 +116,14 @@ type Config struct {
 	// with the backlog, where the store can (store.HorizonSampler); 0:
 	// no warning.
 	LongTransactionWarn time.Duration
+
+	// DeadBlocks names the aggregate types whose DEAD events hold back the
+	// later events of their aggregate until the DEAD one is replayed or
+	// purged ("*": every type); by default a DEAD event does not block its
+	// aggregate. Every relay of a table needs the same list: a relay
+	// releases the held rows behind types it does not block. Needs a store
+	// that can hold rows (store.DeadBlocker); see deadblock.go.
+	DeadBlocks []string
 }
 
 func (c *Config) withDefaults() {
@@ -195,9 +203,25 @@ func (c Config) ValidateSettings() error {
 		return bad("StallAfter", "%v is negative", c.StallAfter)
 	case c.LongTransactionWarn < 0:
 		return bad("LongTransactionWarn", "%v is negative", c.LongTransactionWarn)
+	case c.BackoffMax > maxDelay || c.OutageProbeMax > maxDelay:
+		return bad("BackoffMax", "%v or OutageProbeMax %v is over %v: a row due so late would look held behind a DEAD event", c.BackoffMax, c.OutageProbeMax, maxDelay)
+	}
+	for _, t := range c.DeadBlocks {
+		switch {
+		case t == "":
+			return bad("DeadBlocks", "an empty aggregate type")
+		case len(t) > 64:
+			return bad("DeadBlocks", "%q is longer than an aggregate type (64)", t)
+		case t == "*" && len(c.DeadBlocks) > 1:
+			return bad("DeadBlocks", `"*" (every type) with other types`)
+		}
 	}
 	return c.Topic.Validate()
 }
+
+// maxDelay bounds the retry delays, well below the held rows' due time
+// (store.HeldAfter).
+const maxDelay = 10 * 365 * 24 * time.Hour
 
 func defaultID() string {
 	host, _ := os.Hostname()

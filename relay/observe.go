@@ -18,7 +18,8 @@ type observer struct {
 	r       *Relay
 	sampler store.BacklogSampler // nil: the store cannot sample its backlog
 	hz      horizonWatch
-	m       Metrics // nil: no metrics
+	blocked store.Blocked // the last sample of held rows (deadblock.go)
+	m       Metrics       // nil: no metrics
 
 	pinger      broker.Pinger // nil: the publisher cannot be pinged
 	started     time.Time
@@ -68,6 +69,7 @@ func (o *observer) state(s *Stats) {
 	s.Backlog = o.backlog
 	s.SampledAt = o.sampledAt
 	s.Horizon = o.hz.last
+	s.Blocked = o.blocked
 	s.Ready = o.lastReady == nil
 	o.mu.Unlock()
 	if ns := o.lastPublish.Load(); ns != 0 {
@@ -189,6 +191,7 @@ func (o *observer) watch(ctx context.Context) {
 	for {
 		o.sample(ctx)
 		o.sampleHorizon(ctx)
+		o.releaseHeld(ctx)
 		o.progress()
 		select {
 		case <-ctx.Done():

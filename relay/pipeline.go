@@ -10,7 +10,7 @@ const maxPipelinedRun = 1000
 // (broker.OrderedPipeliner), the run of events bound for the head's topic,
 // since order holds only within one destination.
 func (r *Relay) runLen(lane []item) int {
-	if !r.pipelined {
+	if !r.pipelined || r.blocks.blocks(lane[0].rec.AggregateType) {
 		return 1
 	}
 	n := 1
@@ -37,6 +37,14 @@ func (r *Relay) settleRun(lane []item, n int, errs []error, out *outcome) ([]ite
 		}
 		f := r.failure(it.rec, errs[j], it.msg.Topic)
 		out.failures = append(out.failures, f)
+		if f.Dead && r.blocks.blocks(it.rec.AggregateType) {
+			// Blocking dead letters: the aggregate waits for this row's
+			// replay or purge; its later rows are held (deadblock.go).
+			for _, later := range lane[j+1:] {
+				out.failures = append(out.failures, hold(later.rec, it.rec.EventID))
+			}
+			return nil, true
+		}
 		if !f.Dead {
 			// The aggregate waits for this row: hand its later rows back.
 			for _, later := range lane[j+1:] {

@@ -43,6 +43,11 @@ type Relay struct {
 	tracer telemetry.Tracer
 
 	pipelined bool // the publisher keeps per-key order with many in flight
+
+	// blocks is Config.DeadBlocks; blocker the store's side of it, nil
+	// for a store that cannot hold rows (deadblock.go).
+	blocks  deadBlocks
+	blocker store.DeadBlocker
 }
 
 // New validates cfg and returns a relay.
@@ -53,6 +58,11 @@ func New(cfg Config) (*Relay, error) {
 	}
 	r := &Relay{cfg: cfg, log: cfg.Logger.With("relay", cfg.ID), pipelined: broker.PipelinesPerKey(cfg.Publisher)}
 	r.claimer = newClaimer(r)
+	r.blocks = newDeadBlocks(cfg.DeadBlocks)
+	r.blocker, _ = cfg.Store.(store.DeadBlocker)
+	if r.blocks.on() && r.blocker == nil {
+		return nil, &txbox.ConfigError{Field: "DeadBlocks", Reason: fmt.Sprintf("the store (%T) cannot hold events behind a DEAD one (store.DeadBlocker)", cfg.Store)}
+	}
 	_, pingable := cfg.Publisher.(broker.Pinger)
 	// A publisher that cannot be pinged was connected when it was handed
 	// over; one that can is up once its first ping answers.
@@ -76,6 +86,7 @@ func New(cfg Config) (*Relay, error) {
 // chains claims, and then chain.go keeps the order between the batches.
 func (r *Relay) Run(ctx context.Context) error {
 	r.log.Info("relay started", "claims", r.claimer.kind(), "batch", r.cfg.BatchSize, "workers", r.cfg.Workers, "poll", r.cfg.PollInterval, "idle_poll_max", r.cfg.IdlePollMax, "lease", r.cfg.Lease, "topic", string(r.cfg.Topic))
+	logDeadBlocks(r.log, r.blocks)
 	defer func() {
 		c := &r.ctrs
 		r.log.Info("relay stopped", "published", c.Published.Load(), "dead_marked", c.Dead.Load(), "retried", c.Retried.Load(), "deferred", c.Deferred.Load(),
@@ -284,7 +295,7 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 	lanes, order := r.lanes(b.recs, &out)
 	deadline := b.deadline
 	b.c.trim(lanes, &out)
-	order = r.live(order, lanes)
+	order = r.gate(ctx, b.c, lanes, r.live(order, lanes), &out)
 	release := func(k string) int {
 		n := len(lanes[k])
 		for _, it := range lanes[k] {
@@ -435,6 +446,8 @@ func (r *Relay) countFailures(fs []store.Failure) {
 		switch {
 		case f.Dead:
 			r.ctrs.Dead.Add(1)
+		case isHold(f):
+			r.ctrs.Held.Add(1)
 		case f.Outage:
 			r.ctrs.Deferred.Add(1)
 		default:

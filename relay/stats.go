@@ -14,6 +14,7 @@ type counters struct {
 	Retried   atomic.Int64 // rows sent to RETRY, an attempt spent
 	Deferred  atomic.Int64 // rows sent to RETRY by an outage, no attempt spent
 	Dead      atomic.Int64 // rows sent to DEAD
+	Held      atomic.Int64 // rows held behind a DEAD one (deadblock.go)
 	Released  atomic.Int64 // rows released unpublished
 	LeaseLost atomic.Int64 // marks refused because another relay took the row
 	Errors    atomic.Int64 // store errors in the loop
@@ -37,8 +38,9 @@ type counters struct {
 type Stats struct {
 	// Publish outcomes: Published (the broker confirmed), Retried (row to
 	// RETRY, an attempt spent), Deferred (row to RETRY for an outage of
-	// the way out, no attempt spent), Dead (row to DEAD).
-	Published, Retried, Deferred, Dead int64
+	// the way out, no attempt spent), Dead (row to DEAD), Held (row held
+	// behind its aggregate's DEAD one: Config.DeadBlocks).
+	Published, Retried, Deferred, Dead, Held int64
 	// Claimed rows; Released: claimed rows handed back unpublished;
 	// LeaseLost: marks refused because another relay took the rows over.
 	Claimed, Released, LeaseLost int64
@@ -64,6 +66,9 @@ type Stats struct {
 	// Horizon is the last sample of what holds back the database's
 	// cleanup of dead rows (zero: none yet, or the store cannot tell).
 	Horizon store.Horizon
+	// Blocked is the last sample of the rows held behind DEAD ones
+	// (Config.DeadBlocks; zero: none, or the store cannot hold rows).
+	Blocked store.Blocked
 	// LastPublish is when the broker last confirmed a message (zero: not
 	// yet).
 	LastPublish time.Time
@@ -85,7 +90,7 @@ type Stats struct {
 func (r *Relay) Stats() Stats {
 	c := &r.ctrs
 	s := Stats{
-		Claimed: c.Claimed.Load(), Published: c.Published.Load(), Retried: c.Retried.Load(), Deferred: c.Deferred.Load(), Dead: c.Dead.Load(),
+		Claimed: c.Claimed.Load(), Published: c.Published.Load(), Retried: c.Retried.Load(), Deferred: c.Deferred.Load(), Dead: c.Dead.Load(), Held: c.Held.Load(),
 		Released: c.Released.Load(), LeaseLost: c.LeaseLost.Load(), Errors: c.Errors.Load(),
 		IdleWaits: c.IdleWaits.Load(), BatchWaits: c.BatchWaits.Load(),
 		ClaimTime: time.Duration(c.ClaimNanos.Load()), PublishTime: time.Duration(c.PublishNanos.Load()),

@@ -27,6 +27,7 @@ var configFlags = map[string]string{
 	"StallAfter":          "stall-after",
 	"LongTransactionWarn": "long-transaction-warn",
 	"MetricsInterval":     "metrics-interval",
+	"DeadBlocks":          "dead-blocks",
 	"Claims":              "claims",
 	"ID":                  "relay-id",
 	"Source":              "source",
@@ -41,7 +42,7 @@ var configFlags = map[string]string{
 	"Options.Subjects":     "nats-subjects",
 }
 
-var fieldWord = regexp.MustCompile(`\b(Tables\.(Schema|Outbox|Inbox)|Options\.(Stream|Topic|CreateStream|Subjects)|BatchSize|Workers|PollInterval|IdlePollMax|Lease|PublishTimeout|MaxAttempts|BackoffBase|BackoffMax|OutageProbeMax|MaxPendingAge|StallAfter|LongTransactionWarn|MetricsInterval)\b`)
+var fieldWord = regexp.MustCompile(`\b(Tables\.(Schema|Outbox|Inbox)|Options\.(Stream|Topic|CreateStream|Subjects)|BatchSize|Workers|PollInterval|IdlePollMax|Lease|PublishTimeout|MaxAttempts|BackoffBase|BackoffMax|OutageProbeMax|MaxPendingAge|StallAfter|LongTransactionWarn|MetricsInterval|DeadBlocks)\b`)
 
 // withFlagNames rewrites a *txbox.ConfigError that names a library field
 // so that it names the flag and its variable instead, in the field and in

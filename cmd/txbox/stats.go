@@ -22,6 +22,16 @@ type statsJSON struct {
 	// CDCSlots is the lag of every replication slot a relay in --mode cdc
 	// registered (PostgreSQL; absent elsewhere).
 	CDCSlots []cdc.SlotLag `json:"cdc_slots,omitempty"`
+	// Blocked is the rows held behind DEAD events (relay --dead-blocks;
+	// absent for a store that cannot hold rows).
+	Blocked *blockedJSON `json:"blocked,omitempty"`
+}
+
+// blockedJSON is store.Blocked in `txbox stats --json`.
+type blockedJSON struct {
+	Aggregates           int64   `json:"aggregates"`
+	Rows                 int64   `json:"rows"`
+	OldestHeldAgeSeconds float64 `json:"oldest_held_age_seconds"`
 }
 
 func newStats(g *globals) *cobra.Command {
@@ -47,6 +57,13 @@ func printStats(ctx context.Context, w io.Writer, s store.Store, asJSON bool) er
 			return err
 		}
 	}
+	if db, ok := s.(store.DeadBlocker); ok {
+		b, err := db.Blocked(ctx)
+		if err != nil {
+			return err
+		}
+		out.Blocked = &blockedJSON{Aggregates: b.Aggregates, Rows: b.Rows, OldestHeldAgeSeconds: b.OldestAge.Seconds()}
+	}
 	if asJSON {
 		return printJSON(w, out)
 	}
@@ -58,6 +75,14 @@ func printStats(ctx context.Context, w io.Writer, s store.Store, asJSON bool) er
 		fmt.Fprintf(w, "%-12s %s (since %s)\n", "oldest", st.OldestAge.Round(time.Millisecond), st.OldestPending.UTC().Format(time.RFC3339))
 	} else {
 		fmt.Fprintf(w, "%-12s -\n", "oldest")
+	}
+	if b := out.Blocked; b != nil {
+		if b.Aggregates == 0 {
+			fmt.Fprintf(w, "%-12s 0\n", "blocked")
+		} else {
+			fmt.Fprintf(w, "%-12s %d aggregates, %d rows held behind DEAD events (oldest %s): txbox dead list, then replay or purge\n", "blocked",
+				b.Aggregates, b.Rows, (time.Duration(b.OldestHeldAgeSeconds * float64(time.Second))).Round(time.Second))
+		}
 	}
 	printInboxCounts(w, out.Inbox)
 	printSlots(w, out.CDCSlots)

@@ -80,6 +80,7 @@ var storeInterfaces = []optional{
 	{"store.BacklogSampler", is[store.BacklogSampler]},
 	{"store.CleanupLocker", is[store.CleanupLocker]},
 	{"store.Counter", is[store.Counter]},
+	{"store.DeadBlocker", is[store.DeadBlocker]},
 	{"store.HorizonSampler", is[store.HorizonSampler]},
 	{"store.InboxAdmin", is[store.InboxAdmin]},
 	{"store.InboxStore[pgx.Tx]", is[store.InboxStore[pgx.Tx]]},
@@ -102,20 +103,20 @@ func signature(v any, of []optional) string {
 // store, and a store with no optional interface (a test's).
 var storeShapes = map[string]func(base) store.Store{
 	"": func(b base) store.Store { return plainStore{b} },
-	"store.BacklogSampler, store.CleanupLocker, store.Counter, store.InboxAdmin, store.InboxStore[*sql.Tx]": func(b base) store.Store {
+	"store.BacklogSampler, store.CleanupLocker, store.Counter, store.DeadBlocker, store.InboxAdmin, store.InboxStore[*sql.Tx]": func(b base) store.Store {
 		return newSQLStore(b)
 	},
-	"store.BacklogSampler, store.CleanupLocker, store.Counter, store.HorizonSampler, store.InboxAdmin, store.InboxStore[*sql.Tx]": func(b base) store.Store {
+	"store.BacklogSampler, store.CleanupLocker, store.Counter, store.DeadBlocker, store.HorizonSampler, store.InboxAdmin, store.InboxStore[*sql.Tx]": func(b base) store.Store {
 		return mysqlStore{newSQLStore(b), b.Store.(store.HorizonSampler)}
 	},
-	"claimapi.TxClaimer, claimapi.ChainClaimer, claimapi.Splitter, store.BacklogSampler, store.CleanupLocker, store.Counter, store.HorizonSampler, store.InboxAdmin, store.InboxStore[pgx.Tx]": func(b base) store.Store {
+	"claimapi.TxClaimer, claimapi.ChainClaimer, claimapi.Splitter, store.BacklogSampler, store.CleanupLocker, store.Counter, store.DeadBlocker, store.HorizonSampler, store.InboxAdmin, store.InboxStore[pgx.Tx]": func(b base) store.Store {
 		return pgStore{b, b.Store.(claimapi.ChainClaimer), b.Store.(claimapi.Splitter), b.Store.(store.BacklogSampler), b.Store.(store.CleanupLocker),
-			b.Store.(store.Counter), b.Store.(store.HorizonSampler), b.Store.(store.InboxStore[pgx.Tx])}
+			b.Store.(store.Counter), b.Store.(store.DeadBlocker), b.Store.(store.HorizonSampler), b.Store.(store.InboxStore[pgx.Tx])}
 	},
 }
 
 func newSQLStore(b base) sqlStore {
-	return sqlStore{b, b.Store.(store.BacklogSampler), b.Store.(store.CleanupLocker), b.Store.(store.Counter), b.Store.(store.InboxStore[*sql.Tx])}
+	return sqlStore{b, b.Store.(store.BacklogSampler), b.Store.(store.CleanupLocker), b.Store.(store.Counter), b.Store.(store.DeadBlocker), b.Store.(store.InboxStore[*sql.Tx])}
 }
 
 func wrapStore(s store.Store, h hooks) store.Store {
@@ -134,6 +135,7 @@ type sqlStore struct {
 	store.BacklogSampler
 	store.CleanupLocker
 	store.Counter
+	store.DeadBlocker
 	store.InboxStore[*sql.Tx]
 }
 
@@ -153,6 +155,7 @@ type pgStore struct {
 	store.BacklogSampler
 	store.CleanupLocker
 	store.Counter
+	store.DeadBlocker
 	store.HorizonSampler
 	store.InboxStore[pgx.Tx]
 }

@@ -69,10 +69,22 @@ func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
 }
 
 // deadRows runs file, Replay's or Purge's statement, on the DEAD rows f
-// selects (DEAD rows never leave the hot table).
+// selects (DEAD rows never leave the hot table), and releases in the same
+// transaction the rows held behind them (deadblock.go).
 func (s *Store) deadRows(ctx context.Context, what, file string, f store.Filter) (int64, error) {
 	where, args := filter(sqlstore.DeadOnly(f))
-	n, err := s.exec(ctx, s.q.filtered(file, where, true, false), args...)
+	var n int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.q.filtered(file, where, true, false), args...)
+		if err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		_, err = s.releaseHeld(ctx, tx, true, nil)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("mysql: %s: %w", what, err)
 	}

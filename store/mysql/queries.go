@@ -80,6 +80,11 @@ type queries struct {
 	migrationApplied  string
 	migrationRecord   string
 	indexExists       string
+	// Blocking dead letters' (deadblock.go).
+	ahead       sqltemplate.Spliced
+	heldFree    string
+	releaseHeld sqltemplate.Spliced
+	blocked     string
 }
 
 func newQueries(t sqlArgs) queries {
@@ -119,6 +124,10 @@ func newQueries(t sqlArgs) queries {
 		migrationApplied:  r("migration_applied.sql"),
 		migrationRecord:   r("migration_record.sql"),
 		indexExists:       r("index_exists.sql"),
+		ahead:             sp("ahead.sql"),
+		heldFree:          r("held_free.sql"),
+		releaseHeld:       sp("release_held.sql"),
+		blocked:           r("blocked.sql"),
 	}
 }
 

@@ -279,20 +279,34 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error
 func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
 	where, args := sqlstore.FilterSQL(sqlstore.DeadOnly(f), ph, 1)
 	args = append(args, s.q.table)
-	tag, err := s.pool.Exec(ctx, s.st.filtered("replay.sql", where, false, ph(len(args))), args...)
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, s.st.filtered("replay.sql", where, false, ph(len(args))), args...).Scan(&n); err != nil {
+			return err
+		}
+		return s.releaseHeldAfter(ctx, tx, n)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("postgres: replay: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
 	where, args := sqlstore.FilterSQL(sqlstore.DeadOnly(f), ph, 1)
-	tag, err := s.pool.Exec(ctx, s.st.filtered("purge.sql", where, false, ""), args...)
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, s.st.filtered("purge.sql", where, false, ""), args...)
+		if err != nil {
+			return err
+		}
+		n = tag.RowsAffected()
+		return s.releaseHeldAfter(ctx, tx, n)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("postgres: purge: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // CleanupBatch deletes at most limit SENT rows sent before now - age: from

@@ -184,6 +184,10 @@ type statements struct {
 	advisoryUnlock    string
 	stillPending      string
 	rowByID           string
+	// Blocking dead letters' (deadblock.go).
+	ahead       string
+	releaseHeld string
+	blocked     string
 }
 
 func newStatements(t store.Tables) statements {
@@ -231,6 +235,9 @@ func newStatements(t store.Tables) statements {
 		advisoryUnlock:    r("advisory_unlock.sql"),
 		stillPending:      r("still_pending.sql"),
 		rowByID:           r("row_by_id.sql"),
+		ahead:             r("ahead.sql"),
+		releaseHeld:       r("release_held.sql"),
+		blocked:           r("blocked.sql"),
 	}
 }
 

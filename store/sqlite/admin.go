@@ -45,13 +45,34 @@ func (s *Store) List(ctx context.Context, f store.Filter) ([]store.Record, error
 }
 
 func (s *Store) Replay(ctx context.Context, f store.Filter) (int64, error) {
-	where, args := filter(sqlstore.DeadOnly(f))
-	return s.exec(ctx, "replay", s.q.filtered("replay.sql", where), args...)
+	return s.deadRows(ctx, "replay", "replay.sql", f)
 }
 
 func (s *Store) Purge(ctx context.Context, f store.Filter) (int64, error) {
+	return s.deadRows(ctx, "purge", "purge.sql", f)
+}
+
+// deadRows runs file, Replay's or Purge's statement, on the DEAD rows f
+// selects, and releases in the same transaction the rows held behind them
+// (deadblock.go).
+func (s *Store) deadRows(ctx context.Context, what, file string, f store.Filter) (int64, error) {
 	where, args := filter(sqlstore.DeadOnly(f))
-	return s.exec(ctx, "purge", s.q.filtered("purge.sql", where), args...)
+	var n int64
+	err := s.immediate(ctx, func(c *sql.Conn) error {
+		res, err := c.ExecContext(ctx, s.q.filtered(file, where), args...)
+		if err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		_, err = s.releaseHeld(ctx, c, true, nil)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: %s: %w", what, err)
+	}
+	return n, nil
 }
 
 // CleanupBatch deletes at most limit SENT rows in one short write

@@ -49,6 +49,10 @@ type queries struct {
 	migrationsTable   string
 	migrationApplied  string
 	migrationRecord   string
+	// Blocking dead letters' (deadblock.go).
+	ahead       string
+	releaseHeld string
+	blocked     string
 }
 
 // sqlArgs are the named fragments of the statement templates.
@@ -100,6 +104,9 @@ func newQueries(table, inbox string, deleteSent bool) queries {
 		migrationsTable:   r("migrations_table.sql", a),
 		migrationApplied:  r("migration_applied.sql", a),
 		migrationRecord:   r("migration_record.sql", a),
+		ahead:             r("ahead.sql", a),
+		releaseHeld:       r("release_held.sql", a),
+		blocked:           r("blocked.sql", a),
 	}
 }
 

@@ -61,6 +61,7 @@ func Run(t *testing.T, h Harness) {
 		{"ReusedIDs", testReusedIDs},
 		{"Count", testCount},
 		{"RefusedMarkIsIsolated", testRefusedMark},
+		{"DeadBlocks", runDeadBlocks},
 	})
 }
 

@@ -82,7 +82,7 @@ func NewRelayMetrics(reg prometheus.Registerer) *RelayMetrics {
 // same process that belong beside them (the CDC relay's slot lag).
 func (m *RelayMetrics) Registerer() prometheus.Registerer { return m.reg }
 
-const publishedHelp = "Publish outcomes: delivered (the broker confirmed), retried (row to RETRY, an attempt spent), deferred (row to RETRY for an outage of the way out, no attempt spent), dead (row to DEAD)."
+const publishedHelp = "Publish outcomes: delivered (the broker confirmed), retried (row to RETRY, an attempt spent), deferred (row to RETRY for an outage of the way out, no attempt spent), dead (row to DEAD), held (row held behind a DEAD event of its aggregate: --dead-blocks)."
 
 const backlogHelp = "Rows still to deliver, by status, sampled from the database."
 
@@ -119,6 +119,7 @@ func (m *RelayMetrics) Attach(state func() relay.Stats) {
 		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "retried"}, func(s relay.Stats) int64 { return s.Retried }),
 		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "deferred"}, func(s relay.Stats) int64 { return s.Deferred }),
 		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "dead"}, func(s relay.Stats) int64 { return s.Dead }),
+		fromCtr("txbox_relay_published_total", publishedHelp, prometheus.Labels{"outcome": "held"}, func(s relay.Stats) int64 { return s.Held }),
 		fromCtr("txbox_relay_claimed_total", "Rows claimed.", nil, func(s relay.Stats) int64 { return s.Claimed }),
 		fromCtr("txbox_relay_released_total", "Claimed rows handed back unpublished (shutdown, lease nearly spent, an earlier row of the aggregate failed).", nil, func(s relay.Stats) int64 { return s.Released }),
 		fromCtr("txbox_relay_lease_lost_total", "Marks refused because another relay took the rows over after the lease ran out.", nil, func(s relay.Stats) int64 { return s.LeaseLost }),
@@ -126,6 +127,9 @@ func (m *RelayMetrics) Attach(state func() relay.Stats) {
 		gauge("txbox_outbox_backlog", backlogHelp, prometheus.Labels{"status": "retry"}, func(s relay.Stats) float64 { return float64(s.Backlog.Retry) }),
 		gauge("txbox_outbox_backlog", backlogHelp, prometheus.Labels{"status": "processing"}, func(s relay.Stats) float64 { return float64(s.Backlog.Processing) }),
 		gauge("txbox_outbox_dead", "DEAD rows waiting for an operator, sampled from the database.", nil, func(s relay.Stats) float64 { return float64(s.Backlog.Dead) }),
+		gauge("txbox_outbox_blocked_aggregates", "Aggregates whose events are held behind a DEAD one (--dead-blocks) until it is replayed or purged, sampled from the database.", nil, func(s relay.Stats) float64 { return float64(s.Blocked.Aggregates) }),
+		gauge("txbox_outbox_held", "Rows held behind a DEAD event of their aggregate (--dead-blocks), sampled from the database.", nil, func(s relay.Stats) float64 { return float64(s.Blocked.Rows) }),
+		gauge("txbox_outbox_oldest_held_age_seconds", "Age of the oldest row held behind a DEAD event (0 when none), sampled from the database.", nil, func(s relay.Stats) float64 { return s.Blocked.OldestAge.Seconds() }),
 		gauge("txbox_outbox_oldest_pending_age_seconds", "Age of the oldest PENDING, RETRY or PROCESSING row (0 when none), sampled from the database.", nil, func(s relay.Stats) float64 { return s.Backlog.OldestAge.Seconds() }),
 		gauge("txbox_db_oldest_transaction_age_seconds", "Age of the database's oldest open transaction other than the sampler's (0: none, or the store cannot tell): it holds back the cleanup of dead rows. Sampled with the backlog.", nil, func(s relay.Stats) float64 { return s.Horizon.OldestTransaction.Seconds() }),
 		gauge("txbox_db_dead_rows", "Row versions waiting for the database's cleanup: PostgreSQL, dead tuples of the outbox's tables; MySQL/MariaDB, the InnoDB history list length. Sampled with the backlog.", nil, func(s relay.Stats) float64 { return float64(s.Horizon.DeadRows) }),

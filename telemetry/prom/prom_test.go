@@ -65,11 +65,12 @@ txbox_relay_last_publish_timestamp_seconds 0
 # HELP txbox_relay_mark_failures_total Batches whose marks failed; their rows are delivered again.
 # TYPE txbox_relay_mark_failures_total counter
 txbox_relay_mark_failures_total 1
-# HELP txbox_relay_published_total Publish outcomes: delivered (the broker confirmed), retried (row to RETRY, an attempt spent), deferred (row to RETRY for an outage of the way out, no attempt spent), dead (row to DEAD).
+# HELP txbox_relay_published_total Publish outcomes: delivered (the broker confirmed), retried (row to RETRY, an attempt spent), deferred (row to RETRY for an outage of the way out, no attempt spent), dead (row to DEAD), held (row held behind a DEAD event of its aggregate: --dead-blocks).
 # TYPE txbox_relay_published_total counter
 txbox_relay_published_total{outcome="dead"} 1
 txbox_relay_published_total{outcome="deferred"} 0
 txbox_relay_published_total{outcome="delivered"} 7
+txbox_relay_published_total{outcome="held"} 0
 txbox_relay_published_total{outcome="retried"} 0
 # HELP txbox_relay_wakeups_total Waits after a short claim ended, by source: listen (a push wake-up), poll (the poll interval) or batch (one of the relay's own batches ended, freeing its aggregates).
 # TYPE txbox_relay_wakeups_total counter

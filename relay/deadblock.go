@@ -1,0 +1,174 @@
+package relay
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/txbox/txbox/store"
+)
+
+// Blocking dead letters (Config.DeadBlocks). By default a DEAD event does
+// not block its aggregate: the later events go on. For the aggregate types
+// named here a DEAD event holds back every later event of its aggregate
+// until it is replayed or purged, so a consumer whose state depends on
+// every event in order (a ledger, a state machine) never applies event 7
+// when event 5 died. Held rows are RETRY rows due centuries from now
+// (store.DeadBlocker); every claim already stops an aggregate at such a
+// row, so they hold back the rows written after them too.
+//
+// Three places hold rows:
+//   - settleRun: a lane whose event goes DEAD holds the rest of the lane;
+//   - gate: a claimed lane with a DEAD row ahead of it in the table (made
+//     DEAD by an earlier batch or another relay) is held whole;
+//   - and the lane of a blocking type publishes one event per round, so a
+//     broker's permanent refusal of one event cannot let the events behind
+//     it through in the same pipelined run.
+//
+// Replay and Purge release the held rows behind the rows they change (in
+// the store, in their transaction). The watch loop also releases, every
+// round, the held rows that lie behind no DEAD row of a type this relay
+// blocks: rows held in a race with a replay, or after the operator took a
+// type off the list. So every relay of a table needs the same list.
+
+// deadBlocks is Config.DeadBlocks, compiled.
+type deadBlocks struct {
+	all   bool
+	types []string // sorted
+}
+
+func newDeadBlocks(list []string) deadBlocks {
+	var d deadBlocks
+	for _, t := range list {
+		if t == "*" {
+			d.all = true
+			continue
+		}
+		if !slices.Contains(d.types, t) {
+			d.types = append(d.types, t)
+		}
+	}
+	slices.Sort(d.types)
+	return d
+}
+
+func (d deadBlocks) on() bool { return d.all || len(d.types) > 0 }
+
+// blocks reports whether a DEAD event of aggType holds back its aggregate.
+func (d deadBlocks) blocks(aggType string) bool {
+	if d.all {
+		return true
+	}
+	_, ok := slices.BinarySearch(d.types, aggType)
+	return ok
+}
+
+// hold is the failure mark that holds rec behind the DEAD event
+// deadEventID: no attempt spent, due in store.HoldFor.
+func hold(rec store.Record, deadEventID string) store.Failure {
+	return store.Failure{ID: rec.ID, Outage: true, Delay: store.HoldFor, Error: store.HoldReason(deadEventID)}
+}
+
+// isHold tells a hold from an outage's deferral among the marks.
+func isHold(f store.Failure) bool { return f.Outage && f.Delay == store.HoldFor }
+
+// gate holds the lanes of order with a DEAD row ahead of them in the table
+// and releases those with an unsent one ahead (a replay moved it there
+// after the claim; it goes first), unless the batch follows this relay's
+// own batches in flight (chained claims: the rows ahead are theirs). It
+// returns the lanes left to publish. One statement per batch, and only
+// for batches with lanes of a blocking type.
+func (r *Relay) gate(ctx context.Context, c claimed, lanes map[string][]item, order []string, out *outcome) []string {
+	if r.blocker == nil {
+		return order
+	}
+	var rows []store.AggregateRow
+	for _, k := range order {
+		head := lanes[k][0].rec
+		if r.blocks.blocks(head.AggregateType) {
+			rows = append(rows, store.AggregateRow{AggregateType: head.AggregateType, AggregateID: head.AggregateID, ID: head.ID})
+		}
+	}
+	if len(rows) == 0 {
+		return order
+	}
+	actx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+	ahead, err := r.blocker.Ahead(actx, rows)
+	cancel()
+	giveBack := func(k string) {
+		for _, it := range lanes[k] {
+			out.release = append(out.release, it.rec.ID)
+		}
+		lanes[k] = nil
+		c.laneDone(k, false)
+	}
+	if err != nil {
+		// Unknown what lies ahead: the lanes go back unpublished and come
+		// again with a later claim.
+		r.ctrs.Errors.Add(1)
+		r.log.Warn("cannot look for DEAD events ahead of the claimed ones; releasing their aggregates' rows", "err", err, "aggregates", len(rows))
+		for _, row := range rows {
+			giveBack(row.AggregateType + "\x00" + row.AggregateID)
+		}
+		return r.live(order, lanes)
+	}
+	for _, a := range ahead {
+		k := a.AggregateType + "\x00" + a.AggregateID
+		switch {
+		case a.Dead:
+			for _, it := range lanes[k] {
+				out.failures = append(out.failures, hold(it.rec, a.EventID))
+			}
+			r.log.Info("holding an aggregate's events behind its DEAD one", "aggregate_type", a.AggregateType, "aggregate_id", a.AggregateID, "dead_event_id", a.EventID, "rows", len(lanes[k]))
+			lanes[k] = nil
+			c.laneDone(k, false)
+		case !c.followsOwn():
+			giveBack(k)
+		}
+	}
+	return r.live(order, lanes)
+}
+
+// releaseHeld makes due the held rows that no DEAD row of a type this
+// relay blocks holds back, once per watch round (see the top of this
+// file), and samples the held rows for Stats. It is a no-op for a store
+// that cannot hold rows.
+func (o *observer) releaseHeld(ctx context.Context) {
+	r := o.r
+	if r.blocker == nil {
+		return
+	}
+	o.mu.Lock()
+	down := o.sampleErr != nil
+	o.mu.Unlock()
+	if down {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, max(r.cfg.MetricsInterval, time.Second))
+	defer cancel()
+	n, err := r.blocker.ReleaseHeld(sctx, r.blocks.all, r.blocks.types)
+	if err == nil && n > 0 {
+		r.log.Info("released events no DEAD event holds back any more", "rows", n)
+	}
+	var b store.Blocked
+	if err == nil {
+		b, err = r.blocker.Blocked(sctx)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Debug("releasing or sampling held rows failed", "err", err)
+		}
+		return
+	}
+	o.mu.Lock()
+	o.blocked = b
+	o.mu.Unlock()
+}
+
+// logDeadBlocks says at start which types block.
+func logDeadBlocks(log *slog.Logger, d deadBlocks) {
+	if d.on() {
+		log.Info("a DEAD event holds back the later events of its aggregate", "types", d.types, "all_types", d.all)
+	}
+}
