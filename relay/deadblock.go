@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/txbox/txbox/store"
@@ -18,7 +19,8 @@ import (
 // (store.DeadBlocker); every claim already stops an aggregate at such a
 // row, so they hold back the rows written after them too.
 //
-// Three places hold rows:
+// Three places hold rows (DeliverOrdered, for a CDC reader: settleOrdered
+// and gateStream, the same way):
 //   - settleRun: a lane whose event goes DEAD holds the rest of the lane;
 //   - gate: a claimed lane with a DEAD row ahead of it in the table (made
 //     DEAD by an earlier batch or another relay) is held whole;
@@ -170,5 +172,80 @@ func (o *observer) releaseHeld(ctx context.Context) {
 func logDeadBlocks(log *slog.Logger, d deadBlocks) {
 	if d.on() {
 		log.Info("a DEAD event holds back the later events of its aggregate", "types", d.types, "all_types", d.all)
+	}
+}
+
+// gateStream is gate for DeliverOrdered (a change data capture reader):
+// the stream's aggregates of a blocking type with a DEAD row ahead of their
+// first event in the table are taken out of the stream whole, into held.
+// The unsent rows ahead are the stream's own, on their way, and are
+// ignored. An error leaves the stream as it was: the caller must not
+// confirm the records.
+func (r *Relay) gateStream(ctx context.Context, st *orderedStream, held *[]store.Failure) error {
+	if r.blocker == nil || !r.blocks.on() {
+		return nil
+	}
+	var rows []store.AggregateRow
+	seen := map[string]bool{}
+	for _, at := range st.rest {
+		rec := st.items[at].rec
+		if k := laneKey(rec); !seen[k] && r.blocks.blocks(rec.AggregateType) {
+			seen[k] = true
+			rows = append(rows, store.AggregateRow{AggregateType: rec.AggregateType, AggregateID: rec.AggregateID, ID: rec.ID})
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	ahead, err := r.blocker.Ahead(ctx, rows)
+	if err != nil {
+		return err
+	}
+	dead := map[string]string{}
+	for _, a := range ahead {
+		if a.Dead {
+			dead[a.AggregateType+"\x00"+a.AggregateID] = a.EventID
+		}
+	}
+	r.holdLanes(st, dead, held)
+	return nil
+}
+
+// holdBehind notes that rec, of a blocking type, went DEAD in the stream:
+// the rest of its aggregate is held once the round is settled
+// (holdLanes).
+func (r *Relay) holdBehind(st *orderedStream, rec store.Record) {
+	if !r.blocks.blocks(rec.AggregateType) {
+		return
+	}
+	if st.dead == nil {
+		st.dead = map[string]string{}
+	}
+	st.dead[laneKey(rec)] = rec.EventID
+}
+
+// holdLanes takes the events of the aggregates in dead (lane key -> the
+// DEAD event id) out of the stream, into held.
+func (r *Relay) holdLanes(st *orderedStream, dead map[string]string, held *[]store.Failure) {
+	if len(dead) == 0 {
+		return
+	}
+	keep := st.rest[:0]
+	for _, at := range st.rest {
+		it := st.items[at]
+		k := laneKey(it.rec)
+		id, ok := dead[k]
+		if !ok {
+			keep = append(keep, at)
+			continue
+		}
+		*held = append(*held, hold(it.rec, id))
+		if st.left[k]--; st.left[k] == 0 {
+			delete(st.left, k)
+		}
+	}
+	st.rest = keep
+	for k, id := range dead {
+		r.log.Info("holding an aggregate's events behind its DEAD one", "aggregate", strings.Replace(k, "\x00", "/", 1), "dead_event_id", id)
 	}
 }

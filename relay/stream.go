@@ -12,10 +12,13 @@ import (
 )
 
 // Outcome is what DeliverOrdered did with the records it was given: the
-// ids the broker confirmed and the records that can never be published.
+// ids the broker confirmed, the records that can never be published, and
+// the records held behind a DEAD event of their aggregate
+// (Config.DeadBlocks), which the caller marks as they are.
 type Outcome struct {
 	Sent []int64
 	Dead []store.Failure
+	Held []store.Failure
 }
 
 // streamRetryCap bounds the wait between retries of a change stream: the
@@ -62,26 +65,31 @@ func (r *Relay) DeliverOrdered(ctx context.Context, recs []store.Record) (Outcom
 	for i := range st.rest {
 		st.rest[i] = i
 	}
+	var held []store.Failure
+	result := func() Outcome { return Outcome{Sent: out.sent, Dead: out.failures, Held: held} }
+	if err := r.gateStream(ctx, st, &held); err != nil {
+		return result(), err
+	}
 	attempts := map[int64]*tally{}
-	result := func() Outcome { return Outcome{Sent: out.sent, Dead: out.failures} }
 	for len(st.rest) > 0 {
 		if err := ctx.Err(); err != nil {
 			return result(), err
 		}
-		pick := st.roundPick(r.pipelined)
+		pick := st.roundPick(r.pipelined, r.blocks.blocks)
 		msgs := make([]broker.Message, len(pick))
 		created := make([]time.Time, len(pick))
 		for i, at := range pick {
 			msgs[i], created[i] = st.items[st.rest[at]].msg, st.items[st.rest[at]].rec.CreatedAt
 		}
 		errs := r.publishRound(ctx, time.Time{}, msgs, created)
-		wait := r.settleOrdered(st, pick, errs, attempts, &out)
+		wait := r.settleOrdered(st, pick, errs, attempts, &out, &held)
 		if wait > 0 && !sleep(ctx, wait, nil, nil) {
 			return result(), ctx.Err()
 		}
 	}
 	r.ctrs.Published.Add(int64(len(out.sent)))
 	r.ctrs.Dead.Add(int64(len(out.failures)))
+	r.ctrs.Held.Add(int64(len(held)))
 	return result(), nil
 }
 
@@ -97,6 +105,10 @@ type orderedStream struct {
 	items []item
 	rest  []int
 	left  map[string]int
+	// dead: the aggregates of a blocking type whose event went DEAD in
+	// the round being settled (lane key -> its event id): their other
+	// events are held (deadblock.go).
+	dead map[string]string
 }
 
 // roundPick chooses the events of one round, as positions in rest. With a
@@ -107,8 +119,10 @@ type orderedStream struct {
 // in the stream (up to maxRound): one unconfirmed event per aggregate, as
 // the polling loop's lanes, so a round is not cut short by the first
 // repeated aggregate; events of different aggregates may then reach the
-// broker out of commit order, never two of one aggregate.
-func (st *orderedStream) roundPick(pipelined bool) []int {
+// broker out of commit order, never two of one aggregate. An aggregate
+// whose DEAD events block (blocks) never has two events in one round
+// (deadblock.go says why).
+func (st *orderedStream) roundPick(pipelined bool, blocks func(aggType string) bool) []int {
 	seen := map[string]string{} // aggregate -> destination of its last event in the round
 	var pick []int
 	for i := 0; i < len(st.rest) && len(pick) < maxRound; i++ {
@@ -122,7 +136,7 @@ func (st *orderedStream) roundPick(pipelined bool) []int {
 			if !pipelined && len(seen) == len(st.left) {
 				return pick // every aggregate left has its event in the round
 			}
-		case pipelined && t == it.msg.Topic:
+		case pipelined && t == it.msg.Topic && !blocks(it.rec.AggregateType):
 			pick = append(pick, i) // the front continues
 		case pipelined:
 			return pick
@@ -137,7 +151,7 @@ func (st *orderedStream) roundPick(pipelined bool) []int {
 // every later picked event of its aggregate (confirmed or not: their
 // copies are duplicates the inbox absorbs); the rest of the round is
 // settled as it came back.
-func (r *Relay) settleOrdered(st *orderedStream, pick []int, errs []error, attempts map[int64]*tally, out *outcome) time.Duration {
+func (r *Relay) settleOrdered(st *orderedStream, pick []int, errs []error, attempts map[int64]*tally, out *outcome, held *[]store.Failure) time.Duration {
 	blocked := map[string]bool{}
 	var wait time.Duration
 	drop := make([]int, 0, len(pick)) // positions in rest, ascending
@@ -153,6 +167,7 @@ func (r *Relay) settleOrdered(st *orderedStream, pick []int, errs []error, attem
 			delete(attempts, it.rec.ID)
 		case errors.Is(err, txbox.ErrPermanent):
 			out.failures = append(out.failures, r.failure(it.rec, err, ""))
+			r.holdBehind(st, it.rec)
 		default:
 			// An outage of the way out spends no attempt: the stream waits
 			// for the broker however long it is away.
@@ -168,6 +183,7 @@ func (r *Relay) settleOrdered(st *orderedStream, pick []int, errs []error, attem
 					rec := it.rec
 					rec.RetryCount = n.spent - 1
 					out.failures = append(out.failures, r.failure(rec, err, ""))
+					r.holdBehind(st, it.rec)
 					break
 				}
 				r.ctrs.Retried.Add(1)
@@ -186,6 +202,8 @@ func (r *Relay) settleOrdered(st *orderedStream, pick []int, errs []error, attem
 		}
 	}
 	st.drop(drop)
+	r.holdLanes(st, st.dead, held)
+	st.dead = nil
 	return wait
 }
 

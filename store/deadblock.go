@@ -39,8 +39,8 @@ type AggregateRow struct {
 	ID                         int64
 }
 
-// Ahead is the first row of an aggregate below an AggregateRow that is not
-// delivered: DEAD, or still unsent.
+// Ahead is a row of an aggregate below an AggregateRow that is not
+// delivered: the first DEAD one, or else the first unsent one.
 type Ahead struct {
 	AggregateType, AggregateID string
 	ID                         int64
@@ -63,12 +63,13 @@ type Blocked struct {
 // that gives a replayed row a new id gives the unsent rows behind it in its
 // aggregate new ids after it, so it stays first).
 type DeadBlocker interface {
-	// Ahead returns, for each of rows, the first row of its aggregate
-	// below it that is DEAD or unsent; rows without one have no entry.
+	// Ahead returns, for each of rows, the first DEAD row of its
+	// aggregate below it, or else the first unsent one; rows without
+	// either have no entry.
 	Ahead(ctx context.Context, rows []AggregateRow) ([]Ahead, error)
-	// ReleaseHeld makes due every held row behind no DEAD row of a type
-	// that blocks (all types when all is set, else those in types) and
-	// returns how many it released.
+	// ReleaseHeld puts back to PENDING (retry_count kept) every held row
+	// behind no DEAD row of a type that blocks (all types when all is set,
+	// else those in types) and returns how many it released.
 	ReleaseHeld(ctx context.Context, all bool, types []string) (int64, error)
 	// Blocked samples the held rows, cheaply enough to run with the
 	// backlog sample.

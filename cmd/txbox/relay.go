@@ -57,11 +57,6 @@ func newRelay(g *globals) *cobra.Command {
 			if err := cf.check(g.db, wakeup); err != nil {
 				return err
 			}
-			if cf.mode == modeCDC && len(cfg.DeadBlocks) > 0 {
-				// Not built yet: the CDC reader publishes what the WAL
-				// brings without the relay's look ahead (relay/deadblock.go).
-				return &txbox.ConfigError{Field: flagField("dead-blocks"), Reason: "not supported with --mode cdc yet; use --mode poll"}
-			}
 			if err := cl.check(nil); err != nil {
 				return err
 			}

@@ -116,10 +116,19 @@ func (s cdcSide) RecordDelivered(ctx context.Context, d cdcstore.Delivered) erro
 	if len(d.DeadRows) > 0 {
 		b.Queue(s.q.txFailed, failureArgs(d.DeadRows)...)
 	}
-	for _, r := range d.DeadMessages {
-		b.Queue(s.st.deadMessage, r.ID, sqlstore.Truncate(r.EventID, 64), sqlstore.Truncate(r.AggregateType, 64), sqlstore.Truncate(r.AggregateID, 128),
+	if len(d.Held) > 0 {
+		b.Queue(s.q.txFailed, failureArgs(d.Held)...)
+	}
+	message := func(stmt string, r store.Record, more ...any) {
+		b.Queue(stmt, append([]any{r.ID, sqlstore.Truncate(r.EventID, 64), sqlstore.Truncate(r.AggregateType, 64), sqlstore.Truncate(r.AggregateID, 128),
 			r.AggregateVersion, sqlstore.Truncate(r.EventType, 128), jsonOrString(r.Payload), nullJSON(r.Headers),
-			orNow(r.OccurredAt), orNow(r.CreatedAt), sqlstore.Truncate(r.LastError, 2000))
+			orNow(r.OccurredAt), orNow(r.CreatedAt), sqlstore.Truncate(r.LastError, 2000)}, more...)...)
+	}
+	for _, r := range d.DeadMessages {
+		message(s.st.deadMessage, r)
+	}
+	for _, r := range d.HeldMessages {
+		message(s.st.heldMessage, r, store.HoldFor.Milliseconds())
 	}
 	if d.Slot != "" && d.LSN != "" {
 		b.Queue(s.st.confirmSlot, d.Slot, d.LSN)

@@ -167,6 +167,7 @@ type statements struct {
 	cdcReady          string
 	registerSlot      string
 	deadMessage       string
+	heldMessage       string
 	confirmSlot       string
 	snapshot          string
 	tableExists       string
@@ -218,6 +219,7 @@ func newStatements(t store.Tables) statements {
 		cdcReady:          r("cdc_ready.sql"),
 		registerSlot:      r("register_slot.sql"),
 		deadMessage:       r("dead_message.sql"),
+		heldMessage:       r("held_message.sql"),
 		confirmSlot:       r("confirm_slot.sql"),
 		snapshot:          r("snapshot.sql"),
 		tableExists:       r("table_exists.sql"),

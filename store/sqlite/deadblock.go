@@ -63,7 +63,7 @@ func (s *Store) releaseHeld(ctx context.Context, c *sql.Conn, all bool, types []
 	if err != nil {
 		return 0, err
 	}
-	res, err := c.ExecContext(ctx, s.q.releaseHeld, all, string(list), micros(s.now()))
+	res, err := c.ExecContext(ctx, s.q.releaseHeld, all, string(list))
 	if err != nil {
 		return 0, err
 	}

@@ -1,5 +1,6 @@
 {{/*
-releaseHeld: the rows heldFree found (.IDs), if still held, are due now.
+releaseHeld: the rows heldFree found (.IDs), if still held, go back to
+PENDING (retry_count kept).
 */ -}}
-UPDATE {{.Table}} SET next_retry_at = UTC_TIMESTAMP(6)
+UPDATE {{.Table}} SET status = 'PENDING', next_retry_at = NULL
 	WHERE id IN ({{.IDs}}) AND status = 'RETRY' AND next_retry_at >= '2200-01-01 00:00:00'

@@ -22,4 +22,19 @@ func (d *deliveredSet) dead(c change, reason string) {
 	d.DeadRows = append(d.DeadRows, store.Failure{ID: c.rec.ID, Dead: true, Error: reason})
 }
 
-func (d *deliveredSet) events() int { return len(d.Sent) + len(d.DeadRows) + len(d.DeadMessages) }
+// held records a change held behind a DEAD event of its aggregate (the
+// relay's hold mark f): a row is marked so, a tableless event is stored
+// as a held row.
+func (d *deliveredSet) held(c change, f store.Failure) {
+	if c.message {
+		rec := c.rec
+		rec.LastError = f.Error
+		d.HeldMessages = append(d.HeldMessages, rec)
+		return
+	}
+	d.Held = append(d.Held, f)
+}
+
+func (d *deliveredSet) events() int {
+	return len(d.Sent) + len(d.DeadRows) + len(d.DeadMessages) + len(d.Held) + len(d.HeldMessages)
+}

@@ -479,6 +479,9 @@ func (r *Reader) step(ctx context.Context, items []item, confirmed *atomic.Uint6
 		for _, f := range out.Dead {
 			d.dead(byID[f.ID], f.Error)
 		}
+		for _, f := range out.Held {
+			d.held(byID[f.ID], f)
+		}
 	}
 	var lsn pglogrepl.LSN
 	for _, it := range items {

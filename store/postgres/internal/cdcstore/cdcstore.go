@@ -80,6 +80,8 @@ type Delivered struct {
 	Sent         []int64         // rows to archive (or delete with DeleteSent)
 	DeadRows     []store.Failure // rows to mark DEAD
 	DeadMessages []store.Record  // tableless events to store as DEAD rows (LastError set)
+	Held         []store.Failure // rows held behind a DEAD event (store.DeadBlocker)
+	HeldMessages []store.Record  // tableless events to store as held rows (LastError set)
 	Slot         string
 	LSN          string // the position about to be confirmed, for the registry
 }
