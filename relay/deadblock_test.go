@@ -4,53 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/internal/storeenv"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/relay"
 	"github.com/txbox/txbox/store"
 )
-
-// poisoned refuses, permanently, the events in bad: the broker will never
-// take them (too large, a subject it rejects), so the relay makes them
-// DEAD at once.
-type poisoned struct {
-	broker.Publisher
-	mu  sync.Mutex
-	bad map[string]bool
-}
-
-func (p *poisoned) set(eventID string, bad bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.bad[eventID] = bad
-}
-
-func (p *poisoned) Publish(ctx context.Context, msgs []broker.Message) []error {
-	p.mu.Lock()
-	var pass []broker.Message
-	var idx []int
-	errs := make([]error, len(msgs))
-	for i, m := range msgs {
-		if p.bad[m.Event.ID] {
-			errs[i] = txbox.Permanent(errors.New("poison: the broker refuses this event"))
-			continue
-		}
-		pass = append(pass, m)
-		idx = append(idx, i)
-	}
-	p.mu.Unlock()
-	for j, err := range p.Publisher.Publish(ctx, pass) {
-		errs[idx[j]] = err
-	}
-	return errs
-}
 
 // TestDeadBlocks: with Account in DeadBlocks, on every store, with two
 // relays on one table: a poison event in the middle of an Account
@@ -75,7 +38,6 @@ func testDeadBlocks(t *testing.T, be backend) {
 		second = r.Reopen(t, s, r.URL(t, s))
 	}
 	mem := membroker.New(membroker.Options{})
-	pub := &poisoned{Publisher: mem, bad: map[string]bool{}}
 	ctx := context.Background()
 
 	acct := func(id string, n int) txbox.Event {
@@ -88,9 +50,9 @@ func testDeadBlocks(t *testing.T, be backend) {
 		a3 = append(a3, acct("acct-3", n))
 	}
 	o := []txbox.Event{txbox.MustEvent("Order", "ord-1", "E", nil), txbox.MustEvent("Order", "ord-1", "E", nil), txbox.MustEvent("Order", "ord-1", "E", nil)}
-	pub.set(a1[2].ID, true)
-	pub.set(a3[1].ID, true)
-	pub.set(o[1].ID, true)
+	mem.Refuse(a1[2].ID, true)
+	mem.Refuse(a3[1].ID, true)
+	mem.Refuse(o[1].ID, true)
 
 	var evs []txbox.Event
 	for i := range 6 {
@@ -98,7 +60,7 @@ func testDeadBlocks(t *testing.T, be backend) {
 	}
 	evs = append(evs, o...)
 	storeenv.Write(t, be.h, s, evs...)
-	cfg := relay.Config{Publisher: pub, Claims: be.claims, DeadBlocks: []string{"Account"}, BatchSize: 4, MetricsInterval: 100 * time.Millisecond}
+	cfg := relay.Config{Publisher: mem, Claims: be.claims, DeadBlocks: []string{"Account"}, BatchSize: 4, MetricsInterval: 100 * time.Millisecond}
 	cfg.Store = s
 	r1, _, _ := run(t, cfg)
 	cfg.Store = second
@@ -152,7 +114,7 @@ func testDeadBlocks(t *testing.T, be backend) {
 
 	// The operator fixes the cause and replays acct-1's DEAD event: it is
 	// delivered first, then the held ones, in order.
-	pub.set(a1[2].ID, false)
+	mem.Refuse(a1[2].ID, false)
 	if n, err := s.Replay(ctx, store.Filter{EventIDs: []string{a1[2].ID}}); err != nil || n != 1 {
 		t.Fatalf("replay: %d %v", n, err)
 	}

@@ -76,6 +76,7 @@ type Broker struct {
 	failSkip  int // FailAfter: messages to pass before the failures start
 	down      bool
 	missing   map[string]bool // topics deleted with DeleteTopic
+	refused   map[string]bool // event ids refused for good (Refuse)
 	changed   chan struct{}   // closed and replaced whenever a receiver may have work
 }
 
@@ -182,6 +183,9 @@ func (b *Broker) publishLocked(ctx context.Context, m broker.Message) (bool, err
 	if err := b.injectedLocked(); err != nil {
 		return false, err
 	}
+	if b.refused[m.Event.ID] {
+		return false, txbox.Permanent(fmt.Errorf("mem: event %s refused (Refuse)", m.Event.ID))
+	}
 	e, err := b.encode(m)
 	if err != nil {
 		return false, err
@@ -283,6 +287,19 @@ func (b *Broker) FailAfter(skip, n int, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.failSkip, b.failN, b.failErr = skip, n, err
+}
+
+// Refuse makes every publish of the event eventID fail for good (an
+// error wrapping txbox.ErrPermanent, as a broker that will never take it:
+// too big, an invalid subject), storing nothing, until Refuse(eventID,
+// false): a poison event, then its cause fixed.
+func (b *Broker) Refuse(eventID string, refuse bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.refused == nil {
+		b.refused = map[string]bool{}
+	}
+	b.refused[eventID] = refuse
 }
 
 // DeleteTopic makes topic a missing destination, as a stream or topic

@@ -244,3 +244,19 @@ func TestRecreateTopic(t *testing.T) {
 	}
 	adaptertest.Silent(t, s, 300*time.Millisecond, "nothing more is stored")
 }
+
+// Refuse: a refused event fails for good and is not stored; the others of
+// the call are; taken again once no longer refused.
+func TestRefuse(t *testing.T) {
+	b := membroker.New(membroker.Options{})
+	poison, next := txbox.MustEvent("Order", "o-1", "E", nil), txbox.MustEvent("Order", "o-2", "E", nil)
+	b.Refuse(poison.ID, true)
+	errs := b.Publish(context.Background(), []broker.Message{{Event: poison, Topic: "t"}, {Event: next, Topic: "t"}})
+	if !errors.Is(errs[0], txbox.ErrPermanent) || errs[1] != nil || len(b.Messages()) != 1 {
+		t.Fatalf("refused: %v, %d stored", errs, len(b.Messages()))
+	}
+	b.Refuse(poison.ID, false)
+	if errs := b.Publish(context.Background(), []broker.Message{{Event: poison, Topic: "t"}}); errs[0] != nil || len(b.Messages()) != 2 {
+		t.Fatalf("after Refuse(false): %v, %d stored", errs, len(b.Messages()))
+	}
+}

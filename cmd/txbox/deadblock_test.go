@@ -22,15 +22,7 @@ func TestStatsAndReplayOfBlockedAggregate(t *testing.T) {
 	tb := s.Tables()
 	poison, next := txbox.MustEvent("Account", "a-1", "Posted", nil), txbox.MustEvent("Account", "a-1", "Posted", nil)
 	storeenv.Write(t, storeenv.Postgres{}, s, poison, next)
-	recs, err := s.Claim(ctx, store.ClaimRequest{Lease: "r#1", Limit: 2, LeaseFor: time.Minute})
-	if err != nil || len(recs) != 2 {
-		t.Fatalf("claim: %v %d", err, len(recs))
-	}
-	fs := []store.Failure{{ID: recs[0].ID, Dead: true, Error: "permanent: poison"},
-		{ID: recs[1].ID, Outage: true, Delay: store.HoldFor, Error: store.HoldReason(poison.ID)}}
-	if n, err := s.MarkFailed(ctx, "r#1", fs); err != nil || n != 2 {
-		t.Fatalf("mark: %d %v", n, err)
-	}
+	storeenv.Block(t, s, poison, next)
 	flags := []string{"--db", testenv.URL(t, "TXBOX_TEST_POSTGRES"), "--outbox-table", tb.Outbox, "--inbox-table", tb.Inbox}
 	out, code := run(t, nil, append([]string{"stats"}, flags...)...)
 	if code != 0 || !strings.Contains(out, "blocked      1 aggregates, 1 rows held behind DEAD events") {

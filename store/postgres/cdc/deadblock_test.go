@@ -2,13 +2,9 @@ package cdc_test
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/txbox/txbox"
-	"github.com/txbox/txbox/broker"
 	membroker "github.com/txbox/txbox/broker/mem"
 	"github.com/txbox/txbox/internal/testenv"
 	"github.com/txbox/txbox/store"
@@ -24,12 +20,11 @@ import (
 func TestDeadBlocksInCDCMode(t *testing.T) {
 	e := newEnv(t)
 	b := membroker.New(membroker.Options{})
-	pub := &refusing{Publisher: b, bad: map[string]bool{}}
-	e.start(e.slot(), pub, func(c *cdc.Config) { c.Relay.DeadBlocks = []string{"order"} })
+	e.start(e.slot(), b, func(c *cdc.Config) { c.Relay.DeadBlocks = []string{"order"} })
 	// r: replayed later; p: purged later; c: clean.
 	r1, p1 := ev("r", 1), ev("p", 1)
-	pub.set(r1.ID, true)
-	pub.set(p1.ID, true)
+	b.Refuse(r1.ID, true)
+	b.Refuse(p1.ID, true)
 	e.write(false, ev("r", 0), ev("p", 0), ev("c", 0))
 	e.write(false, r1, p1)
 	e.write(true, ev("r", 2), ev("c", 1)) // tableless
@@ -46,7 +41,7 @@ func TestDeadBlocksInCDCMode(t *testing.T) {
 	}
 
 	// The cause fixed, the broker takes r1 now.
-	pub.set(r1.ID, false)
+	b.Refuse(r1.ID, false)
 	ctx := context.Background()
 	if n, err := e.s.Replay(ctx, store.Filter{EventIDs: []string{r1.ID}}); err != nil || n != 1 {
 		t.Fatalf("replay: %d %v", n, err)
@@ -70,37 +65,4 @@ func TestDeadBlocksInCDCMode(t *testing.T) {
 		t.Fatalf("delivered %v, want r 0-4, p 0 and 2, c 0-2", next)
 	}
 	testenv.WaitFor(t, time.Minute, "nothing held or dead left", func() bool { return e.countRows("RETRY") == 0 && e.countRows("DEAD") == 0 })
-}
-
-// refusing refuses, for good, the events in bad.
-type refusing struct {
-	broker.Publisher
-	mu  sync.Mutex
-	bad map[string]bool
-}
-
-func (p *refusing) set(id string, bad bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.bad[id] = bad
-}
-
-func (p *refusing) Publish(ctx context.Context, msgs []broker.Message) []error {
-	p.mu.Lock()
-	var pass []broker.Message
-	var idx []int
-	errs := make([]error, len(msgs))
-	for i, m := range msgs {
-		if p.bad[m.Event.ID] {
-			errs[i] = txbox.Permanent(errors.New("refused for good"))
-			continue
-		}
-		pass = append(pass, m)
-		idx = append(idx, i)
-	}
-	p.mu.Unlock()
-	for j, err := range p.Publisher.Publish(ctx, pass) {
-		errs[idx[j]] = err
-	}
-	return errs
 }
