@@ -92,6 +92,7 @@ func runCDC(ctx context.Context, g *globals, cfg relay.Config, cf cdcFlags, s *p
 	if err != nil {
 		return err
 	}
+	srv.warnOf(r.Relay(), cfg.LongTransactionWarn)
 	g.log.Info("relay connected", "mode", modeCDC, "slot", cf.slot, "db", redact.URL(g.db), "broker", redact.URL(g.broker))
 	// The relay's own observer logs the progress line (relay.Relay.Observe,
 	// which the CDC relay runs); the counts at stop are this command's.

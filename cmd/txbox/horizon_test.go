@@ -14,17 +14,23 @@ import (
 
 // A transaction held open beside the relay, as a report does: the relay's
 // gauge shows its age, its log warns once naming the session, /readyz
-// stays 200 and says so, and both clear once it ends.
+// stays 200 and says so, and both clear once it ends; in both modes.
 func TestRelayWarnsOfLongTransaction(t *testing.T) {
+	for _, mode := range []string{"poll", "cdc"} {
+		t.Run(mode, func(t *testing.T) { testWarnsOfLongTransaction(t, mode) })
+	}
+}
+
+func testWarnsOfLongTransaction(t *testing.T, mode string) {
 	dest := brokerenv.NATS{}.Setup(t)
-	args, conn, outbox := startupTables(t, "poll")
+	args, conn, outbox := startupTables(t, mode)
 	id := insertEvent(t, conn, outbox)
 	p := startRelayProcess(t, nil, append(append(args, "--broker", dest.URL, "--topic", dest.Topic, "--long-transaction-warn", "3s"), dest.Args...)...)
 	p.waitReadyAndDelivered(t, 1)
 	waitStored(t, dest, id)
 
 	ctx := context.Background()
-	cfg, err := pgx.ParseConfig(testenv.URL(t, "TXBOX_TEST_POSTGRES"))
+	cfg, err := pgx.ParseConfig(flagValue(args, "--db"))
 	if err != nil {
 		t.Fatal(err)
 	}
