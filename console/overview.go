@@ -27,6 +27,40 @@ type blockedView struct {
 	Aggregates           int64   `json:"aggregates"`
 	Rows                 int64   `json:"rows"`
 	OldestHeldAgeSeconds float64 `json:"oldest_held_age_seconds"`
+	// List: the first blockedList blocked aggregates, each with the DEAD
+	// event that holds it back.
+	List []blockedAggregate `json:"list"`
+}
+
+type blockedAggregate struct {
+	AggregateType string `json:"aggregate_type"`
+	AggregateID   string `json:"aggregate_id"`
+	DeadEventID   string `json:"dead_event_id"`
+}
+
+// blockedList bounds the held rows the overview reads to list blocked
+// aggregates.
+const blockedList = 200
+
+// blockedAggregates lists the aggregates of the held rows (store.HeldFilter),
+// oldest first, once each.
+func (c *Console) blockedAggregates(ctx context.Context) ([]blockedAggregate, error) {
+	rows, err := c.s.List(ctx, store.HeldFilter(blockedList))
+	if err != nil {
+		return nil, err
+	}
+	var out []blockedAggregate
+	seen := map[[2]string]bool{}
+	for _, r := range rows {
+		id, ok := store.HeldBehind(r.LastError)
+		k := [2]string{r.AggregateType, r.AggregateID}
+		if !ok || seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, blockedAggregate{AggregateType: r.AggregateType, AggregateID: r.AggregateID, DeadEventID: id})
+	}
+	return out, nil
 }
 
 type relaySeen struct {
@@ -61,6 +95,11 @@ func (c *Console) overview(ctx context.Context) (overviewView, error) {
 			return v, err
 		}
 		v.Blocked = &blockedView{Aggregates: b.Aggregates, Rows: b.Rows, OldestHeldAgeSeconds: b.OldestAge.Seconds()}
+		if b.Aggregates > 0 {
+			if v.Blocked.List, err = c.blockedAggregates(ctx); err != nil {
+				return v, err
+			}
+		}
 	}
 	return v, nil
 }

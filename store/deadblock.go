@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"strings"
 	"time"
+
+	"github.com/txbox/txbox"
 )
 
 // Blocking dead letters (relay.Config.DeadBlocks, `txbox relay
@@ -29,7 +32,28 @@ var HeldAfter = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
 // HoldReason is the last_error of a row held behind the DEAD event
 // deadEventID.
 func HoldReason(deadEventID string) string {
-	return "held: the earlier event " + deadEventID + " of this aggregate is DEAD and its type blocks (--dead-blocks); replay or purge it to release this one"
+	return holdPrefix + deadEventID + holdSuffix
+}
+
+const (
+	holdPrefix = "held: the earlier event "
+	holdSuffix = " of this aggregate is DEAD and its type blocks (--dead-blocks); replay or purge it to release this one"
+)
+
+// HeldBehind is the DEAD event a held row's last_error names (HoldReason);
+// ok is false for any other text.
+func HeldBehind(lastError string) (deadEventID string, ok bool) {
+	rest, ok := strings.CutPrefix(lastError, holdPrefix)
+	if !ok {
+		return "", false
+	}
+	return strings.CutSuffix(rest, holdSuffix)
+}
+
+// HeldFilter selects the held rows' kind (RETRY, with a HoldReason) for
+// Outbox.List, to show what is blocked.
+func HeldFilter(limit int) Filter {
+	return Filter{Status: txbox.StatusRetry, ErrorContains: holdPrefix, Limit: limit}
 }
 
 // AggregateRow names a row of an aggregate: the relay asks what lies before
