@@ -132,13 +132,14 @@ func (r *Relay) gate(ctx context.Context, c claimed, lanes map[string][]item, or
 	return r.live(order, lanes)
 }
 
-// releaseHeld makes due the held rows that no DEAD row of a type this
-// relay blocks holds back, once per watch round (see the top of this
-// file), and samples the held rows for Stats. It is a no-op for a store
-// that cannot hold rows.
+// releaseHeld puts back the held rows that no DEAD row of a type this
+// relay blocks holds back, and samples the held rows for Stats: every
+// watch round on a relay with types that block, once at start on one
+// without (rows held while the operator still listed their type). It is a
+// no-op for a store that cannot hold rows.
 func (o *observer) releaseHeld(ctx context.Context) {
 	r := o.r
-	if r.blocker == nil {
+	if r.blocker == nil || (!r.blocks.on() && o.heldSwept) {
 		return
 	}
 	o.mu.Lock()
@@ -166,6 +167,7 @@ func (o *observer) releaseHeld(ctx context.Context) {
 	o.mu.Lock()
 	o.blocked = b
 	o.mu.Unlock()
+	o.heldSwept = true
 }
 
 // logDeadBlocks says at start which types block.

@@ -156,3 +156,26 @@ func TestDeadBlocksConfig(t *testing.T) {
 		t.Fatalf("a store without DeadBlocker: %v, want a config error naming DeadBlocks", err)
 	}
 }
+
+// A relay whose list no longer names a type (the operator took it off
+// --dead-blocks, or dropped the flag) releases the rows held behind that
+// type's DEAD events, and delivers them.
+func TestRelayReleasesRowsHeldForTypesItDoesNotBlock(t *testing.T) {
+	for _, list := range [][]string{nil, {"Order"}} {
+		t.Run(fmt.Sprint(list), func(t *testing.T) {
+			s := openPG(t)
+			poison, next := txbox.MustEvent("Account", "a-1", "Posted", nil), txbox.MustEvent("Account", "a-1", "Posted", nil)
+			write(t, s, poison, next)
+			storeenv.Block(t, s, poison, next)
+			mem := membroker.New(membroker.Options{})
+			r, _, _ := run(t, relay.Config{Store: s, Publisher: mem, DeadBlocks: list, MetricsInterval: 50 * time.Millisecond})
+			testenv.WaitFor(t, time.Minute, "the held event delivered", func() bool { return len(mem.Messages()) == 1 })
+			if got := mem.Messages()[0].Event.ID; got != next.ID {
+				t.Fatalf("delivered %s, want the held event %s", got, next.ID)
+			}
+			if b := r.Stats().Blocked; b.Rows != 0 {
+				t.Fatalf("blocked after the release: %+v", b)
+			}
+		})
+	}
+}

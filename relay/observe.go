@@ -19,7 +19,9 @@ type observer struct {
 	sampler store.BacklogSampler // nil: the store cannot sample its backlog
 	hz      horizonWatch
 	blocked store.Blocked // the last sample of held rows (deadblock.go)
-	m       Metrics       // nil: no metrics
+	// heldSwept: releaseHeld ran once (the watch goroutine's only).
+	heldSwept bool
+	m         Metrics // nil: no metrics
 
 	pinger      broker.Pinger // nil: the publisher cannot be pinged
 	started     time.Time
