@@ -157,6 +157,24 @@ func harness(t *testing.T, o runOpts) (Report, map[Kind]int, Minimums) {
 	return rep, done, min
 }
 
+// drained reports whether every consumer applied every committed event.
+func drained(ctx context.Context, w *World) bool {
+	committed, applied, err := w.DB.Progress(ctx)
+	return err == nil && allApplied(committed, applied)
+}
+
+func allApplied(committed int, applied map[string]int) bool {
+	if committed == 0 {
+		return false
+	}
+	for _, c := range consumerNames() {
+		if applied[c.Inbox] < committed {
+			return false
+		}
+	}
+	return true
+}
+
 // drainAndCheck waits up to quiesce for every event of the ledger to be
 // applied by every consumer (with settle, only while events are still
 // being applied: a broken build may never apply them all), then past the
@@ -171,13 +189,12 @@ func drainAndCheck(t *testing.T, w *World, prod *Production, quiesce, settle tim
 	last, lastChange := -1, time.Now()
 	for time.Now().Before(deadline) {
 		committed, applied, err := w.DB.Progress(ctx)
-		total, all := 0, committed > 0
+		total := 0
 		if err == nil {
 			for _, c := range consumerNames() {
 				total += applied[c.Inbox]
-				all = all && applied[c.Inbox] >= committed
 			}
-			if all {
+			if allApplied(committed, applied) {
 				break
 			}
 		}
@@ -197,6 +214,14 @@ func drainAndCheck(t *testing.T, w *World, prod *Production, quiesce, settle tim
 	}
 	if waited := time.Since(start); waited > quiesce {
 		t.Logf("the consumers were still applying at %v: waited %v", quiesce, waited.Round(time.Second))
+	}
+	if !drained(ctx, w) {
+		// Where the consumers wait goes into their output, which a failed
+		// run's log shows (World's cleanup): slow, or stuck, and where.
+		t.Logf("not every event applied after %v: the consumers' goroutines follow in their output", time.Since(start).Round(time.Second))
+		for _, c := range consumerNames() {
+			w.dumpConsumers(c.Inbox)
+		}
 	}
 	time.Sleep(4 * time.Second)
 	// The consumers stop before the checker reads: it reads the effects and
