@@ -63,7 +63,12 @@
 // acknowledged (or the offset after the last one read, when all are). Ack
 // therefore returns once that offset is committed; acknowledging a record
 // while an older one of its partition is still out is recorded and becomes
-// part of the commit that follows the older one's Ack.
+// part of the commit that follows the older one's Ack. AckAsync
+// (broker.AsyncAcker, which the inbox uses after its commit) records the
+// ack the same way and returns at once: a committer commits the marked
+// partitions' offsets in the background, one commit for every ack that
+// arrived meanwhile, and Close commits what is left. A crash before that
+// commit brings the records again, which an inbox absorbs.
 //
 // Kafka has no per-message negative acknowledgement. Nak(delay) keeps the
 // record in the subscriber and hands it out again, as a new delivery with a

@@ -91,6 +91,11 @@ type Subscriber struct {
 	timers timerHeap
 	wake   context.CancelFunc // cancels a waiting poll when a redelivery is scheduled
 	closed bool
+	// AckAsync's (asyncack.go): the partitions to commit, the committer's
+	// wake-up and its end; nil until the first AckAsync.
+	dirty         map[topicPartition]bool
+	kick          chan struct{}
+	committerDone chan struct{}
 
 	closeOnce sync.Once
 }
@@ -400,6 +405,7 @@ func (s *Subscriber) Close() error {
 		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), s.commitTimeout)
 		defer cancel()
+		s.flushAcks(ctx)
 		if err := s.cl.LeaveGroupContext(ctx); err != nil {
 			s.log.Debug("kafka: leaving the group", "err", err)
 		}

@@ -98,13 +98,15 @@ func TestNakRedeliversFromMemoryAndFromKafka(t *testing.T) {
 	ctx := context.Background()
 	s := adaptertest.Open(t, kafkabroker.OpenSubscriber, kc.URL(), kafkabroker.SubscriberOptions{Group: "svc", Topics: []string{"nak"}, AckWait: -1})
 	ds := receiveN(t, s, 2, 10*time.Second)
+	// The delay runs from the Nak: measured from after the Ack, which
+	// waits for a commit, it looked short on a loaded machine.
+	start := time.Now()
 	if err := ds[0].Nak(ctx, 300*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	if err := ds[1].Ack(ctx); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	again := receiveN(t, s, 1, 5*time.Second)
 	if el := time.Since(start); el < 250*time.Millisecond {
 		t.Errorf("redelivered after %v, before the 300ms delay", el)
@@ -212,4 +214,39 @@ func rawRecord(topic string, headers map[string]string, body string) *kgo.Record
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 	}
 	return r
+}
+
+// TestAckAsyncCommitsInTheBackgroundAndAtClose: AckAsync returns without a
+// commit, the committer commits in the background, and Close commits what
+// is left: a member that joins after holds none of the acknowledged
+// records, and the watermark rule holds (a record acknowledged behind an
+// older one still out is not committed past it).
+func TestAckAsyncCommitsInTheBackgroundAndAtClose(t *testing.T) {
+	kc, p := withTopic(t, "async", 1)
+	publishAll(t, p, adaptertest.Msg("async", "a", 0), adaptertest.Msg("async", "a", 1), adaptertest.Msg("async", "a", 2))
+	opts := kafkabroker.SubscriberOptions{Group: "svc", Topics: []string{"async"}, AckWait: -1}
+	s := adaptertest.Open(t, kafkabroker.OpenSubscriber, kc.URL(), opts)
+	ds := receiveN(t, s, 3, 10*time.Second)
+	for _, i := range []int{0, 2} { // #1 stays out
+		if err := ds[i].(broker.AsyncAcker).AckAsync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	s = adaptertest.Open(t, kafkabroker.OpenSubscriber, kc.URL(), opts)
+	ds = receiveN(t, s, 2, 10*time.Second)
+	if got := payloads(t, ds); got[0] != `{"n":1}` || got[1] != `{"n":2}` {
+		t.Fatalf("after AckAsync of #0 and #2 and a Close: %v, want #1 and #2 (the watermark stops at #1)", got)
+	}
+	for _, d := range ds {
+		if err := d.(broker.AsyncAcker).AckAsync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	s = adaptertest.Open(t, kafkabroker.OpenSubscriber, kc.URL(), opts)
+	publishAll(t, p, adaptertest.Msg("async", "a", 3))
+	if got := payloads(t, receiveN(t, s, 1, 10*time.Second)); got[0] != `{"n":3}` {
+		t.Fatalf("after AckAsync of everything and a Close: %v, want only the new #3", got)
+	}
 }

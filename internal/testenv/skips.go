@@ -23,7 +23,7 @@ var Skips = []AllowedSkip{
 	// for a capability the adapter does not declare skips.
 	{`broker/(kafka|mqtt|rabbitmq|redis|webhook)`, `TestConformance\w*/NativeDedupe`,
 		"the broker has no native deduplication (brokertest: adapter does not declare NativeDedupe)"},
-	{`broker/(kafka|mem|mqtt|rabbitmq|redis|webhook)`, `TestConformance\w*/AsyncAck`,
+	{`broker/(mem|mqtt|rabbitmq|redis|webhook)`, `TestConformance\w*/AsyncAck`,
 		"the subscriber acks in order only (brokertest: no broker.AsyncAcker)"},
 	{`broker/(mqtt|rabbitmq|redis|webhook)`, `TestConformance\w*/Pipelined(OneKey|FailureLeavesNoGap)`,
 		"the broker may store a later message of a key after an earlier one failed, so the relay keeps one unconfirmed event per key (brokertest: PipelinesPerKey not declared)"},
