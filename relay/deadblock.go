@@ -79,10 +79,11 @@ func isHold(f store.Failure) bool { return f.Outage && f.Delay == store.HoldFor 
 // and releases those with an unsent one ahead (a replay moved it there
 // after the claim; it goes first), unless the batch follows this relay's
 // own batches in flight (chained claims: the rows ahead are theirs). It
-// returns the lanes left to publish. One statement per batch, and only
-// for batches with lanes of a blocking type.
-func (r *Relay) gate(ctx context.Context, c claimed, lanes map[string][]item, order []string, out *outcome) []string {
-	if r.blocker == nil {
+// returns the lanes left to publish; release gives a lane back (deliver's).
+// One statement per batch, and only for batches with lanes of a blocking
+// type: nothing at all without DeadBlocks.
+func (r *Relay) gate(ctx context.Context, c claimed, lanes map[string][]item, order []string, out *outcome, release func(lane string) int) []string {
+	if r.blocker == nil || !r.blocks.on() {
 		return order
 	}
 	var rows []store.AggregateRow
@@ -98,25 +99,18 @@ func (r *Relay) gate(ctx context.Context, c claimed, lanes map[string][]item, or
 	actx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
 	ahead, err := r.blocker.Ahead(actx, rows)
 	cancel()
-	giveBack := func(k string) {
-		for _, it := range lanes[k] {
-			out.release = append(out.release, it.rec.ID)
-		}
-		lanes[k] = nil
-		c.laneDone(k, false)
-	}
 	if err != nil {
 		// Unknown what lies ahead: the lanes go back unpublished and come
 		// again with a later claim.
 		r.ctrs.Errors.Add(1)
 		r.log.Warn("cannot look for DEAD events ahead of the claimed ones; releasing their aggregates' rows", "err", err, "aggregates", len(rows))
 		for _, row := range rows {
-			giveBack(row.AggregateType + "\x00" + row.AggregateID)
+			release(aggKey(row.AggregateType, row.AggregateID))
 		}
 		return r.live(order, lanes)
 	}
 	for _, a := range ahead {
-		k := a.AggregateType + "\x00" + a.AggregateID
+		k := aggKey(a.AggregateType, a.AggregateID)
 		switch {
 		case a.Dead:
 			for _, it := range lanes[k] {
@@ -126,7 +120,7 @@ func (r *Relay) gate(ctx context.Context, c claimed, lanes map[string][]item, or
 			lanes[k] = nil
 			c.laneDone(k, false)
 		case !c.followsOwn():
-			giveBack(k)
+			release(k)
 		}
 	}
 	return r.live(order, lanes)
@@ -206,7 +200,7 @@ func (r *Relay) gateStream(ctx context.Context, st *orderedStream, held *[]store
 	dead := map[string]string{}
 	for _, a := range ahead {
 		if a.Dead {
-			dead[a.AggregateType+"\x00"+a.AggregateID] = a.EventID
+			dead[aggKey(a.AggregateType, a.AggregateID)] = a.EventID
 		}
 	}
 	r.holdLanes(st, dead, held)

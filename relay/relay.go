@@ -295,7 +295,6 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 	lanes, order := r.lanes(b.recs, &out)
 	deadline := b.deadline
 	b.c.trim(lanes, &out)
-	order = r.gate(ctx, b.c, lanes, r.live(order, lanes), &out)
 	release := func(k string) int {
 		n := len(lanes[k])
 		for _, it := range lanes[k] {
@@ -305,6 +304,7 @@ func (r *Relay) deliver(ctx context.Context, b batch, stop <-chan struct{}) erro
 		b.c.laneDone(k, false)
 		return n
 	}
+	order = r.gate(ctx, b.c, lanes, r.live(order, lanes), &out, release)
 	releaseRest := func(why string) {
 		n := 0
 		for _, k := range order {
@@ -405,7 +405,9 @@ func (r *Relay) item(rec store.Record) (item, error) {
 }
 
 // laneKey is a record's aggregate: the unit of order.
-func laneKey(rec store.Record) string { return rec.AggregateType + "\x00" + rec.AggregateID }
+func laneKey(rec store.Record) string { return aggKey(rec.AggregateType, rec.AggregateID) }
+
+func aggKey(aggType, aggID string) string { return aggType + "\x00" + aggID }
 
 // failure is the outcome of a row whose publish failed with err, by whose
 // fault: a failure of the event itself (ErrPermanent: DEAD at once; any

@@ -75,14 +75,11 @@ func (s *Store) deadRows(ctx context.Context, what, file string, f store.Filter)
 	where, args := filter(sqlstore.DeadOnly(f))
 	var n int64
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.q.filtered(file, where, true, false), args...)
-		if err != nil {
+		var err error
+		n, err = sqladmin.ChangeDead(ctx, tx, s.q.filtered(file, where, true, false), args, func() error {
+			_, err := s.releaseHeld(ctx, tx, true, nil)
 			return err
-		}
-		if n, err = res.RowsAffected(); err != nil || n == 0 {
-			return err
-		}
-		_, err = s.releaseHeld(ctx, tx, true, nil)
+		})
 		return err
 	})
 	if err != nil {

@@ -3,12 +3,12 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/internal/sqladmin"
 )
 
 // Ahead implements store.DeadBlocker (queries/ahead.sql).
@@ -60,14 +60,7 @@ func (s *Store) ReleaseHeld(ctx context.Context, all bool, types []string) (int6
 }
 
 func (s *Store) releaseHeld(ctx context.Context, tx *sql.Tx, all bool, types []string) (int64, error) {
-	if types == nil {
-		types = []string{}
-	}
-	list, err := json.Marshal(types)
-	if err != nil {
-		return 0, err
-	}
-	res, err := tx.QueryContext(ctx, s.q.heldFree, all, string(list))
+	res, err := tx.QueryContext(ctx, s.q.heldFree, all, sqladmin.TypesJSON(types))
 	if err != nil {
 		return 0, err
 	}

@@ -59,14 +59,11 @@ func (s *Store) deadRows(ctx context.Context, what, file string, f store.Filter)
 	where, args := filter(sqlstore.DeadOnly(f))
 	var n int64
 	err := s.immediate(ctx, func(c *sql.Conn) error {
-		res, err := c.ExecContext(ctx, s.q.filtered(file, where), args...)
-		if err != nil {
+		var err error
+		n, err = sqladmin.ChangeDead(ctx, c, s.q.filtered(file, where), args, func() error {
+			_, err := s.releaseHeld(ctx, c, true, nil)
 			return err
-		}
-		if n, err = res.RowsAffected(); err != nil || n == 0 {
-			return err
-		}
-		_, err = s.releaseHeld(ctx, c, true, nil)
+		})
 		return err
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/txbox/txbox/store"
+	"github.com/txbox/txbox/store/internal/sqladmin"
 )
 
 // Ahead implements store.DeadBlocker (queries/ahead.sql).
@@ -56,14 +57,7 @@ func (s *Store) ReleaseHeld(ctx context.Context, all bool, types []string) (int6
 }
 
 func (s *Store) releaseHeld(ctx context.Context, c *sql.Conn, all bool, types []string) (int64, error) {
-	if types == nil {
-		types = []string{}
-	}
-	list, err := json.Marshal(types)
-	if err != nil {
-		return 0, err
-	}
-	res, err := c.ExecContext(ctx, s.q.releaseHeld, all, string(list))
+	res, err := c.ExecContext(ctx, s.q.releaseHeld, all, sqladmin.TypesJSON(types))
 	if err != nil {
 		return 0, err
 	}
